@@ -1,0 +1,111 @@
+"""What a kernel launch is, as data: the input of every shared-memory estimator.
+
+A :class:`KernelSpec` names one compiled kernel: which reference kernel, which dtype path
+(operand types and quantisation), the tile constexprs, ``num_warps``/``num_stages`` and the
+launch specialisation that changes code generation (16-byte divisibility of the problem sizes,
+the arch-dependent swap of A and B). Two launches with equal specs compile to the same kernel,
+so a spec is the key of the compile cache and of the estimators' memo tables.
+
+This module imports neither triton nor torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Mapping
+
+# Operand and output element types of each dtype path of the fused-MoE and block GEMM kernels,
+# in Triton's type names. ``a`` is the activation, ``b`` the weight as stored in global memory
+# (int4 weights are packed two per uint8), ``c`` the output.
+DTYPE_PATHS: Mapping[str, Mapping[str, str]] = {
+    "fp16": {"a": "fp16", "b": "fp16", "c": "fp16"},
+    "bf16": {"a": "bf16", "b": "bf16", "c": "bf16"},
+    "fp32": {"a": "fp32", "b": "fp32", "c": "fp32"},
+    "fp8_w8a8": {"a": "fp8e4nv", "b": "fp8e4nv", "c": "bf16"},
+    "int8_w8a8": {"a": "i8", "b": "i8", "c": "bf16"},
+    "int8_w8a16": {"a": "bf16", "b": "i8", "c": "bf16"},
+    "int4_w4a16": {"a": "bf16", "b": "u8", "c": "bf16"},
+}
+
+# Quantisation granularity of the scales.
+QUANT_MODES = ("none", "per_tensor", "per_channel", "block", "group")
+
+KERNELS = ("fused_moe", "fused_moe_wna16", "block_gemm", "mla_decode")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel specialisation. Hashable; ``key()`` is a stable string form.
+
+    ``tile`` holds the tile constexprs by their JSON names (``BLOCK_SIZE_M``, ``BLOCK_SIZE_N``,
+    ``BLOCK_SIZE_K``, ``GROUP_SIZE_M``; for MLA decode ``BLOCK_N``, ``BLOCK_H``,
+    ``BLOCK_DMODEL``, ``BLOCK_DPE``). ``block_shape`` is ``(block_n, block_k)`` for block
+    quantisation and ``(0, group_size)`` for weight-only group quantisation.
+    ``problem`` holds the problem sizes that matter for specialisation (``N``, ``K`` and, for
+    MoE, ``top_k``); only their divisibility by 16 changes the compiled kernel.
+    """
+
+    kernel: str
+    dtype: str
+    tile: tuple[tuple[str, int], ...]
+    num_warps: int = 4
+    num_stages: int = 3
+    quant: str = "none"
+    block_shape: tuple[int, int] | None = None
+    problem: tuple[tuple[str, int], ...] = ()
+    swap_ab: bool = False
+    kv_dtype: str | None = None
+    extra: tuple[tuple[str, object], ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        if self.kernel not in KERNELS:
+            raise ValueError(f"unknown kernel {self.kernel!r}; known: {', '.join(KERNELS)}")
+        if self.kernel != "mla_decode" and self.dtype not in DTYPE_PATHS:
+            raise ValueError(f"unknown dtype path {self.dtype!r}; known: {', '.join(DTYPE_PATHS)}")
+        if self.quant not in QUANT_MODES:
+            raise ValueError(f"unknown quantisation {self.quant!r}; known: {', '.join(QUANT_MODES)}")
+
+    @property
+    def tile_dict(self) -> dict[str, int]:
+        return dict(self.tile)
+
+    @property
+    def problem_dict(self) -> dict[str, int]:
+        return dict(self.problem)
+
+    def get(self, name: str, default: int | None = None) -> int | None:
+        for key, value in self.tile:
+            if key == name:
+                return value
+        return default
+
+    def with_(self, **changes) -> "KernelSpec":
+        return replace(self, **changes)
+
+    def key(self) -> str:
+        """A stable, human-readable identity, used as the compile-cache key."""
+        parts = [self.kernel, self.dtype, self.quant]
+        if self.block_shape is not None:
+            parts.append("bs=%dx%d" % self.block_shape)
+        if self.kv_dtype:
+            parts.append(f"kv={self.kv_dtype}")
+        parts.extend(f"{k}={v}" for k, v in sorted(self.tile))
+        parts.append(f"w={self.num_warps}")
+        parts.append(f"s={self.num_stages}")
+        if self.swap_ab:
+            parts.append("swap_ab")
+        parts.extend(f"{k}={v}" for k, v in sorted(self.problem))
+        parts.extend(f"{k}={v}" for k, v in sorted(self.extra))
+        return ",".join(parts)
+
+
+def make_spec(kernel: str, dtype: str, tile: Mapping[str, int], **kwargs) -> KernelSpec:
+    """Build a spec from a tile mapping (keys are sorted so equal tiles give equal specs)."""
+    problem = kwargs.pop("problem", None) or {}
+    return KernelSpec(
+        kernel=kernel,
+        dtype=dtype,
+        tile=tuple(sorted((k, int(v)) for k, v in tile.items())),
+        problem=tuple(sorted((k, int(v)) for k, v in problem.items())),
+        **kwargs,
+    )
