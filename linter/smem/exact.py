@@ -1,0 +1,538 @@
+"""Exact shared-memory figures: compile our reference kernel ahead of time and read the allocator.
+
+``exact_shared_bytes(spec, arch)`` compiles the reference kernel of ``spec`` (``tilefit.kernels``)
+for ``arch`` with ``GPUTarget``, no GPU needed, and returns the bytes of shared memory per block
+Triton allocates (``metadata["shared"]``, the figure the launch compares with the device limit).
+
+How it stays exact and fast:
+
+* **Launch specialisation.** The launch plan (``tilefit.smem.launch``) describes every argument
+  as the engine's launcher passes it; the values go through Triton's *own* launch specialiser
+  (``native_specialize_impl``, the function ``JITFunction.run`` uses), so pointers get 16-byte
+  alignment, ints equal to 1 become constants, ints divisible by 16 get the divisibility hint,
+  ``None`` becomes a constant -- by the rules of the installed Triton. Without this,
+  ``num_stages`` has no effect (the pipeliner needs the alignment facts).
+* **No Triton cache, early stop.** We run the backend's stages ourselves (the same calls
+  ``triton.compile`` makes, minus its on-disk cache) and stop once the figure is known.
+  ``stop="alloc"`` (default) runs the ``llir`` stage's pass pipeline only up to the shared-memory
+  allocation pass and reads ``ttg.shared`` there: the recorded pass list is the installed
+  backend's own (its ``make_llir`` is run against recording stand-ins of the pass registries), so
+  no pass list is hard-coded here. ``stop="llir"`` runs the whole ``llir`` stage (the LLVM lowering
+  and LLVM O3 too; catches failures there), ``stop="full"`` every stage including ``ptxas``.
+  If the recording does not find the allocation pass (a future backend), ``alloc`` falls back to
+  ``llir`` and says so in the result's ``stage``.
+* **Typed failures.** A compile that fails (Triton cannot lower some tiles, fp8 on sm_80, ...)
+  raises :class:`CompileFailed` carrying the compiler's message and the stage; compile results
+  can also be returned as data (:func:`compile_spec` with ``raise_on_error=False``).
+
+Supported archs: ``sm_XY`` / ``sm_XYa`` / ``sm_XYf`` (CUDA, compute capability XY) and AMD
+``gfxNNN`` (HIP; wave64 on gfx9, wave32 on gfx10+), all compiled without a device.
+
+Works with Triton 3.6 to 3.9 (the APIs used exist unchanged in all four; see
+``docs`` in the module report).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import sys
+import tempfile
+import threading
+import time
+import types
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from .launch import Arg, LaunchPlan, launch_plan
+from .spec import KernelSpec
+
+STOP_MODES = ("alloc", "llir", "full")
+
+
+class ExactError(Exception):
+    """Base class of the exact estimator's errors."""
+
+
+class TritonUnavailable(ExactError):
+    """Triton is not installed (``pip install tilefit[triton]``)."""
+
+
+class UnsupportedArch(ExactError):
+    """The arch string is not one Triton can target."""
+
+
+class CompileFailed(ExactError):
+    """Triton failed to compile the kernel; ``message`` holds the compiler's words."""
+
+    def __init__(self, spec: KernelSpec | None, arch: str, stage: str, message: str):
+        self.spec = spec
+        self.arch = arch
+        self.stage = stage
+        self.message = message
+        what = spec.key() if spec is not None else "kernel"
+        super().__init__(f"{what} on {arch}: compile failed in {stage}: {message}")
+
+
+@dataclass(frozen=True)
+class ExactResult:
+    """The outcome of one compile (or one failed compile), JSON-serialisable.
+
+    ``shared_bytes`` is ``None`` when the compile failed; ``error`` then holds the compiler's
+    message and ``error_stage`` the stage (``ttir``, ``ttgir``, ``llir``, ...). ``stage`` is where
+    the pipeline stopped (``alloc``, ``llir`` or ``cubin``/``hsaco``). ``threads`` is
+    ``num_warps * 32`` (``* 64`` on wave64 AMD) after warp specialisation, when known.
+    """
+
+    arch: str
+    shared_bytes: int | None
+    num_warps: int
+    threads: int
+    stage: str
+    seconds: float
+    triton_version: str
+    error: str | None = None
+    error_stage: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ExactResult":
+        fields = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: v for k, v in data.items() if k in fields})
+
+
+# ------------------------------------------------------------------------------------------------
+# archs
+
+
+_SM = re.compile(r"^(?:sm_?|cc)?(\d+)([af]?)$")
+_GFX = re.compile(r"^gfx[0-9a-f]+$")
+
+
+def parse_arch(arch: str) -> tuple[str, object, int]:
+    """``"sm_89"`` -> ``("cuda", 89, 32)``; ``"gfx942"`` -> ``("hip", "gfx942", 64)``."""
+    a = arch.strip().lower()
+    if _GFX.match(a):
+        # CDNA (gfx9xx) runs wave64; RDNA (gfx10xx+) wave32, Triton's default there.
+        warp = 64 if a.startswith("gfx9") else 32
+        return "hip", a, warp
+    m = _SM.match(a)
+    if m:
+        cc = int(m.group(1))
+        if cc < 70:
+            raise UnsupportedArch(f"{arch}: Triton targets compute capability 7.0 and newer")
+        return "cuda", cc, 32
+    raise UnsupportedArch(f"unknown arch {arch!r} (expected sm_XY or gfxNNN)")
+
+
+# ------------------------------------------------------------------------------------------------
+# Triton access (lazy)
+
+
+def _triton():
+    try:
+        import triton  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - exercised where triton is absent
+        raise TritonUnavailable("the exact estimator needs triton (pip install 'tilefit[triton]')") from exc
+    return triton
+
+
+def triton_version() -> str | None:
+    """The installed Triton's version, without importing it (``None`` if absent)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover
+        return None
+    for dist in ("triton", "pytorch-triton", "pytorch-triton-rocm", "triton-rocm"):
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+_kernel_lock = threading.Lock()
+_kernels: dict[tuple[str, str], Any] = {}
+
+
+def load_kernel(module: str, function: str):
+    """The ``JITFunction`` of a reference kernel (re-wrapped if the module was imported under
+    ``TRITON_INTERPRET=1``, whose ``InterpretedFunction`` cannot be compiled)."""
+    key = (module, function)
+    with _kernel_lock:
+        fn = _kernels.get(key)
+        if fn is None:
+            triton = _triton()
+            fn = getattr(importlib.import_module(module), function)
+            if not isinstance(fn, triton.runtime.JITFunction):
+                from triton.runtime.jit import JITFunction
+
+                fn = JITFunction(getattr(fn, "fn", fn))
+            _kernels[key] = fn
+    return fn
+
+
+class _Pointer:
+    """What Triton's launch specialiser sees of a tensor: a dtype and a 16-byte aligned address."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+
+    @staticmethod
+    def data_ptr() -> int:
+        return 0
+
+    @staticmethod
+    def ptr_range() -> int:  # AMD buffer ops: the tensor fits a 32-bit offset
+        return 0
+
+
+def _tl_dtype(name: str):
+    import triton.language as tl
+
+    from .launch import triton_type
+
+    name = triton_type(name)
+    table = {
+        "fp16": tl.float16, "bf16": tl.bfloat16, "fp32": tl.float32, "fp64": tl.float64,
+        "fp8e4nv": tl.float8e4nv, "fp8e5": tl.float8e5, "fp8e4b8": tl.float8e4b8,
+        "fp8e4b15": tl.float8e4b15, "fp8e5b16": tl.float8e5b16,
+        "i8": tl.int8, "u8": tl.uint8, "i16": tl.int16, "i32": tl.int32, "i64": tl.int64,
+        "u32": tl.uint32, "i1": tl.int1,
+    }
+    try:
+        return table[name]
+    except KeyError:
+        raise ValueError(f"unknown Triton element type {name!r}") from None
+
+
+def _arg_value(arg: Arg):
+    if arg.kind == "ptr":
+        return _Pointer(_tl_dtype(str(arg.value)))
+    if arg.kind == "dtype":
+        return _tl_dtype(str(arg.value))
+    if arg.kind == "none":
+        return None
+    if arg.kind == "float":
+        return float(arg.value)
+    if arg.kind == "bool":
+        return bool(arg.value)
+    if arg.kind == "int":
+        return int(arg.value)
+    return arg.value  # constexpr
+
+
+def _specialize_fn():
+    try:
+        from triton._C.libtriton import native_specialize_impl
+    except ImportError:  # older Triton: Python implementation in runtime.jit
+        from triton.runtime.jit import specialize_impl as native_specialize_impl  # type: ignore
+    return native_specialize_impl
+
+
+def specialise(fn, plan: LaunchPlan, backend) -> tuple[dict, dict, dict]:
+    """``(signature, constexprs, attrs)`` of ``plan`` as ``JITFunction.run`` would build them."""
+    specialize_impl = _specialize_fn()
+    given = plan.arg_dict()
+    names = [p.name for p in fn.params]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ValueError(f"{plan.function}: launch plan has arguments the kernel lacks: {unknown}")
+    signature: dict[str, str] = {}
+    constexprs: dict[tuple[int, ...], Any] = {}
+    attrs: dict[tuple[int, ...], Any] = {}
+    for i, p in enumerate(fn.params):
+        if p.name in given:
+            value = _arg_value(given[p.name])
+        elif p.has_default:
+            value = p.default
+        else:
+            raise ValueError(f"{plan.function}: launch plan lacks argument {p.name!r}")
+        if p.is_constexpr:
+            signature[p.name] = "constexpr"
+            constexprs[(i,)] = value
+            continue
+        ty, desc = specialize_impl(backend, value, p.is_const, not p.do_not_specialize,
+                                   not p.do_not_specialize_on_alignment)
+        ann = getattr(p, "annotation_type", "")
+        if ann:  # an annotated parameter keeps its declared type (JITFunction does the same)
+            if ann == "u1" or ann[:2] in ("fp", "bf") or p.do_not_specialize:
+                desc = None
+            ty = ann
+        signature[p.name] = ty
+        if ty == "constexpr":
+            constexprs[(i,)] = value
+        elif isinstance(desc, str) and desc:
+            parsed = backend.parse_attr(desc)
+            if parsed:
+                attrs[(i,)] = parsed
+    return signature, constexprs, attrs
+
+
+# ------------------------------------------------------------------------------------------------
+# stopping the pipeline at the shared-memory allocation
+
+
+class _Allocated(Exception):
+    def __init__(self, shared: int | None, total_warps: int | None):
+        self.shared = shared
+        self.total_warps = total_warps
+
+
+class _NoAllocationPass(Exception):
+    pass
+
+
+class _RecordingPassManager:
+    """Stands in for ``ir.pass_manager``: records the passes added, and on ``run`` replays them
+    up to and including the shared-memory allocation pass onto a real pass manager."""
+
+    def __init__(self, real_ir, context):
+        self._ir = real_ir
+        self._context = context
+        self.calls: list[tuple[Any, tuple, dict]] = []
+        self.allocated = False
+
+    def record(self, fn, args, kwargs) -> None:
+        if self.allocated:
+            return
+        self.calls.append((fn, args, kwargs))
+        if "allocate_shared_memory" in getattr(fn, "__name__", ""):
+            self.allocated = True
+
+    def enable_debug(self) -> None:
+        pass
+
+    def run(self, mod, *args, **kwargs):
+        if not self.allocated:
+            raise _NoAllocationPass()
+        pm = self._ir.pass_manager(self._context)
+        for fn, fargs, fkwargs in self.calls:
+            fn(pm, *fargs, **fkwargs)
+        pm.run(mod, *args, **kwargs)
+        raise _Allocated(mod.get_int_attr("ttg.shared"), mod.get_int_attr("ttg.total-num-warps"))
+
+
+class _IrProxy:
+    def __init__(self, real):
+        self._real = real
+
+    def pass_manager(self, context):
+        return _RecordingPassManager(self._real, context)
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
+
+
+class _PassRegistryProxy:
+    """Wraps ``passes`` / ``nvidia`` / ``amd``: ``add_*`` calls on a recording pass manager are
+    recorded, everything else passes through."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def __getattr__(self, name):
+        real = getattr(self._real, name)
+        if isinstance(real, types.ModuleType) or type(real).__name__ == "module":
+            return _PassRegistryProxy(real)
+        if callable(real) and not isinstance(real, type):
+            def call(*args, __real=real, **kwargs):
+                if args and isinstance(args[0], _RecordingPassManager):
+                    args[0].record(__real, args[1:], kwargs)
+                    return None
+                return __real(*args, **kwargs)
+
+            call.__name__ = getattr(real, "__name__", name)
+            return call
+        return real
+
+
+def _install_alloc_stop(backend) -> bool:
+    """Make ``backend``'s ``make_llir`` stop after shared-memory allocation (instance-local, no
+    global state is touched). Returns False if the backend does not look as expected."""
+    cls = type(backend)
+    raw = None
+    for klass in cls.__mro__:
+        if "make_llir" in klass.__dict__:
+            raw = klass.__dict__["make_llir"]
+            break
+    if raw is None:
+        return False
+    is_static = isinstance(raw, staticmethod)
+    func = raw.__func__ if isinstance(raw, (staticmethod, classmethod)) else raw
+    if not isinstance(func, types.FunctionType):
+        return False
+    g = dict(func.__globals__)
+    if "ir" not in g:
+        return False
+    g["ir"] = _IrProxy(g["ir"])
+    for name in ("passes", "nvidia", "amd"):
+        if name in g:
+            g[name] = _PassRegistryProxy(g[name])
+    clone = types.FunctionType(func.__code__, g, func.__name__, func.__defaults__, func.__closure__)
+    clone.__kwdefaults__ = func.__kwdefaults__
+    if is_static:
+        backend.make_llir = clone
+    else:
+        backend.make_llir = types.MethodType(clone, backend)
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# capturing the compiler's diagnostics (MLIR prints them on fd 2, not into the exception)
+
+
+_fd_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _capture_stderr():
+    """Collect what C++ code writes to fd 2 (MLIR diagnostics) into ``box[0]``."""
+    box = [""]
+    try:
+        fd = sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):  # pytest capture, notebooks
+        fd = 2
+    with _fd_lock:
+        try:
+            sys.stderr.flush()
+        except Exception:  # pragma: no cover
+            pass
+        saved = os.dup(fd)
+        with tempfile.TemporaryFile(mode="w+b") as tmp:
+            os.dup2(tmp.fileno(), fd)
+            try:
+                yield box
+            finally:
+                try:
+                    sys.stderr.flush()
+                except Exception:  # pragma: no cover
+                    pass
+                os.dup2(saved, fd)
+                os.close(saved)
+                tmp.seek(0)
+                box[0] = tmp.read().decode("utf-8", "replace")
+
+
+def _message(exc: BaseException, diagnostics: str) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    diag = "\n".join(line for line in diagnostics.splitlines() if line.strip())
+    if diag:
+        # keep the compiler's own words first; they say what failed (e.g. "error: ...")
+        lines = [line for line in diag.splitlines() if "error" in line.lower()] or diag.splitlines()
+        text = "\n".join(lines[-20:]) + "\n" + text
+    return text[-4000:]
+
+
+# ------------------------------------------------------------------------------------------------
+# compile
+
+
+def _compile_plan(plan: LaunchPlan, arch: str, stop: str) -> tuple[int | None, int, str]:
+    """Run the pipeline. Returns ``(shared, num_warps, stage)``; raises ``_StageError``."""
+    from triton._C.libtriton import ir
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import ASTSource, make_backend
+
+    backend_name, arch_value, warp_size = parse_arch(arch)
+    target = GPUTarget(backend_name, arch_value, warp_size)
+    backend = make_backend(target)
+    fn = load_kernel(plan.module, plan.function)
+    signature, constexprs, attrs = specialise(fn, plan, backend)
+    src = ASTSource(fn, signature, constexprs, attrs)
+    opts = {"num_warps": plan.num_warps, "num_stages": plan.num_stages, **dict(plan.options)}
+    options = backend.parse_options(dict(opts, **src.parse_options()))
+    alloc = stop == "alloc" and _install_alloc_stop(backend)
+    stages: dict[str, Any] = {}
+    backend.add_stages(stages, options, src.language)
+    metadata: dict[str, Any] = {"target": target, **options.__dict__}
+    context = ir.context()
+    ir.load_dialects(context)
+    backend.load_dialects(context)
+    stage = "ast"
+    try:
+        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
+                             backend.get_module_map(), context)
+        names = list(stages)
+        first = names.index(src.ext)
+        for ext in names[first:]:
+            stage = ext
+            try:
+                module = stages[ext](module, metadata)
+            except _Allocated as done:
+                warps = done.total_warps or plan.num_warps
+                return done.shared or 0, warps, "alloc"
+            except _NoAllocationPass:
+                # the backend's llir stage did not look as expected: run it for real
+                fresh = make_backend(target)
+                fresh_stages: dict[str, Any] = {}
+                fresh.add_stages(fresh_stages, options, src.language)
+                module = fresh_stages[ext](module, metadata)
+            if ext == "llir" and stop in ("alloc", "llir"):
+                return metadata.get("shared") or 0, metadata.get("num_warps", plan.num_warps), "llir"
+        return metadata.get("shared") or 0, metadata.get("num_warps", plan.num_warps), stage
+    except Exception as exc:  # noqa: BLE001 - every compiler failure becomes data
+        raise _StageError(stage, exc) from exc
+    finally:
+        del alloc
+
+
+class _StageError(Exception):
+    def __init__(self, stage: str, exc: BaseException):
+        super().__init__(stage, exc)
+        self.stage = stage
+        self.exc = exc
+
+
+def compile_plan(plan: LaunchPlan, arch: str, *, stop: str = "alloc", spec: KernelSpec | None = None,
+                 raise_on_error: bool = True) -> ExactResult:
+    """Compile a launch plan for ``arch``. See :func:`compile_spec`."""
+    if stop not in STOP_MODES:
+        raise ValueError(f"stop must be one of {STOP_MODES}")
+    triton = _triton()
+    _, _, warp_size = parse_arch(arch)
+    t0 = time.perf_counter()
+    try:
+        with _capture_stderr() as diag:
+            shared, warps, stage = _compile_plan(plan, arch, stop)
+    except _StageError as err:
+        message = _message(err.exc, diag[0])
+        if raise_on_error:
+            raise CompileFailed(spec, arch, err.stage, message) from err.exc
+        return ExactResult(arch, None, plan.num_warps, plan.num_warps * warp_size, err.stage,
+                           time.perf_counter() - t0, triton.__version__, message, err.stage)
+    return ExactResult(arch, int(shared), int(warps), int(warps) * warp_size, stage,
+                       time.perf_counter() - t0, triton.__version__)
+
+
+def compile_spec(spec: KernelSpec, arch: str, *, stop: str = "alloc",
+                 raise_on_error: bool = True) -> ExactResult:
+    """Compile ``spec``'s reference kernel for ``arch`` and return what the compiler says.
+
+    ``stop``: ``"alloc"`` (fastest, stops at shared-memory allocation), ``"llir"`` (after the
+    LLVM-IR stage, where Triton records ``metadata["shared"]``) or ``"full"`` (to the binary).
+    Raises :class:`CompileFailed` on a compiler failure unless ``raise_on_error`` is false (the
+    result then carries the error), :class:`UnsupportedArch`, :class:`TritonUnavailable`, and
+    ``ValueError`` for a spec our kernels cannot express.
+    """
+    return compile_plan(launch_plan(spec), arch, stop=stop, spec=spec, raise_on_error=raise_on_error)
+
+
+def exact_shared_bytes(spec: KernelSpec, arch: str, *, stop: str = "alloc") -> int:
+    """Bytes of shared memory per block Triton allocates for ``spec`` on ``arch``.
+
+    Raises :class:`CompileFailed` (with the compiler's message) when the kernel does not compile.
+    """
+    result = compile_spec(spec, arch, stop=stop)
+    assert result.shared_bytes is not None
+    return result.shared_bytes
