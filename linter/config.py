@@ -1,0 +1,137 @@
+"""``[tool.tilefit]`` in pyproject.toml, merged with the command line (the command line wins).
+
+The nearest ``pyproject.toml`` with a ``[tool.tilefit]`` table, searched from the current
+folder upwards, is used (ruff's "closest wins", no implicit merge); ``--config FILE`` names one
+explicitly and ``--isolated`` ignores all. Unknown keys and wrong types are errors (exit 2):
+a typo in a linter's config must not silently disable a check.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+class ConfigError(ValueError):
+    pass
+
+
+@dataclass
+class Settings:
+    targets: list[str] = field(default_factory=list)
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
+    exclude: list[str] = field(default_factory=list)
+    extend_exclude: list[str] = field(default_factory=list)
+    estimator: str = "auto"
+    estimator_margin: int = 4096
+    extend_device_db: list[str] = field(default_factory=list)
+    baseline: str | None = None
+    output_format: str = "concise"
+    triton_version: str | None = None
+    fix_margin: int = 0
+    unsafe_fixes: bool = False
+    # Where the config came from, for messages and for resolving relative paths.
+    config_file: str | None = None
+
+    @property
+    def root(self) -> Path:
+        return Path(self.config_file).parent if self.config_file else Path.cwd()
+
+
+# key in TOML -> (attribute, expected type)
+_KEYS: dict[str, tuple[str, type]] = {
+    "targets": ("targets", list),
+    "select": ("select", list),
+    "extend-select": ("extend_select", list),
+    "ignore": ("ignore", list),
+    "per-file-ignores": ("per_file_ignores", dict),
+    "exclude": ("exclude", list),
+    "extend-exclude": ("extend_exclude", list),
+    "estimator": ("estimator", str),
+    "estimator-margin": ("estimator_margin", int),
+    "extend-device-db": ("extend_device_db", list),
+    "baseline": ("baseline", str),
+    "output-format": ("output_format", str),
+    "triton-version": ("triton_version", str),
+    "fix-margin": ("fix_margin", int),
+    "unsafe-fixes": ("unsafe_fixes", bool),
+}
+
+
+def find_config(start: Path | None = None) -> Path | None:
+    """The nearest pyproject.toml with a [tool.tilefit] table, from ``start`` upwards."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+                continue
+            if "tilefit" in data.get("tool", {}):
+                return candidate
+    return None
+
+
+def load_settings(config_file: str | Path | None = None, isolated: bool = False) -> Settings:
+    if isolated:
+        return Settings()
+    path = Path(config_file) if config_file else find_config()
+    if path is None:
+        return Settings()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    table = data.get("tool", {}).get("tilefit")
+    if table is None:
+        if config_file:
+            raise ConfigError(f"{path} has no [tool.tilefit] table")
+        return Settings()
+    return settings_from_table(table, str(path))
+
+
+def settings_from_table(table: dict[str, Any], source: str) -> Settings:
+    settings = Settings(config_file=source)
+    for key, value in table.items():
+        if key not in _KEYS:
+            close = [k for k in _KEYS if k.replace("-", "") == key.replace("-", "").replace("_", "")]
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"{source}: unknown key [tool.tilefit] {key!r}{hint}; known: {', '.join(_KEYS)}")
+        attr, kind = _KEYS[key]
+        if kind is int and isinstance(value, bool) or not isinstance(value, kind):
+            raise ConfigError(f"{source}: [tool.tilefit] {key} must be a {kind.__name__}, got {type(value).__name__}")
+        if kind is list and not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{source}: [tool.tilefit] {key} must be a list of strings")
+        if attr == "per_file_ignores":
+            for pattern, codes in value.items():
+                if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+                    raise ConfigError(f"{source}: per-file-ignores {pattern!r} must map to a list of codes")
+        setattr(settings, attr, value)
+    return settings
+
+
+def resolve_relative(settings: Settings, path: str) -> str:
+    """Paths in the config are relative to the config file's folder."""
+    if os.path.isabs(path) or settings.config_file is None:
+        return path
+    return str(settings.root / path)
+
+
+def setting_names() -> list[str]:
+    return [f.name for f in fields(Settings)]

@@ -1,0 +1,219 @@
+"""The engine: parse each file once, resolve its targets, run the selected rules, and turn
+their findings into positioned diagnostics.
+
+Entry and target rules are pure functions of an entry's values and a context key (the table's
+kernel, the device class), so their findings are memoised: real tables repeat the same configs
+across batch sizes and files, and a corpus of 13 000 entries has a few thousand distinct ones.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from .families import LINTED_FAMILIES
+from .jsonpos import pointer_to_str
+from .model import FILE_START, Diagnostic, Position, Severity, Span, fingerprint_of
+from .selection import Selection
+from .tables import ConfigTable
+from .variants import kernel_variants
+from tilefit.rules import RULES, Finding, Rule, Scope
+from tilefit.rules.base import EntryContext, FileContext, TargetContext
+
+
+@dataclass(frozen=True)
+class DeviceClass:
+    """Devices that get identical verdicts: same arch and the same limits."""
+
+    devices: tuple
+
+    @property
+    def first(self):
+        return self.devices[0]
+
+
+def class_key(dev) -> tuple:
+    return (dev.arch, dev.vendor, dev.smem_per_block_optin, dev.smem_per_sm, dev.reserved_smem_per_block,
+            dev.max_threads_per_block, dev.warp_size, dev.triton_fp8_dtypes)
+
+
+def group_devices(devices: Iterable) -> list[DeviceClass]:
+    groups: dict[tuple, list] = {}
+    for dev in devices:
+        groups.setdefault(class_key(dev), []).append(dev)
+    return [DeviceClass(tuple(v)) for v in groups.values()]
+
+
+def _freeze(entry) -> object:
+    """A hashable identity of an entry's values (types included: 1 and true differ)."""
+    try:
+        if isinstance(entry, dict):
+            frozen = tuple((k, v, type(v)) for k, v in entry.items())
+        else:
+            frozen = ("scalar", entry, type(entry))
+        hash(frozen)
+        return frozen
+    except TypeError:
+        return json.dumps(entry, sort_keys=True, default=str)
+
+
+@dataclass
+class RunStats:
+    files: int = 0
+    entries: int = 0
+
+
+@dataclass
+class Engine:
+    db: object  # tilefit.device_db.DeviceDB
+    estimator: object  # tilefit.estimate.Estimator
+    selection: Selection = field(default_factory=Selection)
+    extra_targets: Sequence = ()  # Device objects added to every table's targets
+    stats: RunStats = field(default_factory=RunStats)
+
+    def __post_init__(self):
+        self._rules: dict[Scope, list[Rule]] = {s: [] for s in Scope}
+        for code, cls in RULES.items():
+            if self.selection.decides(code, cls.default_enabled):
+                self._rules[cls.scope].append(cls())
+        self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
+        self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
+        self._variant_memo: dict[tuple, tuple] = {}
+        self._named_memo: dict[tuple, object] = {}
+
+    # -- public -----------------------------------------------------------------------------
+    def check_table(self, table: ConfigTable) -> list[Diagnostic]:
+        self.stats.files += 1
+        meta = table.meta
+        named = self._named_device(meta)
+        fctx = FileContext(table=table, db=self.db, named_device=named, engine=meta.engine)
+        whole_ignores, scoped_ignores = self.selection.file_ignores(table.path)
+        out: list[Diagnostic] = []
+
+        def emit(rule: Rule, finding: Finding, base: tuple = (), target=None, targets=(), entry=None):
+            code = rule.code
+            pointer = base + tuple(finding.at)
+            if whole_ignores and not self.selection.decides(code, rule.default_enabled, whole_ignores):
+                return
+            ptr = pointer_to_str(pointer) if table.doc is not None else None
+            if scoped_ignores and ptr is not None:
+                for scope_ptr, codes in scoped_ignores.items():
+                    if (ptr == scope_ptr or ptr.startswith(scope_ptr + "/")) and \
+                            not self.selection.decides(code, rule.default_enabled, codes):
+                        return
+            span = self._span(table, finding, pointer)
+            identity = finding.identity
+            if identity is None:
+                identity = json.dumps(entry, sort_keys=True, default=str) if entry is not None else finding.message
+            data = dict(finding.data)
+            out.append(Diagnostic(
+                code=code,
+                message=finding.message,
+                path=table.path,
+                span=span,
+                severity=finding.severity or rule.severity,
+                pointer=ptr,
+                target=target,
+                data=data,
+                fingerprint=fingerprint_of(code, table.path, ptr, target, identity),
+            ))
+
+        for rule in self._rules[Scope.FILE]:
+            if rule.families is None or meta.family in rule.families:
+                for finding in rule.check(fctx):
+                    emit(rule, finding)
+
+        if (meta.family in LINTED_FAMILIES and meta.backend is None and table.doc is not None
+                and isinstance(table.value, dict)):
+            self._check_entries(table, fctx, emit)
+        out.sort(key=lambda d: d.sort_key)
+        return out
+
+    # -- internals ---------------------------------------------------------------------------
+    def _named_device(self, meta):
+        if meta.device_name is None:
+            return None
+        key = (meta.device_name, meta.engine, meta.family)
+        if key not in self._named_memo:
+            self._named_memo[key] = self.db.by_file_name(meta.device_name, engine=meta.engine, family=meta.family)
+        return self._named_memo[key]
+
+    def _targets(self, named) -> list[DeviceClass]:
+        devices = []
+        seen = set()
+        for dev in ([named] if named is not None else []) + list(self.extra_targets):
+            if dev.key not in seen:
+                seen.add(dev.key)
+                devices.append(dev)
+        return group_devices(devices)
+
+    def _check_entries(self, table: ConfigTable, fctx: FileContext, emit) -> None:
+        meta = table.meta
+        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine)
+        entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
+        target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
+        classes = self._targets(fctx.named_device) if target_rules else []
+        once_seen: set[tuple] = set()
+        for key, entry in table.entries():
+            self.stats.entries += 1
+            frozen = _freeze(entry)
+            base = (key,)
+            if entry_rules:
+                ectx = None
+                for rule in entry_rules:
+                    mk = (rule.code, kernel_key, frozen)
+                    found = self._entry_memo.get(mk)
+                    if found is None:
+                        ectx = ectx or EntryContext(fctx, key, entry)
+                        found = tuple(rule.check(ectx))
+                        self._entry_memo[mk] = found
+                    for finding in found:
+                        emit(rule, finding, base, entry=entry)
+            if not isinstance(entry, dict):
+                continue
+            for dclass in classes:
+                dev = dclass.first
+                ck = class_key(dev)
+                vkey = (kernel_key, frozen, dev.arch, dev.vendor)
+                variants = self._variant_memo.get(vkey)
+                if variants is None:
+                    variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
+                    self._variant_memo[vkey] = variants
+                tctx = None
+                for rule in target_rules:
+                    mk = (rule.code, kernel_key, frozen, ck)
+                    found = self._target_memo.get(mk)
+                    if found is None:
+                        tctx = tctx or TargetContext(EntryContext(fctx, key, entry), dev, dclass.devices, variants,
+                                                     self.estimator)
+                        found = tuple(rule.check(tctx))
+                        self._target_memo[mk] = found
+                    for finding in found:
+                        if getattr(rule, "once_per_file", False):
+                            once = (rule.code, ck, finding.identity)
+                            if once in once_seen:
+                                continue
+                            once_seen.add(once)
+                        emit(rule, finding, base, target=dev.key, entry=entry)
+
+    @staticmethod
+    def _span(table: ConfigTable, finding: Finding, pointer: tuple) -> Span:
+        doc = table.doc
+        if doc is None:
+            if finding.offset is not None and table.data:
+                text = table.data[: finding.offset].decode("utf-8", "replace")
+                line = text.count("\n") + 1
+                col = len(text) - (text.rfind("\n") + 1) + 1
+                pos = Position(line, col)
+                return Span(pos, pos, finding.offset, finding.offset)
+            return FILE_START
+        if finding.at_key and pointer:
+            span = doc.key_span(pointer)
+            if span is not None:
+                return span
+        return doc.span(pointer)
+
+
+def severity_rank(sev: Severity) -> int:
+    return {Severity.ERROR: 2, Severity.WARNING: 1, Severity.INFO: 0}[sev]

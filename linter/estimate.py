@@ -1,0 +1,96 @@
+"""Choosing an estimator: analytic, exact, or analytic re-checked exactly near a limit.
+
+``--estimator analytic`` uses only the closed forms (instant; the pre-commit default when
+Triton is absent). ``--estimator exact`` compiles every distinct kernel for the target arch.
+``--estimator auto`` (default) uses the closed forms and, when Triton is installed, compiles
+whatever lies within ``margin`` bytes of a limit, or has no calibrated form.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from .smem.analytic import AnalyticModel, Estimate, ModelError, installed_triton_version, load_model
+from .smem.spec import KernelSpec
+
+MODES = ("auto", "analytic", "exact")
+DEFAULT_MARGIN = 4096
+
+
+class EstimatorUnavailable(Exception):
+    """No estimator can answer for this (spec, arch): the message says why."""
+
+
+class Estimator:
+    def __init__(self, mode: str = "auto", model: AnalyticModel | None = None, margin: int = DEFAULT_MARGIN,
+                 exact: Callable[[KernelSpec, str], int] | None = None, triton_version: str | None = None):
+        if mode not in MODES:
+            raise ValueError(f"unknown estimator {mode!r}; choose from {', '.join(MODES)}")
+        self.mode = mode
+        self.margin = margin
+        self._model = model
+        self._triton_version = triton_version
+        self._exact = exact
+        self._exact_tried = exact is not None
+        self._memo: dict[tuple, Estimate] = {}
+
+    @property
+    def model(self) -> AnalyticModel:
+        if self._model is None:
+            self._model = load_model(self._triton_version)
+        return self._model
+
+    def _exact_fn(self) -> Callable[[KernelSpec, str], int] | None:
+        if not self._exact_tried:
+            self._exact_tried = True
+            if installed_triton_version() is not None:
+                try:
+                    from .smem.exact import default_estimator
+                except ImportError:
+                    self._exact = None
+                else:
+                    est = default_estimator()
+                    self._exact = est.shared_bytes
+        return self._exact
+
+    def exact_available(self) -> bool:
+        return self._exact_fn() is not None
+
+    def estimate(self, spec: KernelSpec, arch: str, limit: int | None = None) -> Estimate:
+        key = (spec, arch, limit if self.mode == "auto" else None)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        result = self._estimate(spec, arch, limit)
+        self._memo[key] = result
+        return result
+
+    def _estimate(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
+        if self.mode == "exact":
+            return self._compile(spec, arch)
+        try:
+            analytic = self.model.estimate(spec, arch)
+        except ModelError as exc:
+            if self.mode == "auto" and self.exact_available():
+                return self._compile(spec, arch)
+            raise EstimatorUnavailable(str(exc)) from None
+        if self.mode == "analytic":
+            return analytic
+        needs_check = analytic.status == "uncalibrated" or (
+            limit is not None and abs(analytic.shared_bytes - limit) <= self.margin)
+        if needs_check and self.exact_available():
+            try:
+                return self._compile(spec, arch)
+            except EstimatorUnavailable:
+                return analytic
+        return analytic
+
+    def _compile(self, spec: KernelSpec, arch: str) -> Estimate:
+        fn = self._exact_fn()
+        if fn is None:
+            raise EstimatorUnavailable("the exact estimator needs Triton: pip install 'tilefit[triton]'")
+        try:
+            shared = fn(spec, arch)
+        except Exception as exc:  # a compile error is an answer about this kernel, not a crash
+            raise EstimatorUnavailable(f"Triton could not compile {spec.kernel} for {arch}: {exc}") from None
+        return Estimate(int(shared), "exact", arch, "exact")

@@ -1,0 +1,300 @@
+"""JSON with source positions.
+
+Values come from the standard library's C decoder (fast, strict, and exactly what the engines'
+``json.load`` accepts), objects keep their key order and their duplicate keys. Positions
+(line, column and byte offsets of every key and value) come from an index over the text that is
+built on first use, so files without findings never pay for it.
+
+Every position is addressable by an RFC 6901 pointer given as a tuple of path parts
+(``("4096", "num_stages")``); array elements use integer parts.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+from typing import Any, Iterator
+
+from .model import Position, Span
+
+# Strings and brackets: everything a structural walk needs. Numbers, literals, commas and
+# colons are found from these on demand.
+_STRUCT = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\]]')
+_COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
+_WS = re.compile(r"[ \t\r\n]*")
+_SCALAR = re.compile(r'"(?:[^"\\\n]|\\.)*"|[^\s,\]}]+')
+_ELEMENT_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{},]')
+
+
+class JsonError(ValueError):
+    """The text is not valid JSON. ``offset`` is a byte offset into the file."""
+
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.message = message
+        self.offset = offset
+
+
+class Members(dict):
+    """A JSON object: a dict that also remembers every key in file order, duplicates included."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs):
+        super().__init__(pairs)
+        self.pairs = pairs
+
+    @property
+    def duplicate_keys(self) -> list[str]:
+        seen: set[str] = set()
+        dups = []
+        for key, _ in self.pairs:
+            if key in seen:
+                dups.append(key)
+            seen.add(key)
+        return dups
+
+
+_DUPLICATES_SEEN: list[bool] = [False]
+
+
+def _object_hook(pairs):
+    d = dict(pairs)
+    if len(d) != len(pairs):
+        _DUPLICATES_SEEN[0] = True
+        return Members(pairs)
+    return d
+
+
+_DECODER = json.JSONDecoder(object_pairs_hook=_object_hook)
+
+
+def has_duplicates(obj: Any) -> bool:
+    return isinstance(obj, Members)
+
+
+class JsonDocument:
+    """One parsed JSON file: ``value`` plus positions of every key and value."""
+
+    __slots__ = ("data", "text", "value", "has_duplicates", "_ascii", "_line_starts", "_index", "_containers",
+                 "_members")
+
+    def __init__(self, data: bytes, text: str, value: Any, has_duplicates: bool = False):
+        self.has_duplicates = has_duplicates  # some object repeats a key
+        self.data = data
+        self.text = text
+        self.value = value
+        self._ascii = len(data) == len(text)
+        self._line_starts: list[int] | None = None
+        self._index: dict[tuple, tuple[int, int, int]] | None = None
+        self._containers: dict[tuple, tuple[int, int]] | None = None
+        self._members: list[tuple[tuple, int, int]] | None = None
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def parse(cls, data: bytes) -> "JsonDocument":
+        """Parse bytes; raise :class:`JsonError` with a byte offset on any defect."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JsonError(f"not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded", exc.start) from None
+        if text.startswith("\ufeff"):
+            raise JsonError("file starts with a UTF-8 byte-order mark, which json.load rejects", 0)
+        if not text.strip():
+            raise JsonError("empty file: expected a JSON value", 0)
+        _DUPLICATES_SEEN[0] = False
+        try:
+            value = _DECODER.decode(text)
+        except json.JSONDecodeError as exc:
+            offset = len(text[: exc.pos].encode("utf-8"))
+            raise JsonError(_describe(exc, text), offset) from None
+        except RecursionError:
+            raise JsonError("nesting too deep", 0) from None
+        return cls(data, text, value, _DUPLICATES_SEEN[0])
+
+    # -- offsets and positions ----------------------------------------------------------------
+    def byte_offset(self, char_offset: int) -> int:
+        if self._ascii:
+            return char_offset
+        return len(self.text[:char_offset].encode("utf-8"))
+
+    def char_offset(self, byte_offset: int) -> int:
+        if self._ascii:
+            return byte_offset
+        return len(self.data[:byte_offset].decode("utf-8", "replace"))
+
+    def position(self, char_offset: int) -> Position:
+        if self._line_starts is None:
+            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
+        line = bisect.bisect_right(self._line_starts, char_offset)
+        return Position(line, char_offset - self._line_starts[line - 1] + 1)
+
+    def span_of_chars(self, start: int, end: int) -> Span:
+        return Span(self.position(start), self.position(end), self.byte_offset(start), self.byte_offset(end))
+
+    # -- structural index ---------------------------------------------------------------------
+    def _build_index(self) -> None:
+        """Map every object member's pointer to (key start, key end, value start) in chars,
+        and every container's pointer to its (start, end)."""
+        text = self.text
+        index: dict[tuple, tuple[int, int, int]] = {}
+        members: list[tuple[tuple, int, int]] = []
+        containers: dict[tuple, tuple[int, int]] = {}
+        # stack of [pointer, start, is_array, next_array_index]
+        stack: list[list] = []
+        pending: tuple | None = None  # pointer of the member whose value comes next
+        colon = _COLON.match
+        for m in _STRUCT.finditer(text):
+            start = m.start()
+            ch = text[start]
+            if ch == '"':
+                end = m.end()
+                c = colon(text, end)
+                if c is not None:
+                    key = json.loads(m.group()) if "\\" in m.group() else m.group()[1:-1]
+                    parent = stack[-1][0] if stack else ()
+                    pointer = parent + (key,)
+                    index[pointer] = (start, end, c.end())
+                    members.append((pointer, start, end))
+                    pending = pointer
+                continue
+            if ch in "{[":
+                if pending is not None:
+                    pointer = pending
+                    pending = None
+                elif stack and stack[-1][2]:
+                    pointer = stack[-1][0] + (self._array_position(stack[-1], start),)
+                elif not stack:
+                    pointer = ()
+                else:  # pragma: no cover - valid JSON never gets here
+                    pointer = stack[-1][0] + ("?",)
+                stack.append([pointer, start, ch == "[", None])
+            else:  # closing bracket
+                pointer, cstart, _, _ = stack.pop()
+                containers[pointer] = (cstart, start + 1)
+                pending = None
+        self._index = index
+        self._containers = containers
+        self._members = members
+
+    def _array_position(self, frame: list, start: int) -> int:
+        """Index of the array element that starts at ``start`` (counts commas at depth 1)."""
+        return _count_elements(self.text, frame[1], start)
+
+    def _ensure_index(self) -> None:
+        if self._index is None:
+            self._build_index()
+
+    def key_span(self, pointer: tuple) -> Span | None:
+        """Span of the member key (quotes included) named by ``pointer``."""
+        self._ensure_index()
+        hit = self._index.get(tuple(pointer))
+        if hit is None:
+            return None
+        return self.span_of_chars(hit[0], hit[1])
+
+    def value_span(self, pointer: tuple) -> Span | None:
+        """Span of the value at ``pointer`` (objects and arrays include their brackets)."""
+        pointer = tuple(pointer)
+        self._ensure_index()
+        if not pointer:
+            return self.span_of_chars(*self._containers[()]) if () in self._containers else None
+        hit = self._index.get(pointer)
+        if hit is not None:  # the last occurrence of a key: the one json.load keeps
+            start = hit[2]
+            if self.text[start] in "{[" and pointer in self._containers:
+                return self.span_of_chars(*self._containers[pointer])
+            m = _SCALAR.match(self.text, start)
+            return self.span_of_chars(start, m.end() if m else start)
+        if pointer and isinstance(pointer[-1], int):
+            parent = pointer[:-1]
+            if parent in self._containers:
+                found = _find_element(self.text, self._containers[parent][0], pointer[-1])
+                if found is not None:
+                    return self.span_of_chars(*found)
+        return None
+
+    def span(self, pointer: tuple) -> Span:
+        """Best span for a diagnostic at ``pointer``: the value, else the closest ancestor."""
+        pointer = tuple(pointer)
+        while True:
+            s = self.value_span(pointer)
+            if s is not None:
+                return s
+            if not pointer:
+                return self.span_of_chars(0, 0)
+            pointer = pointer[:-1]
+
+    def members_in_order(self, pointer: tuple = ()) -> Iterator[tuple[str, Span]]:
+        """(key, key span) of an object's members in file order, duplicates included."""
+        self._ensure_index()
+        pointer = tuple(pointer)
+        n = len(pointer)
+        for member, start, end in self._members:
+            if len(member) == n + 1 and member[:n] == pointer:
+                yield member[-1], self.span_of_chars(start, end)
+
+    def line_ending(self) -> str:
+        return "\r\n" if "\r\n" in self.text[:4096] else "\n"
+
+
+def _count_elements(text: str, array_start: int, element_start: int) -> int:
+    """Commas at depth 1 between the array's '[' and ``element_start``."""
+    depth = 0
+    count = 0
+    i = array_start + 1
+    for m in _ELEMENT_TOKENS.finditer(text, i, element_start):
+        ch = text[m.start()]
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            count += 1
+    return count
+
+
+def _find_element(text: str, array_start: int, wanted: int) -> tuple[int, int] | None:
+    """(start, end) in chars of element ``wanted`` of the array starting at ``array_start``."""
+    depth = 0
+    count = 0
+    elem_start = _WS.match(text, array_start + 1).end()
+    for m in _ELEMENT_TOKENS.finditer(text, array_start + 1):
+        ch = text[m.start()]
+        if ch == '"':
+            continue
+        if ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            if depth == 0:
+                if count == wanted and m.start() > elem_start:
+                    return elem_start, _rstrip_end(text, elem_start, m.start())
+                return None
+            depth -= 1
+        elif ch == "," and depth == 0:
+            if count == wanted:
+                return elem_start, _rstrip_end(text, elem_start, m.start())
+            count += 1
+            elem_start = _WS.match(text, m.end()).end()
+    return None
+
+
+def _rstrip_end(text: str, start: int, end: int) -> int:
+    while end > start and text[end - 1] in " \t\r\n":
+        end -= 1
+    return end
+
+
+def _describe(exc: json.JSONDecodeError, text: str) -> str:
+    msg = exc.msg
+    if exc.pos >= len(text.rstrip()):
+        return f"truncated JSON: {msg.lower()} at end of file"
+    return f"invalid JSON: {msg.lower()}"
+
+
+def pointer_to_str(pointer: tuple) -> str:
+    """RFC 6901 form of a pointer tuple."""
+    if not pointer:
+        return ""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in pointer)

@@ -1,0 +1,184 @@
+"""The analytic shared-memory model: closed forms per (arch family, kernel), stored as data.
+
+The forms live in ``tilefit/data/smem_model/triton-<major>.<minor>.json``, one file per Triton
+release, each with its provenance; ``tilefit calibrate smem`` regenerates them from exact
+compiles. A form is a formula over these variables:
+
+=========  ===================================================================
+``S``      num_stages (Triton's default 3 when a config leaves it out)
+``W``      num_warps
+``BM``     BLOCK_SIZE_M (MLA decode: BLOCK_H, the query heads per program)
+``BN``     BLOCK_SIZE_N (MLA decode: BLOCK_N, the KV rows per iteration)
+``BK``     BLOCK_SIZE_K (MLA decode: BLOCK_DMODEL, the latent width)
+``a b c``  bytes per element of A, B and the output (MLA: query, KV, output)
+``GN GK``  quantisation block (block_n, block_k); 0 when not block-quantised
+``SWAP``   1 when the kernel swaps A and B (vLLM's fp8 path on sm_90), else 0
+``DPE``    MLA decode: BLOCK_DPE, the rope part of the head
+=========  ===================================================================
+
+Nothing here imports triton or torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Callable, Mapping
+
+from .formula import compile_formula
+from .spec import KernelSpec
+
+VARIABLES = ("S", "W", "BM", "BN", "BK", "a", "b", "c", "GN", "GK", "SWAP", "DPE")
+
+_TRITON_DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8e4nv": 1, "fp8e5": 1, "i8": 1, "u8": 1}
+
+
+class ModelError(ValueError):
+    """A model file is missing, malformed, or has no form for what was asked."""
+
+
+@dataclass(frozen=True)
+class Estimate:
+    shared_bytes: int
+    estimator: str  # "analytic" or "exact"
+    arch: str
+    status: str  # "exact", "calibrated", "derived" or "uncalibrated"
+    detail: str = ""
+
+
+class AnalyticModel:
+    """Closed forms of one Triton release. Cheap to call; memoises per (spec, arch)."""
+
+    def __init__(self, table: Mapping, source: str = "<memory>"):
+        self.source = source
+        try:
+            self.triton_version: str = str(table["triton_version"])
+            self.provenance: Mapping = table.get("provenance", {})
+            self.arch_families: Mapping[str, str] = dict(table["arch_families"])
+            self.operand_bytes: Mapping[str, Mapping[str, float]] = table["operand_bytes"]
+            formulas = table["formulas"]
+        except (KeyError, TypeError) as exc:
+            raise ModelError(f"{source}: missing or malformed field {exc}") from None
+        self.status: dict[str, str] = {}
+        self._forms: dict[tuple[str, str, str], Callable] = {}
+        self.texts: dict[tuple[str, str, str], str] = {}
+        for family, kernels in formulas.items():
+            self.status[family] = kernels.get("status", "uncalibrated")
+            for kernel, form in kernels.items():
+                if kernel == "status":
+                    continue
+                # A kernel maps to one formula, or to {dtype path or "default": formula}.
+                per_dtype = form if isinstance(form, Mapping) else {"default": form}
+                for dtype, text in per_dtype.items():
+                    self._forms[(family, kernel, dtype)] = compile_formula(text, VARIABLES)
+                    self.texts[(family, kernel, dtype)] = text
+        self._memo: dict[tuple[KernelSpec, str], Estimate] = {}
+
+    def family_of(self, arch: str) -> str | None:
+        return self.arch_families.get(arch)
+
+    def covers(self, spec: KernelSpec, arch: str) -> bool:
+        family = self.arch_families.get(arch)
+        return family is not None and self._form_key(family, spec) is not None
+
+    def _form_key(self, family: str, spec: KernelSpec):
+        for dtype in (spec.kv_dtype or spec.dtype, spec.dtype, "default"):
+            key = (family, spec.kernel, dtype)
+            if key in self._forms:
+                return key
+        return None
+
+    def estimate(self, spec: KernelSpec, arch: str) -> Estimate:
+        memo_key = (spec, arch)
+        hit = self._memo.get(memo_key)
+        if hit is not None:
+            return hit
+        family = self.arch_families.get(arch)
+        if family is None:
+            raise ModelError(f"no arch family for {arch!r} in {self.source}")
+        key = self._form_key(family, spec)
+        if key is None:
+            raise ModelError(f"no {family} form for kernel {spec.kernel!r} ({spec.dtype}) in {self.source}")
+        value = self._forms[key](**self.variables(spec))
+        est = Estimate(int(round(value)), "analytic", arch, self.status.get(family, "uncalibrated"), self.texts[key])
+        self._memo[memo_key] = est
+        return est
+
+    def variables(self, spec: KernelSpec) -> dict[str, float]:
+        tile = spec.tile_dict
+        if spec.kernel == "mla_decode":
+            kv = _TRITON_DTYPE_BYTES.get(spec.kv_dtype or "bf16", 2)
+            return dict(S=spec.num_stages, W=spec.num_warps, BM=tile.get("BLOCK_H", 16),
+                        BN=tile.get("BLOCK_N", 32), BK=tile.get("BLOCK_DMODEL", 512), a=2, b=kv, c=4,
+                        GN=0, GK=0, SWAP=0, DPE=tile.get("BLOCK_DPE", 0))
+        bytes_ = self.operand_bytes.get(spec.dtype)
+        if bytes_ is None:
+            raise ModelError(f"no operand sizes for dtype path {spec.dtype!r} in {self.source}")
+        gn, gk = spec.block_shape if spec.block_shape else (0, 0)
+        return dict(S=spec.num_stages, W=spec.num_warps, BM=tile["BLOCK_SIZE_M"], BN=tile["BLOCK_SIZE_N"],
+                    BK=tile["BLOCK_SIZE_K"], a=bytes_["a"], b=bytes_["b"], c=bytes_["c"], GN=gn, GK=gk,
+                    SWAP=1 if spec.swap_ab else 0, DPE=0)
+
+
+def _model_files() -> dict[str, object]:
+    folder = resources.files("tilefit") / "data" / "smem_model"
+    out = {}
+    for entry in folder.iterdir():
+        name = entry.name
+        if name.startswith("triton-") and name.endswith(".json"):
+            out[name[len("triton-"):-len(".json")]] = entry
+    return out
+
+
+def available_versions() -> list[str]:
+    return sorted(_model_files(), key=_version_tuple)
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        out.append(int(digits) if digits else 0)
+    return tuple(out)
+
+
+def installed_triton_version() -> str | None:
+    """The installed Triton's version, read from package metadata (does not import triton)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        return version("triton")
+    except PackageNotFoundError:
+        return None
+
+
+def pick_version(wanted: str | None) -> str:
+    """The model version for a Triton version: same major.minor, else the closest older one,
+    else the oldest we have."""
+    versions = available_versions()
+    if not versions:
+        raise ModelError("no shared-memory model files are installed")
+    if wanted is None:
+        return versions[-1]
+    want = _version_tuple(wanted)[:2]
+    older = [v for v in versions if _version_tuple(v)[:2] <= want]
+    return older[-1] if older else versions[0]
+
+
+@lru_cache(maxsize=None)
+def load_model(triton_version: str | None = None, path: str | None = None) -> AnalyticModel:
+    """Load the model for ``triton_version`` (default: the installed Triton, else the newest)."""
+    if path is not None:
+        p = Path(path)
+        try:
+            return AnalyticModel(json.loads(p.read_text()), str(p))
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot read shared-memory model {p}: {exc}") from None
+    version = pick_version(triton_version or installed_triton_version())
+    entry = _model_files()[version]
+    return AnalyticModel(json.loads(entry.read_text()), f"tilefit/data/smem_model/triton-{version}.json")

@@ -1,0 +1,60 @@
+"""SCH003: a table of another config family that does not match its schema."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+
+from tilefit.families import OTHER_FAMILIES
+from tilefit.model import Severity
+
+from .base import Example, FileContext, Finding, Rule, Scope
+
+
+@lru_cache(maxsize=None)
+def _validator(family: str):
+    try:
+        text = (resources.files("tilefit") / "data" / "schemas" / f"{family}.schema.json").read_text()
+    except (FileNotFoundError, OSError):
+        return None
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(json.loads(text))
+
+
+class SCH003(Rule):
+    """Table of another config family does not match its schema.
+
+    ## What it does
+    Validates the tables tilefit recognises but does not model (mamba selective-state-update,
+    LoRA csgmv and plans, Helion, aiter, collective and MoE front-end tables, ...) against a
+    JSON Schema of what the engine's loader accepts, and points at the offending value.
+
+    ## Why is this bad?
+    These loaders index and splat the values like the Triton launch tables do; a wrong type or
+    a missing key fails at start-up or at the first call that needs the table.
+    """
+
+    code = "SCH003"
+    name = "family-schema"
+    severity = Severity.ERROR
+    scope = Scope.FILE
+    families = OTHER_FAMILIES
+    examples = (
+        Example("headdim=64,dstate=128,device_name=NVIDIA_H100_80GB_HBM3,cache_dtype=float16.json",
+                '{"8": {"BLOCK_SIZE_M": "4", "num_warps": 1}}', True),
+        Example("headdim=64,dstate=128,device_name=NVIDIA_H100_80GB_HBM3,cache_dtype=float16.json",
+                '{"8": {"BLOCK_SIZE_M": 4, "num_warps": 1}}', False),
+    )
+
+    def check(self, ctx: FileContext):
+        if ctx.table.doc is None:
+            return
+        validator = _validator(ctx.meta.family)
+        if validator is None:
+            return
+        for error in validator.iter_errors(ctx.table.value):
+            path = tuple(error.absolute_path)
+            where = "/".join(str(p) for p in path) or "top level"
+            yield Finding(f"{where}: {error.message}", at=path, identity=f"{where}:{error.validator}")

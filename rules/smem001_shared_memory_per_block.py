@@ -1,0 +1,92 @@
+"""SMEM001: a config needs more shared memory per block than the target allows."""
+
+from __future__ import annotations
+
+from tilefit.estimate import EstimatorUnavailable
+from tilefit.model import Severity
+
+from .base import Example, Finding, Rule, Scope, TargetContext
+
+_FH = "E=128,N=768,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.json"
+
+
+def describe_tile(spec) -> str:
+    t = spec.tile_dict
+    if spec.kernel == "mla_decode":
+        return f"BLOCK_N={t.get('BLOCK_N')} BLOCK_H={t.get('BLOCK_H')} num_stages={spec.num_stages}"
+    return (f"BLOCK {t['BLOCK_SIZE_M']}x{t['BLOCK_SIZE_N']}x{t['BLOCK_SIZE_K']}, "
+            f"num_warps={spec.num_warps}, num_stages={spec.num_stages}")
+
+
+class SMEM001(Rule):
+    """Config needs more shared memory per block than the target allows.
+
+    ## What it does
+    Computes the shared memory the kernel compiled from this entry needs on the target's
+    architecture (the ``metadata.shared`` Triton compares with the device limit) and reports
+    entries above the device's per-block opt-in limit, with the figures of the runtime error:
+    ``OutOfResources: out of resource: shared memory, Required: 147456, Hardware limit: 101376``.
+    The need depends on the arch family (mma.sync keeps ``num_stages - 1`` operand buffers,
+    Hopper's wgmma ``num_stages``), the dtype path, the epilogue's layout conversion, and the
+    Triton version. Tables that feed more than one kernel (``int8_w8a16``) are checked for each.
+
+    ## Why is this bad?
+    The kernel fails to launch: the server dies at start-up, during CUDA-graph capture, or at
+    the first batch size that selects this entry. Configs tuned on an H100 (227 KB per block)
+    routinely need more than the 99 KB of an RTX 4090, RTX 5090, RTX PRO 6000 or GB10.
+
+    ## Example
+    SGLang's old fp8 default on an RTX 4090:
+    ```json
+    {"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32,
+              "num_warps": 8, "num_stages": 4}}
+    ```
+    needs 147456 bytes on sm_89. Use instead ``"num_stages": 3`` (98304 bytes), or let
+    ``tilefit check --fix`` pick the fastest config that fits.
+
+    ## Options
+    ``--estimator analytic|exact|auto`` chooses how the need is computed.
+    """
+
+    code = "SMEM001"
+    name = "shared-memory-per-block"
+    severity = Severity.ERROR
+    scope = Scope.TARGET
+    fixable = True
+    examples = (
+        Example(_FH, '{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
+                     '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 4}}', True),
+        Example(_FH, '{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
+                     '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 3}}', False),
+        Example("E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json",
+                '{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
+                '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 4}}', True, targets=("rtx4090",),
+                note="an H100 table checked for an RTX 4090"),
+    )
+
+    def check(self, ctx: TargetContext):
+        limit = ctx.device.smem_per_block_optin
+        if limit is None:
+            return
+        worst = None
+        for variant in ctx.variants:
+            try:
+                est = ctx.estimator.estimate(variant.spec, ctx.device.arch, limit)
+            except EstimatorUnavailable:
+                continue
+            if est.status == "uncalibrated":
+                continue
+            if est.shared_bytes > limit and (worst is None or est.shared_bytes > worst[1].shared_bytes):
+                worst = (variant, est)
+        if worst is None:
+            return
+        variant, est = worst
+        label = f" [{variant.label}]" if variant.label else ""
+        yield Finding(
+            f"OutOfResources on {ctx.target_names()}: shared memory, Required: {est.shared_bytes}, "
+            f"Hardware limit: {limit} ({describe_tile(variant.spec)}, {ctx.device.arch}){label}",
+            at=("num_stages",) if "num_stages" in ctx.entry else (),
+            data={"required_bytes": est.shared_bytes, "limit_bytes": limit, "estimator": est.estimator,
+                  "estimate_status": est.status, "arch": ctx.device.arch, "variant": variant.label or None,
+                  "targets": [d.key for d in ctx.devices]},
+        )

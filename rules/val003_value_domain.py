@@ -1,0 +1,60 @@
+"""VAL003: a launch parameter outside the values Triton accepts."""
+
+from __future__ import annotations
+
+from tilefit.model import Severity
+from tilefit.parameters import family_parameters, is_power_of_two
+
+from .base import EntryContext, Example, Finding, Rule, Scope
+
+
+class VAL003(Rule):
+    """Launch parameter is outside its domain.
+
+    ## What it does
+    Block sizes must be powers of two; ``num_warps`` a power of two from 1 to 32;
+    ``num_stages`` and ``GROUP_SIZE_M`` non-negative / positive.
+
+    ## Why is this bad?
+    ``tl.arange`` only takes power-of-two ranges, so a block of 48 fails to compile; Triton
+    rejects ``num_warps`` that is not a power of two; a ``GROUP_SIZE_M`` of 0 divides by zero
+    in the kernel's program-id swizzle.
+
+    ## Example
+    ```json
+    {"1": {"BLOCK_SIZE_M": 48, "num_warps": 6, ...}}
+    ```
+    """
+
+    code = "VAL003"
+    name = "value-domain"
+    severity = Severity.ERROR
+    scope = Scope.ENTRY
+    examples = (
+        Example("E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json",
+                '{"1": {"BLOCK_SIZE_M": 48, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}}', True),
+        Example("E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json",
+                '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
+                '"num_warps": 64}}', True),
+        Example("E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json",
+                '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
+                '"num_warps": 8}}', False),
+    )
+
+    def check(self, ctx: EntryContext):
+        entry = ctx.entry
+        if not isinstance(entry, dict):
+            return
+        known = family_parameters(ctx.meta.family).get("parameters", {})
+        for key, value in entry.items():
+            spec = known.get(key)
+            if spec is None or type(value) is not int:
+                continue
+            if spec.get("power_of_two") and not is_power_of_two(value):
+                yield Finding(f"{key}={value} is not a power of two", at=(key,))
+                continue
+            lo, hi = spec.get("minimum"), spec.get("maximum")
+            if lo is not None and value < lo:
+                yield Finding(f"{key}={value} is below the minimum {lo}", at=(key,))
+            elif hi is not None and value > hi:
+                yield Finding(f"{key}={value} is above the maximum {hi}", at=(key,))
