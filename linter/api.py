@@ -1,0 +1,142 @@
+"""The Python API behind ``tilefit check``: the CLI only parses options and prints.
+
+>>> from tilefit.api import CheckOptions, run_check
+>>> result = run_check(["configs/"], CheckOptions(targets=["rtx4090"]))
+>>> result.exit_code, len(result.diagnostics)
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .baseline import filter_baselined, load_baseline
+from .config import Settings, resolve_relative
+from .discovery import discover
+from .engine import Engine
+from .estimate import Estimator
+from .selection import Selection, validate_selectors
+from .tables import read_table
+
+
+class UsageError(ValueError):
+    """Bad options or configuration: exit code 2."""
+
+
+@dataclass
+class CheckOptions:
+    targets: list[str] = field(default_factory=list)
+    select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
+    ignore: list[str] = field(default_factory=list)
+    estimator: str | None = None
+    baseline: str | None = None
+    force_exclude: bool = False
+    device_files: list[str] = field(default_factory=list)
+    triton_version: str | None = None
+
+
+@dataclass
+class CheckResult:
+    diagnostics: list
+    tables: dict  # path -> ConfigTable (for fixes and the full format)
+    files_checked: int
+    missing_paths: list[str]
+    errors: list[str]  # internal errors (a rule raised): exit code 2
+    baselined: int = 0
+    engine: Engine | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.errors or self.missing_paths:
+            return 2
+        return 1 if self.diagnostics else 0
+
+
+def merged_selection(settings: Settings, opts: CheckOptions) -> Selection:
+    from tilefit.rules import RULES
+
+    codes = list(RULES)
+    try:
+        select = opts.select if opts.select is not None else settings.select
+        return Selection(
+            select=validate_selectors(select, codes, "select") if select is not None else None,
+            extend_select=validate_selectors(settings.extend_select + opts.extend_select, codes, "extend-select"),
+            ignore=validate_selectors(settings.ignore + opts.ignore, codes, "ignore"),
+            per_file_ignores={k: validate_selectors(v, codes, f"per-file-ignores {k!r}")
+                              for k, v in settings.per_file_ignores.items()},
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def load_devices(settings: Settings, extra_files: Sequence[str] = ()):
+    from tilefit.device_db import DeviceDBError, load_database
+
+    files = [resolve_relative(settings, f) for f in settings.extend_device_db] + list(extra_files)
+    try:
+        return load_database(files)
+    except DeviceDBError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def resolve_targets(db, specs: Sequence[str]) -> list:
+    from tilefit.device_db import UnknownTarget
+
+    devices = []
+    for spec in specs:
+        try:
+            devices.extend(db.resolve_target(spec))
+        except UnknownTarget as exc:
+            raise UsageError(str(exc)) from None
+    return devices
+
+
+def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
+    db = load_devices(settings, opts.device_files)
+    targets = resolve_targets(db, list(settings.targets) + list(opts.targets))
+    mode = opts.estimator or settings.estimator
+    try:
+        estimator = Estimator(mode, margin=settings.estimator_margin,
+                              triton_version=opts.triton_version or settings.triton_version)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets)
+
+
+def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None,
+              engine: Engine | None = None) -> CheckResult:
+    opts = opts or CheckOptions()
+    settings = settings or Settings()
+    engine = engine or build_engine(settings, opts)
+    exclude = list(settings.exclude) + list(settings.extend_exclude)
+    found = discover(paths, exclude=exclude, force_exclude=opts.force_exclude)
+    diagnostics = []
+    tables = {}
+    errors: list[str] = []
+    for path, meta in found.files:
+        table = read_table(path, meta=meta)
+        tables[table.path] = table
+        try:
+            diagnostics.extend(engine.check_table(table))
+        except Exception as exc:  # a rule bug must not hide the other files' results
+            errors.append(f"internal error while checking {path}: {type(exc).__name__}: {exc}")
+    baselined = 0
+    baseline = opts.baseline or (resolve_relative(settings, settings.baseline) if settings.baseline else None)
+    if baseline:
+        try:
+            records = load_baseline(baseline)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        diagnostics, baselined = filter_baselined(diagnostics, records)
+    return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files),
+                       missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine)
+
+
+def print_errors(result: CheckResult, stream=None) -> None:
+    stream = stream or sys.stderr
+    for p in result.missing_paths:
+        stream.write(f"error: {p}: no such file or folder\n")
+    for e in result.errors:
+        stream.write(f"error: {e}\n")

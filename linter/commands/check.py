@@ -1,0 +1,134 @@
+"""``tilefit check``: lint tuning-config files and folders."""
+
+from __future__ import annotations
+
+import collections
+import sys
+
+import click
+
+from tilefit.api import CheckOptions, UsageError, print_errors, run_check
+from tilefit.estimate import MODES
+
+from .common import fail, settings_or_exit, split_codes
+
+FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
+
+
+@click.command()
+@click.argument("paths", nargs=-1, type=click.Path())
+@click.option("--target", "-t", "targets", multiple=True, metavar="DEVICE",
+              help="Also check against DEVICE: a key or alias (rtx4090, h100), a compute capability (sm_89), "
+                   "a group (consumer, datacenter, all) or a file-name device. Repeatable.")
+@click.option("--select", multiple=True, metavar="CODES", help="Rule codes or prefixes to enable (replaces the default set).")
+@click.option("--extend-select", multiple=True, metavar="CODES", help="Rule codes or prefixes to enable on top.")
+@click.option("--ignore", multiple=True, metavar="CODES", help="Rule codes or prefixes to disable.")
+@click.option("--estimator", type=click.Choice(MODES), default=None,
+              help="How shared memory is computed: analytic closed forms, exact compiles (needs Triton), or "
+                   "auto: analytic, re-checked exactly near a limit when Triton is installed. [default: auto]")
+@click.option("--output-format", type=click.Choice(FORMATS), default=None, help="Output format. [default: concise]")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to a file instead of stdout.")
+@click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics.")
+@click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
+@click.option("-q", "--quiet", is_flag=True, help="Print diagnostics only, no summary.")
+@click.option("--baseline", type=click.Path(dir_okay=False), default=None,
+              help="Hide findings recorded in this baseline file of fingerprints.")
+@click.option("--update-baseline", is_flag=True, help="Write the current findings to the baseline file.")
+@click.option("--device-file", "device_files", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra device database file (JSON). Repeatable.")
+@click.option("--triton-version", default=None, metavar="X.Y",
+              help="Judge for this Triton version (default: the installed one, else the newest model).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), default=None,
+              help="Read [tool.tilefit] from this pyproject.toml.")
+@click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
+def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
+          exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
+          force_exclude):
+    """Check tuning-config files against device limits.
+
+    Each table is checked against the device its file name names, plus every --target.
+    PATHS default to the current folder.
+    """
+    settings = settings_or_exit(config_file, isolated)
+    opts = CheckOptions(
+        targets=list(targets),
+        select=split_codes(select) if select else None,
+        extend_select=split_codes(extend_select),
+        ignore=split_codes(ignore),
+        estimator=estimator,
+        baseline=None if update_baseline else baseline,
+        force_exclude=force_exclude,
+        device_files=list(device_files),
+        triton_version=triton_version,
+    )
+    fmt = output_format or settings.output_format
+    if fmt not in FORMATS:
+        fail(f"unknown output format {fmt!r} in configuration; choose from {', '.join(FORMATS)}")
+    try:
+        result = run_check(list(paths) or ["."], opts, settings)
+    except UsageError as exc:
+        fail(str(exc))
+        return
+    if update_baseline:
+        from tilefit.baseline import load_baseline, write_baseline
+
+        target = baseline or settings.baseline
+        if not target:
+            fail("--update-baseline needs --baseline FILE or `baseline` in [tool.tilefit]")
+        try:
+            n = write_baseline(target, result.diagnostics, load_baseline(target), result.tables.keys())
+        except (OSError, ValueError) as exc:
+            fail(f"cannot write baseline: {exc}")
+        click.echo(f"wrote {n} findings to {target}", err=True)
+        print_errors(result)
+        sys.exit(2 if result.exit_code == 2 else 0)
+
+    render(result, fmt, output_file, statistics, quiet)
+    print_errors(result)
+    code = result.exit_code
+    if exit_zero and code == 1:
+        code = 0
+    sys.exit(code)
+
+
+def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: bool) -> None:
+    from tilefit import __version__
+    from tilefit.reporters import REPORTERS
+    from tilefit.reporters.common import RenderContext
+
+    stream = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
+    try:
+        if statistics:
+            write_statistics(result.diagnostics, stream)
+        else:
+            ctx = RenderContext(tool_version=__version__)
+            if fmt == "full":
+                ctx.sources = {p: t.doc.text for p, t in result.tables.items() if t.doc is not None}
+            REPORTERS[fmt](result.diagnostics, stream, ctx)
+        if not quiet and fmt in ("concise", "full") and not statistics:
+            stream.write(summary(result) + "\n")
+    finally:
+        if output_file:
+            stream.close()
+
+
+def write_statistics(diagnostics, stream) -> None:
+    from tilefit.rules import RULES
+
+    counts = collections.Counter(d.code for d in diagnostics)
+    for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+        name = RULES[code].name if code in RULES else ""
+        stream.write(f"{n:>6}  {code:<8} {name}\n")
+
+
+def summary(result) -> str:
+    n = len(result.diagnostics)
+    files = len({d.path for d in result.diagnostics})
+    extra = f" ({result.baselined} hidden by the baseline)" if result.baselined else ""
+    if n == 0:
+        return f"All checks passed: {result.files_checked} files.{extra}"
+    errors = sum(1 for d in result.diagnostics if d.severity.value == "error")
+    return (f"Found {n} diagnostics ({errors} errors, {n - errors} warnings) in {files} of "
+            f"{result.files_checked} files.{extra}")

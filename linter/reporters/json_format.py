@@ -1,0 +1,53 @@
+"""A JSON list with ruff's fields plus ``severity``, ``pointer``, ``target``, ``fingerprint``
+and ``data``. Fixes are always included, whatever ``--unsafe-fixes`` says."""
+
+from __future__ import annotations
+
+import json
+
+from .common import RenderContext, rule_url
+
+
+def fix_to_json(fix):
+    if fix is None:
+        return None
+    return {
+        "applicability": fix.applicability.label,
+        "message": fix.title,
+        "edits": [
+            {
+                "content": e.content,
+                "location": {"row": e.start.line, "column": e.start.column} if e.start else None,
+                "end_location": {"row": e.end.line, "column": e.end.column} if e.end else None,
+                "start_offset": e.start_offset,
+                "end_offset": e.end_offset,
+            }
+            for e in fix.edits
+        ],
+    }
+
+
+def diagnostic_to_json(d) -> dict:
+    from tilefit.rules import RULES
+
+    rule = RULES.get(d.code)
+    return {
+        "code": d.code,
+        "name": rule.name if rule else None,
+        "message": d.message,
+        "severity": d.severity.value,
+        "filename": d.path,
+        "location": {"row": d.span.start.line, "column": d.span.start.column},
+        "end_location": {"row": d.span.end.line, "column": d.span.end.column},
+        "pointer": d.pointer,
+        "target": d.target,
+        "fingerprint": d.fingerprint,
+        "url": rule_url(d.code),
+        "fix": fix_to_json(d.fix),
+        "data": dict(d.data),
+    }
+
+
+def render(diagnostics, stream, ctx: RenderContext) -> None:
+    json.dump([diagnostic_to_json(d) for d in diagnostics], stream, indent=2)
+    stream.write("\n")

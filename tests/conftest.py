@@ -1,0 +1,53 @@
+"""Shared fixtures: the real corpus, a CLI runner, and a scratch copy of files."""
+
+from __future__ import annotations
+
+import os
+import tarfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ARCHIVE = REPO / "tests" / "data" / "corpus.tar.xz"
+
+
+def _corpus_root(tmp_factory) -> Path:
+    """The unmodified SGLang 0.5.23 / vLLM 0.33.0 corpus: $TILEFIT_CORPUS, ../shared/corpus, or
+    the byte-identical copy packed in tests/data/corpus.tar.xz (so a clean checkout can test)."""
+    env = os.environ.get("TILEFIT_CORPUS")
+    if env:
+        return Path(env)
+    shared = REPO.parent / "shared" / "corpus"
+    if (shared / "README.md").is_file():
+        return shared
+    dest = tmp_factory.mktemp("corpus")
+    with tarfile.open(ARCHIVE) as tar:
+        tar.extractall(dest, filter="data")
+    return dest / "corpus"
+
+
+@pytest.fixture(scope="session")
+def corpus(tmp_path_factory) -> Path:
+    return _corpus_root(tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def corpus_files(corpus) -> list[Path]:
+    files = sorted(p for p in corpus.rglob("*.json"))
+    assert len(files) == 1246, f"corpus incomplete at {corpus}: {len(files)} files"
+    return files
+
+
+@pytest.fixture
+def cli():
+    from click.testing import CliRunner
+
+    from tilefit.cli import cli as group
+
+    runner = CliRunner()
+
+    def invoke(*args, **kwargs):
+        return runner.invoke(group, [str(a) for a in args], catch_exceptions=False, **kwargs)
+
+    return invoke
