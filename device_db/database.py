@@ -27,15 +27,15 @@ class DeviceDB:
     """
 
     def __init__(self, devices: Iterable[Device], group_rules: Sequence[GroupRule] = ()) -> None:
-        ordered = sorted(devices, key=lambda d: (d.kind != "card", d.vendor, d.key))
-        self._devices = tuple(ordered)
+        given = list(devices)
+        self._devices = tuple(sorted(given, key=lambda d: (d.kind != "card", d.vendor, d.key)))
         self._by_key: dict[str, Device] = {}
         self._by_name: dict[str, Device] = {}  # lower-case keys and aliases
         self._files: dict[str, Device] = {}
         self._torch: dict[str, Device] = {}
         self._canonical: dict[str, Device | None] = {}  # None: ambiguous
         self._arch: dict[str, Device] = {}
-        for device in self._devices:
+        for device in given:  # in the given order, so a clash blames the later device
             self._index(device)
         groups: dict[str, tuple[str, ...]] = {}
         descriptions: dict[str, str] = {}
@@ -43,7 +43,8 @@ class DeviceDB:
             clash = self._by_name.get(rule.name.lower())
             if clash is not None:
                 raise DeviceDBError(
-                    f"{clash.origin}: group name {rule.name!r} is also a key or alias of device {clash.key!r}"
+                    f"{clash.origin}: key or alias {rule.name!r} of device {clash.key!r} is the name of a "
+                    "group (groups.json)"
                 )
             groups[rule.name] = tuple(d.key for d in rule.members(self._devices))
             descriptions[rule.name] = rule.description
@@ -138,11 +139,12 @@ class DeviceDB:
 
         Tried in order: exact file-name spelling; exact torch name (with spaces); the engine's
         own normalisation (vLLM: runs of whitespace and ``/`` -> ``_``; SGLang: spaces -> ``_``;
-        both when ``engine`` is None); for vLLM fused MoE (``family`` ``vl.fused_moe`` or None)
-        the H200 fold (any name with an ``H200`` token -> ``NVIDIA_H200``); a spelling-insensitive
-        match (case, ``-``/``_``/space); Helion platform names (``nvidia_h100`` -> alias ``h100``).
-        ``family`` (an engines.md short name such as ``vl.fused_moe`` or ``vl.helion``) also
-        implies the engine. The empty name gives None.
+        both when ``engine`` is None); for vLLM fused MoE (``engine="vllm"`` and ``family``
+        ``fused_moe`` or None) the H200 fold (any name with an ``H200`` token -> ``NVIDIA_H200``);
+        a spelling-insensitive match (case, ``-``/``_``/space); Helion platform names
+        (``nvidia_h100`` -> alias ``h100``; tried first for ``family="helion"``). ``family`` is a
+        :mod:`tilefit.families` name (``fused_moe``, ``helion``...); engines.md's prefixed
+        names (``vl.fused_moe``) also work and imply the engine. The empty name gives None.
 
         A name that identifies an architecture but no product returns the arch entry
         (``AMD_Radeon_Graphics`` -> ``gfx942``; check ``device.kind``).
@@ -151,6 +153,7 @@ class DeviceDB:
         if not name:
             return None
         engine = (engine or names.engine_of_family(family) or "").lower() or None
+        family = names.family_base(family)
         if family in names.HELION_FAMILIES:
             device = self._helion(name)
             if device is not None:

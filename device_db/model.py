@@ -9,7 +9,6 @@ A :class:`Device` is immutable and hashable. Field meanings and units are those 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from types import MappingProxyType
 from typing import Any, Mapping
 
 TENSOR_DTYPES = ("fp16_fp32acc", "fp16", "fp8", "int8", "fp32")
@@ -42,8 +41,6 @@ _ARCH_FAMILY = {
     "mfma": "amd",
     "wmma": "amd",
 }
-
-_EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -93,8 +90,8 @@ class Device:
     triton_fp8_dtypes: tuple[str, ...] | None = None
     mma: str | None = None
     features: tuple[str, ...] = ()
-    status: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
-    status_detail: Mapping[str, str] = field(default_factory=lambda: _EMPTY, hash=False)
+    status: Mapping[str, str] = field(default_factory=dict, hash=False)
+    status_detail: Mapping[str, str] = field(default_factory=dict, hash=False)
     sources: tuple[str, ...] = ()
     notes: str | None = None
     # Where the record came from (a file path); not part of equality.
@@ -113,7 +110,7 @@ class Device:
             if name == "tensor_tflops":
                 value = None if value is None else TensorTflops(**value)
             elif name in ("status", "status_detail"):
-                value = MappingProxyType(dict(value))
+                value = dict(value)
             elif name == "compute_capability":
                 value = None if value is None else (int(value[0]), int(value[1]))
             elif isinstance(value, list):

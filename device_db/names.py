@@ -13,9 +13,10 @@ from __future__ import annotations
 import re
 
 ENGINES = ("vllm", "sglang")
-# Families (engines.md short names) whose file-name lookup folds H200 variants.
-VLLM_H200_FOLD_FAMILIES = frozenset({"vl.fused_moe"})
-HELION_FAMILIES = frozenset({"vl.helion"})
+# Config families (tilefit.families names; engines.md's "vl."/"sg." prefixes are accepted too)
+# whose vLLM file-name lookup folds H200 variants, and Helion's.
+VLLM_H200_FOLD_FAMILIES = frozenset({"fused_moe"})
+HELION_FAMILIES = frozenset({"helion"})
 H200_FILE_NAME = "NVIDIA_H200"
 
 _VLLM_SEP = re.compile(r"[\s/]+")
@@ -76,6 +77,13 @@ def parse_arch(spec: str) -> str | None:
     if _XE.match(s):
         return s
     return None
+
+
+def family_base(family: str | None) -> str | None:
+    """A family name without engines.md's engine prefix: ``vl.fused_moe`` -> ``fused_moe``."""
+    if family and family[:3] in ("vl.", "sg."):
+        return family[3:]
+    return family
 
 
 def engine_of_family(family: str | None) -> str | None:
