@@ -24,7 +24,6 @@ from tilefit.device_db import (
 )
 from tilefit.device_db import cache as vcache
 from tilefit.device_db import loader, validation
-from tilefit.device_db.model import ARCH_FIELDS
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = Path(device_db.__file__).parent
