@@ -1,6 +1,7 @@
 """The device record: one GPU (``kind="card"``) or one architecture (``kind="arch"``).
 
-A :class:`Device` is immutable and hashable. Field meanings and units are those of
+A :class:`Device` is frozen and hashable (``status``/``status_detail`` are plain dicts left out of
+the hash so :func:`dataclasses.asdict` works; treat them as read-only). Field meanings and units are those of
 ``schema.json``: sizes in bytes, bandwidth in GB/s, clocks in MHz, dense throughput in TFLOPS.
 ``None`` means unknown. ``status`` gives the confidence code of each field
 (C/T/D/I/U, see ``devices.md``), ``status_detail`` the evidence per field group.
