@@ -19,7 +19,7 @@ from .selection import Selection
 from .tables import ConfigTable
 from .variants import kernel_variants
 from tilefit.rules import RULES, Finding, Rule, Scope
-from tilefit.rules.base import EntryContext, FileContext, TargetContext
+from tilefit.rules.base import ARCH, TARGETS, EntryContext, FileContext, TargetContext, format_targets
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,12 @@ def _freeze(entry) -> object:
         return json.dumps(entry, sort_keys=True, default=str)
 
 
+def _finding_key(rule, finding) -> tuple:
+    """Findings of two device classes merge when everything but the targets is equal."""
+    return (rule.code, finding.message, tuple(finding.at), finding.at_key, finding.severity,
+            json.dumps(finding.data, sort_keys=True, default=str), finding.identity)
+
+
 @dataclass
 class RunStats:
     files: int = 0
@@ -81,6 +87,7 @@ class Engine:
         self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._variant_memo: dict[tuple, tuple] = {}
         self._named_memo: dict[tuple, object] = {}
+        self._intern: dict[tuple, int] = {}
 
     # -- public -----------------------------------------------------------------------------
     def check_table(self, table: ConfigTable) -> list[Diagnostic]:
@@ -91,7 +98,10 @@ class Engine:
         whole_ignores, scoped_ignores = self.selection.file_ignores(table.path)
         out: list[Diagnostic] = []
 
-        def emit(rule: Rule, finding: Finding, base: tuple = (), target=None, targets=(), entry=None):
+        identities: dict[int, str] = {}
+
+        def emit(rule: Rule, finding: Finding, base: tuple = (), target=None, entry=None, eid=None,
+                 message=None, data=None):
             code = rule.code
             pointer = base + tuple(finding.at)
             if whole_ignores and not self.selection.decides(code, rule.default_enabled, whole_ignores):
@@ -105,17 +115,22 @@ class Engine:
             span = self._span(table, finding, pointer)
             identity = finding.identity
             if identity is None:
-                identity = json.dumps(entry, sort_keys=True, default=str) if entry is not None else finding.message
-            data = dict(finding.data)
+                if entry is None:
+                    identity = finding.message
+                else:
+                    identity = identities.get(eid)
+                    if identity is None:
+                        identity = json.dumps(entry, sort_keys=True, default=str)
+                        identities[eid] = identity
             out.append(Diagnostic(
                 code=code,
-                message=finding.message,
+                message=message or finding.message,
                 path=table.path,
                 span=span,
                 severity=finding.severity or rule.severity,
                 pointer=ptr,
                 target=target,
-                data=data,
+                data=data if data is not None else dict(finding.data),
                 fingerprint=fingerprint_of(code, table.path, ptr, target, identity),
             ))
 
@@ -154,48 +169,59 @@ class Engine:
         entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
         target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
         classes = self._targets(fctx.named_device) if target_rules else []
+        class_keys = [class_key(c.first) for c in classes]
         once_seen: set[tuple] = set()
+        intern = self._intern
         for key, entry in table.entries():
             self.stats.entries += 1
-            frozen = _freeze(entry)
+            eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
             base = (key,)
+            ectx = None
             if entry_rules:
-                ectx = None
-                for rule in entry_rules:
-                    mk = (rule.code, kernel_key, frozen)
-                    found = self._entry_memo.get(mk)
-                    if found is None:
-                        ectx = ectx or EntryContext(fctx, key, entry)
-                        found = tuple(rule.check(ectx))
-                        self._entry_memo[mk] = found
-                    for finding in found:
-                        emit(rule, finding, base, entry=entry)
-            if not isinstance(entry, dict):
+                found = self._entry_memo.get(eid)
+                if found is None:
+                    ectx = EntryContext(fctx, key, entry)
+                    found = tuple((rule, f) for rule in entry_rules for f in rule.check(ectx))
+                    self._entry_memo[eid] = found
+                for rule, finding in found:
+                    emit(rule, finding, base, entry=entry, eid=eid)
+            if not classes or not isinstance(entry, dict):
                 continue
-            for dclass in classes:
-                dev = dclass.first
-                ck = class_key(dev)
-                vkey = (kernel_key, frozen, dev.arch, dev.vendor)
-                variants = self._variant_memo.get(vkey)
-                if variants is None:
-                    variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
-                    self._variant_memo[vkey] = variants
-                tctx = None
-                for rule in target_rules:
-                    mk = (rule.code, kernel_key, frozen, ck)
-                    found = self._target_memo.get(mk)
-                    if found is None:
-                        tctx = tctx or TargetContext(EntryContext(fctx, key, entry), dev, dclass.devices, variants,
-                                                     self.estimator)
-                        found = tuple(rule.check(tctx))
-                        self._target_memo[mk] = found
-                    for finding in found:
-                        if getattr(rule, "once_per_file", False):
-                            once = (rule.code, ck, finding.identity)
-                            if once in once_seen:
-                                continue
-                            once_seen.add(once)
-                        emit(rule, finding, base, target=dev.key, entry=entry)
+            # Findings per device class, then classes with equal findings merged into one.
+            merged: dict[tuple, list] = {}
+            for dclass, ck in zip(classes, class_keys):
+                mk = (eid, ck)
+                found = self._target_memo.get(mk)
+                if found is None:
+                    dev = dclass.first
+                    vkey = (eid, dev.arch == "sm_90", dev.vendor)
+                    variants = self._variant_memo.get(vkey)
+                    if variants is None:
+                        variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
+                        self._variant_memo[vkey] = variants
+                    tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
+                                         self.estimator)
+                    found = tuple((rule, f, _finding_key(rule, f)) for rule in target_rules
+                                  for f in rule.check(tctx))
+                    self._target_memo[mk] = found
+                for rule, finding, fkey in found:
+                    slot = merged.get(fkey)
+                    if slot is None:
+                        merged[fkey] = [rule, finding, list(dclass.devices)]
+                    else:
+                        slot[2].extend(dclass.devices)
+            for rule, finding, devices in merged.values():
+                if getattr(rule, "once_per_file", False):
+                    once = (rule.code, finding.identity, tuple(d.key for d in devices))
+                    if once in once_seen:
+                        continue
+                    once_seen.add(once)
+                archs = sorted({d.arch for d in devices})
+                message = finding.message.replace(TARGETS, format_targets(devices)).replace(ARCH, "/".join(archs))
+                data = dict(finding.data)
+                data["targets"] = [d.key for d in devices]
+                data["archs"] = archs
+                emit(rule, finding, base, target=devices[0].key, entry=entry, eid=eid, message=message, data=data)
 
     @staticmethod
     def _span(table: ConfigTable, finding: Finding, pointer: tuple) -> Span:

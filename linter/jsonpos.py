@@ -24,6 +24,11 @@ _STRUCT = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\]]')
 _COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
 _WS = re.compile(r"[ \t\r\n]*")
 _SCALAR = re.compile(r'"(?:[^"\\\n]|\\.)*"|[^\s,\]}]+')
+# A member whose value holds no nested container: the whole member is matched in C.
+_FLAT_MEMBER = re.compile(
+    r'"((?:[^"\\\n]|\\.)*)"[ \t\r\n]*:[ \t\r\n]*'
+    r'(\{[^{}\[\]"]*(?:"(?:[^"\\\n]|\\.)*"[^{}\[\]"]*)*\}|"(?:[^"\\\n]|\\.)*"|[^\s,{}\[\]]+)')
+_SEPARATOR = re.compile(r"[ \t\r\n]*,?[ \t\r\n]*")
 _ELEMENT_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{},]')
 
 
@@ -78,7 +83,7 @@ class JsonDocument:
     """One parsed JSON file: ``value`` plus positions of every key and value."""
 
     __slots__ = ("data", "text", "value", "has_duplicates", "_ascii", "_line_starts", "_index", "_containers",
-                 "_members")
+                 "_members", "_flat", "_flat_inner")
 
     def __init__(self, data: bytes, text: str, value: Any, has_duplicates: bool = False):
         self.has_duplicates = has_duplicates  # some object repeats a key
@@ -90,6 +95,8 @@ class JsonDocument:
         self._index: dict[tuple, tuple[int, int, int]] | None = None
         self._containers: dict[tuple, tuple[int, int]] | None = None
         self._members: list[tuple[tuple, int, int]] | None = None
+        self._flat: dict[str, tuple[int, int, int, int]] | None = None  # key -> key and value spans
+        self._flat_inner: dict[str, dict[str, tuple[int, int, int, int]]] = {}
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -132,6 +139,62 @@ class JsonDocument:
 
     def span_of_chars(self, start: int, end: int) -> Span:
         return Span(self.position(start), self.position(end), self.byte_offset(start), self.byte_offset(end))
+
+    # -- fast path: a flat table (an object of objects of scalars) ------------------------------
+    def _flat_index(self) -> dict | None:
+        """Key and value spans of the top-level members when the document is a flat table,
+        found by one regex pass that runs in C; None (and the general index is used) otherwise."""
+        if self._flat is not None:
+            return self._flat or None
+        self._flat = {}
+        value = self.value
+        if not isinstance(value, dict):
+            return None
+        text = self.text
+        start = _WS.match(text).end()
+        if text[start:start + 1] != "{":
+            return None
+        pos = _WS.match(text, start + 1).end()
+        keys = [k for k, _ in (value.pairs if isinstance(value, Members) else value.items())]
+        found: dict[str, tuple[int, int, int, int]] = {}
+        i = 0
+        for m in _FLAT_MEMBER.finditer(text, pos):
+            if m.start() != pos or i >= len(keys):
+                return None
+            raw = m.group(1)
+            key = json.loads('"' + raw + '"') if "\\" in raw else raw
+            if key != keys[i]:
+                return None
+            found[key] = (m.start(), m.start(1) + len(raw) + 1, m.start(2), m.end(2))
+            i += 1
+            pos = _SEPARATOR.match(text, m.end()).end()
+            if text[pos:pos + 1] == "}":
+                break
+        if i != len(keys) or text[pos:pos + 1] != "}" or text[pos + 1:].strip():
+            return None
+        self._flat = found
+        return found
+
+    def _flat_member(self, pointer: tuple) -> tuple[int, int, int, int] | None:
+        """(key start, key end, value start, value end) for pointers of depth 1 or 2 of a flat table."""
+        flat = self._flat_index()
+        if flat is None or not pointer or len(pointer) > 2:
+            return None
+        top = flat.get(pointer[0])
+        if top is None or len(pointer) == 1:
+            return top
+        inner = self._flat_inner.get(pointer[0])
+        if inner is None:
+            inner = {}
+            vs, ve = top[2], top[3]
+            if self.text[vs] != "{":
+                return None
+            for m in _FLAT_MEMBER.finditer(self.text, vs + 1, ve - 1):
+                raw = m.group(1)
+                key = json.loads('"' + raw + '"') if "\\" in raw else raw
+                inner[key] = (m.start(), m.start(1) + len(raw) + 1, m.start(2), m.end(2))
+            self._flat_inner[pointer[0]] = inner
+        return inner.get(pointer[1])
 
     # -- structural index ---------------------------------------------------------------------
     def _build_index(self) -> None:
@@ -188,6 +251,11 @@ class JsonDocument:
 
     def key_span(self, pointer: tuple) -> Span | None:
         """Span of the member key (quotes included) named by ``pointer``."""
+        hit = self._flat_member(tuple(pointer))
+        if hit is not None:
+            return self.span_of_chars(hit[0], hit[1])
+        if self._flat and 0 < len(pointer) <= 2:
+            return None
         self._ensure_index()
         hit = self._index.get(tuple(pointer))
         if hit is None:
@@ -197,6 +265,11 @@ class JsonDocument:
     def value_span(self, pointer: tuple) -> Span | None:
         """Span of the value at ``pointer`` (objects and arrays include their brackets)."""
         pointer = tuple(pointer)
+        hit = self._flat_member(pointer)
+        if hit is not None:
+            return self.span_of_chars(hit[2], hit[3])
+        if self._flat and 0 < len(pointer) <= 2:
+            return None
         self._ensure_index()
         if not pointer:
             return self.span_of_chars(*self._containers[()]) if () in self._containers else None

@@ -132,8 +132,20 @@ class TargetContext:
     def meta(self):
         return self.entry_ctx.file.table.meta
 
-    def target_names(self) -> str:
-        names = [d.key for d in self.devices]
-        if len(names) <= 3:
-            return ", ".join(names)
-        return f"{', '.join(names[:3])} and {len(names) - 3} more"
+    @staticmethod
+    def target_names() -> str:
+        """A placeholder the engine replaces with the devices a finding applies to: findings
+        of device classes that come out equal are merged into one diagnostic."""
+        return TARGETS
+
+
+# Placeholders in TARGET findings' messages, filled in by the engine after merging classes.
+TARGETS = "{targets}"
+ARCH = "{arch}"
+
+
+def format_targets(devices) -> str:
+    names = [d.key for d in devices]
+    if len(names) <= 3:
+        return ", ".join(names)
+    return f"{', '.join(names[:3])} and {len(names) - 3} more"

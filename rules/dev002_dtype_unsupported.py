@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilefit.model import Severity
 from tilefit.variants import dtype_path
 
-from .base import Example, Finding, Rule, Scope, TargetContext
+from .base import ARCH, Example, Finding, Rule, Scope, TargetContext
 
 
 class DEV002(Rule):
@@ -39,5 +39,5 @@ class DEV002(Rule):
         supported = ctx.device.triton_fp8_dtypes
         if supported is None or "fp8e4nv" in supported:
             return
-        yield Finding(f"fp8 e4m3 (fp8e4nv) is not supported by Triton on {ctx.device.arch} "
-                      f"({ctx.target_names()}): the kernel does not compile", identity=ctx.device.arch)
+        yield Finding(f"fp8 e4m3 (fp8e4nv) is not supported by Triton on {ARCH} "
+                      f"({ctx.target_names()}): the kernel does not compile", identity="fp8e4nv")

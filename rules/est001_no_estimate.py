@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilefit.estimate import EstimatorUnavailable
 from tilefit.model import Severity
 
-from .base import Example, Finding, Rule, Scope, TargetContext
+from .base import ARCH, Example, Finding, Rule, Scope, TargetContext
 
 
 class EST001(Rule):
@@ -38,15 +38,15 @@ class EST001(Rule):
         dev = ctx.device
         if dev.smem_per_block_optin is None:
             yield Finding(f"no shared-memory limit known for {ctx.target_names()}: entries not checked",
-                          identity=dev.key)
+                          identity="no-limit")
             return
         for variant in ctx.variants:
             try:
                 est = ctx.estimator.estimate(variant.spec, dev.arch, dev.smem_per_block_optin)
             except EstimatorUnavailable as exc:
-                yield Finding(f"shared memory not checked on {ctx.target_names()}: {exc}", identity=dev.arch)
+                yield Finding(f"shared memory not checked on {ctx.target_names()}: {exc}", identity="unavailable")
                 return
             if est.status == "uncalibrated":
                 yield Finding(f"shared memory not checked on {ctx.target_names()}: the analytic model is not "
-                              f"calibrated for {dev.arch}; install Triton for exact compiles", identity=dev.arch)
+                              f"calibrated for {ARCH}; install Triton for exact compiles", identity="uncalibrated")
                 return

@@ -6,21 +6,29 @@ import json
 from functools import lru_cache
 from importlib import resources
 
+from tilefit.cachedir import ValidityCache
 from tilefit.families import OTHER_FAMILIES
 from tilefit.model import Severity
 
 from .base import Example, FileContext, Finding, Rule, Scope
 
 
+_VALID = ValidityCache("schemas", b"tilefit-family-schema-1")
+
+
 @lru_cache(maxsize=None)
-def _validator(family: str):
+def _schema_bytes(family: str) -> bytes | None:
     try:
-        text = (resources.files("tilefit") / "data" / "schemas" / f"{family}.schema.json").read_text()
+        return (resources.files("tilefit") / "data" / "schemas" / f"{family}.schema.json").read_bytes()
     except (FileNotFoundError, OSError):
         return None
+
+
+@lru_cache(maxsize=None)
+def _validator(family: str):
     from jsonschema import Draft202012Validator
 
-    return Draft202012Validator(json.loads(text))
+    return Draft202012Validator(json.loads(_schema_bytes(family)))
 
 
 class SCH003(Rule):
@@ -51,10 +59,19 @@ class SCH003(Rule):
     def check(self, ctx: FileContext):
         if ctx.table.doc is None:
             return
-        validator = _validator(ctx.meta.family)
-        if validator is None:
+        schema = _schema_bytes(ctx.meta.family)
+        if schema is None:
             return
-        for error in validator.iter_errors(ctx.table.value):
+        # Validating the large Helion tables takes tenths of a second: contents that passed
+        # before are remembered by digest (see tilefit.cachedir).
+        key = _VALID.digest(schema, ctx.table.data)
+        if _VALID.is_valid(key):
+            return
+        errors = 0
+        for error in _validator(ctx.meta.family).iter_errors(ctx.table.value):
+            errors += 1
             path = tuple(error.absolute_path)
             where = "/".join(str(p) for p in path) or "top level"
             yield Finding(f"{where}: {error.message}", at=path, identity=f"{where}:{error.validator}")
+        if not errors:
+            _VALID.remember(key)

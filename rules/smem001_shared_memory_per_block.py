@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilefit.estimate import EstimatorUnavailable
 from tilefit.model import Severity
 
-from .base import Example, Finding, Rule, Scope, TargetContext
+from .base import ARCH, Example, Finding, Rule, Scope, TargetContext
 
 _FH = "E=128,N=768,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.json"
 
@@ -84,9 +84,8 @@ class SMEM001(Rule):
         label = f" [{variant.label}]" if variant.label else ""
         yield Finding(
             f"OutOfResources on {ctx.target_names()}: shared memory, Required: {est.shared_bytes}, "
-            f"Hardware limit: {limit} ({describe_tile(variant.spec)}, {ctx.device.arch}){label}",
+            f"Hardware limit: {limit} ({describe_tile(variant.spec)}, {ARCH}){label}",
             at=("num_stages",) if "num_stages" in ctx.entry else (),
             data={"required_bytes": est.shared_bytes, "limit_bytes": limit, "estimator": est.estimator,
-                  "estimate_status": est.status, "arch": ctx.device.arch, "variant": variant.label or None,
-                  "targets": [d.key for d in ctx.devices]},
+                  "estimate_status": est.status, "variant": variant.label or None},
         )

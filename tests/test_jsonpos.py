@@ -91,3 +91,21 @@ def test_bad_input_raises_json_error_with_offset(data, fragment, offset):
     assert fragment in info.value.message
     if offset is not None:
         assert info.value.offset == offset
+
+
+def test_flat_table_fast_path_agrees_with_the_general_index(corpus_files):
+    """The one-regex index for flat tables must give the same spans as the token walk."""
+    flat_files = 0
+    for path in corpus_files[::3]:
+        fast = JsonDocument.parse(path.read_bytes())
+        slow = JsonDocument.parse(path.read_bytes())
+        if fast._flat_index() is None:
+            continue
+        flat_files += 1
+        slow._flat = {}  # force the general index
+        for key, value in fast.value.items():
+            pointers = [(key,)] + ([(key, p) for p in value] if isinstance(value, dict) else [])
+            for ptr in pointers:
+                assert fast.value_span(ptr) == slow.value_span(ptr), (path, ptr)
+                assert fast.key_span(ptr) == slow.key_span(ptr), (path, ptr)
+    assert flat_files > 300

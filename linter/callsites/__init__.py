@@ -1,0 +1,1 @@
+"""Kernel call sites in Python sources: static scan, resolution, evaluation."""

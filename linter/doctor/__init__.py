@@ -1,0 +1,1 @@
+"""`tilefit doctor`: model shape + engine profile + device -> verdict per kernel and batch size."""

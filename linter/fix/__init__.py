@@ -1,0 +1,1 @@
+"""The fixer: candidate configs, ranking, and byte-exact edits."""

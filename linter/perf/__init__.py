@@ -1,0 +1,1 @@
+"""The performance model: predicted kernel time of a config on a device."""

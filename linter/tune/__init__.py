@@ -1,0 +1,1 @@
+"""`tilefit tune`: re-tune offending entries on a local GPU."""
