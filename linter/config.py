@@ -8,6 +8,7 @@ a typo in a linter's config must not silently disable a check.
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 from dataclasses import dataclass, field, fields
@@ -77,8 +78,10 @@ def find_config(start: Path | None = None) -> Path | None:
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+            except (OSError, UnicodeDecodeError):
                 continue
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"{candidate}: invalid TOML: {exc}") from None
             if "tilefit" in data.get("tool", {}):
                 return candidate
     return None
@@ -110,7 +113,7 @@ def settings_from_table(table: dict[str, Any], source: str) -> Settings:
     settings = Settings(config_file=source)
     for key, value in table.items():
         if key not in _KEYS:
-            close = [k for k in _KEYS if k.replace("-", "") == key.replace("-", "").replace("_", "")]
+            close = difflib.get_close_matches(key.replace("_", "-"), list(_KEYS), n=1, cutoff=0.7)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ConfigError(f"{source}: unknown key [tool.tilefit] {key!r}{hint}; known: {', '.join(_KEYS)}")
         attr, kind = _KEYS[key]

@@ -176,6 +176,7 @@ class Engine:
             self.stats.entries += 1
             eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
             base = (key,)
+            batch = int(key) if key.isascii() and key.isdigit() else None
             ectx = None
             if entry_rules:
                 found = self._entry_memo.get(eid)
@@ -221,6 +222,8 @@ class Engine:
                 data = dict(finding.data)
                 data["targets"] = [d.key for d in devices]
                 data["archs"] = archs
+                if batch is not None:
+                    data["batch_size"] = batch
                 emit(rule, finding, base, target=devices[0].key, entry=entry, eid=eid, message=message, data=data)
 
     @staticmethod
