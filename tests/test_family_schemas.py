@@ -4,8 +4,7 @@
 2. Every real corpus file of each family (found with ``tilefit.families.classify``) validates.
 3. Realistic mistakes, applied to real corpus files, are rejected at the place of the mistake.
 
-The corpus is ``$TILEFIT_CORPUS`` or ``<repo>/../shared/corpus``; tests that need it are skipped when
-it is absent.
+The corpus comes from the ``corpus_files`` fixture of conftest.py.
 """
 
 from __future__ import annotations
@@ -13,7 +12,6 @@ from __future__ import annotations
 import copy
 import functools
 import json
-import os
 from collections import defaultdict
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from tilefit.families import OTHER_FAMILIES, classify
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA_DIR = REPO / "linter" / "data" / "schemas"
 
-# Files per family in the SGLang 0.5.23 + vLLM 0.33.0 corpus (docs/engines.md 1.4 of the research notes).
+# Files per family in the SGLang 0.5.23 + vLLM 0.33.0 corpus (engines.md 1.4 of the research notes).
 EXPECTED_COUNTS = {
     "mamba_ssu": 34,
     "lora_csgmv": 7,
@@ -41,24 +39,13 @@ EXPECTED_COUNTS = {
 }
 
 
-def _corpus_root() -> Path | None:
-    for candidate in (os.environ.get("TILEFIT_CORPUS"), REPO.parent / "shared" / "corpus", REPO / "shared" / "corpus"):
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return None
-
-
-@functools.lru_cache(maxsize=None)
-def corpus_files() -> dict[str, tuple[Path, ...]]:
-    root = _corpus_root()
-    if root is None:
-        pytest.skip("tuning-config corpus not found (set TILEFIT_CORPUS)")
+@pytest.fixture(scope="session")
+def family_files(corpus_files) -> dict[str, tuple[Path, ...]]:
     found: dict[str, list[Path]] = defaultdict(list)
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            meta = classify(os.path.join(dirpath, name))
-            if meta is not None and meta.family in OTHER_FAMILIES:
-                found[meta.family].append(Path(dirpath, name))
+    for path in corpus_files:
+        meta = classify(path)
+        if meta is not None and meta.family in OTHER_FAMILIES:
+            found[meta.family].append(path)
     return {family: tuple(sorted(paths)) for family, paths in found.items()}
 
 
@@ -73,15 +60,11 @@ def _load(path: Path):
     return json.loads(path.read_text())
 
 
-def _corpus_path(family: str, name_part: str) -> Path:
-    paths = [p for p in corpus_files().get(family, ()) if name_part in str(p)]
+def _corpus_path(family_files, family: str, name_part: str) -> Path:
+    """The first corpus file of `family` whose path contains `name_part`."""
+    paths = [p for p in family_files.get(family, ()) if name_part in str(p)]
     assert paths, f"no {family} corpus file matching {name_part!r}"
     return paths[0]
-
-
-def corpus_doc(family: str, name_part: str = ""):
-    """A fresh copy of the first corpus file of `family` whose path contains `name_part`."""
-    return copy.deepcopy(_load(_corpus_path(family, name_part)))
 
 
 @functools.lru_cache(maxsize=None)
@@ -117,8 +100,8 @@ def test_schema_is_valid_draft_2020_12(path):
 
 
 @pytest.mark.parametrize("family", OTHER_FAMILIES)
-def test_corpus_files_validate(family):
-    paths = corpus_files().get(family, ())
+def test_corpus_files_validate(family, family_files):
+    paths = family_files.get(family, ())
     assert len(paths) == EXPECTED_COUNTS[family]
     failures = []
     for path in paths:
@@ -140,13 +123,16 @@ def _batch_key(obj: dict) -> str:
     return next(k for k in obj if k.isdigit())
 
 
+def _parent(doc, path):
+    for part in path[:-1]:
+        doc = doc[part]
+    return doc
+
+
 def _set(loc, value):
     def mutate(doc):
         path = loc(doc)
-        target = doc
-        for part in path[:-1]:
-            target = target[part]
-        target[path[-1]] = copy.deepcopy(value)
+        _parent(doc, path)[path[-1]] = copy.deepcopy(value)
         return path
     return mutate
 
@@ -154,10 +140,7 @@ def _set(loc, value):
 def _drop(loc):
     def mutate(doc):
         path = loc(doc)
-        target = doc
-        for part in path[:-1]:
-            target = target[part]
-        del target[path[-1]]
+        del _parent(doc, path)[path[-1]]
         return path
     return mutate
 
@@ -166,10 +149,8 @@ def _rename(loc, new_key):
     """Replace the key at loc by new_key (keeping the value); the error sits on the parent object."""
     def mutate(doc):
         path = loc(doc)
-        target = doc
-        for part in path[:-1]:
-            target = target[part]
-        target[new_key] = target.pop(path[-1])
+        parent = _parent(doc, path)
+        parent[new_key] = parent.pop(path[-1])
         return [*path[:-1], new_key]
     return mutate
 
@@ -182,15 +163,20 @@ def _in_entry(key):
     return lambda doc: [_batch_key(doc), key]
 
 
-def _dense_row(i=0):
-    return lambda doc: ["rows", i]
-
-
 def _moe_sites(doc):
     return ["scenarios", 0, "tiles", 0, "sites"]
 
 
+DENSE = "dense/configs/default"  # 18 rows; row 2 is an all_slots row
+MOE = "moe/configs/sm90"
 HELION_FILE = "dynamic_per_token_scaled_fp8_quant/nvidia_b200"  # 42 entries: keeps the test fast
+RS16 = ["configs", "reduce_scatter", "16"]
+AG16 = ["configs", "all_gather", "16"]
+
+
+def _front(key=None):
+    """The first entry of a moe_front table (or one of its keys)."""
+    return lambda d: ["configs", _batch_key(d["configs"])] + ([key] if key else [])
 
 
 def _helion_cfg(key):
@@ -220,20 +206,20 @@ MUTATIONS = [
     ("lora_moe_base_gemm", "", "unknown field", _set(lambda d: ["num_warps"], 4)),
     ("lora_moe_base_gemm", "", "non-string version", _set(lambda d: ["version", "cutedsl"], 4.6)),
     # sp_collective
-    ("sp_collective", "GB300", "wrong type", _set(lambda d: ["configs", "reduce_scatter", "16", "block_size"], "512")),
-    ("sp_collective", "GB300", "missing num_blocks", _drop(lambda d: ["configs", "reduce_scatter", "16", "num_blocks"])),
-    ("sp_collective", "GB300", "non-integer bucket key", _rename(lambda d: ["configs", "all_gather", "16"], "16k")),
-    ("sp_collective", "GB300", "push block_size above 512", _set(lambda d: ["configs", "reduce_scatter", "16", "block_size"], 1024)),
-    ("sp_collective", "GB300", "block_size not a warp multiple", _set(lambda d: ["configs", "all_gather", "16", "block_size"], 200)),
-    ("sp_collective", "GB300", "strategy of the other kind", _set(lambda d: ["configs", "reduce_scatter", "16", "strategy"], "direct")),
+    ("sp_collective", "GB300", "wrong type", _set(lambda d: [*RS16, "block_size"], "512")),
+    ("sp_collective", "GB300", "missing num_blocks", _drop(lambda d: [*RS16, "num_blocks"])),
+    ("sp_collective", "GB300", "non-integer bucket key", _rename(lambda d: AG16, "16k")),
+    ("sp_collective", "GB300", "push block_size above 512", _set(lambda d: [*RS16, "block_size"], 1024)),
+    ("sp_collective", "GB300", "block_size not a warp multiple", _set(lambda d: [*AG16, "block_size"], 200)),
+    ("sp_collective", "GB300", "strategy of the other kind", _set(lambda d: [*RS16, "strategy"], "direct")),
     ("sp_collective", "GB300", "misspelt kind", _rename(lambda d: ["configs", "all_gather"], "allgather")),
     # moe_front
-    ("moe_front", "epilogue", "wrong type", _set(lambda d: ["configs", _batch_key(d["configs"]), "cast_first"], "false")),
-    ("moe_front", "epilogue", "missing cast_vec", _drop(lambda d: ["configs", _batch_key(d["configs"]), "cast_vec"])),
-    ("moe_front", "epilogue", "non-integer token key", _rename(lambda d: ["configs", _batch_key(d["configs"])], "1.5")),
-    ("moe_front", "epilogue", "unsupported block_size", _set(lambda d: ["configs", _batch_key(d["configs"]), "block_size"], 256)),
-    ("moe_front", "epilogue", "unsupported cast_vec", _set(lambda d: ["configs", _batch_key(d["configs"]), "cast_vec"], 16)),
-    ("moe_front", "strategy", "unknown strategy", _set(lambda d: ["configs", _batch_key(d["configs"])], "merged")),
+    ("moe_front", "epilogue", "wrong type", _set(_front("cast_first"), "false")),
+    ("moe_front", "epilogue", "missing cast_vec", _drop(_front("cast_vec"))),
+    ("moe_front", "epilogue", "non-integer token key", _rename(_front(), "1.5")),
+    ("moe_front", "epilogue", "unsupported block_size", _set(_front("block_size"), 256)),
+    ("moe_front", "epilogue", "unsupported cast_vec", _set(_front("cast_vec"), 16)),
+    ("moe_front", "strategy", "unknown strategy", _set(_front(), "merged")),
     ("moe_front", "strategy", "missing configs", _drop(lambda d: ["configs"])),
     # aiter_gemm
     ("aiter_gemm", "", "wrong type", _set(lambda d: ["any", "BLOCK_SIZE_M"], "64")),
@@ -245,30 +231,30 @@ MUTATIONS = [
     ("aiter_gemm", "", "missing any", _drop(lambda d: ["any"])),
     ("aiter_gemm", "", "BLOCK_SIZE_N not a power of two", _set(lambda d: ["any", "BLOCK_SIZE_N"], 48)),
     # lora_plans (dense)
-    ("lora_plans", "dense/configs/default", "wrong type", _set(lambda d: ["rows", 0, "max_tokens"], "32")),
-    ("lora_plans", "dense/configs/default", "missing num_stages", _drop(lambda d: ["rows", 0, "spec", "a_tiles", "num_stages"])),
-    ("lora_plans", "dense/configs/default", "bad num_warps", _set(lambda d: ["rows", 0, "spec", "b_tiles", "num_warps"], 3)),
-    ("lora_plans", "dense/configs/default", "block_size below 16", _set(lambda d: ["rows", 0, "spec", "block_size"], 8)),
-    ("lora_plans", "dense/configs/default", "unknown b_tiles key", _set(lambda d: ["rows", 0, "spec", "b_tiles", "SPLIT_K"], 2)),
-    ("lora_plans", "dense/configs/default", "unknown SPLIT_MODE", _set(lambda d: ["rows", 0, "spec", "a_tiles", "SPLIT_MODE"], "parallel")),
-    ("lora_plans", "dense/configs/default", "all_slots A with grouped B", _set(lambda d: ["rows", 2, "spec", "b_family"], "grouped")),
-    ("lora_plans", "dense/configs/default", "grouped A tile below 16", _set(lambda d: ["rows", 0, "spec", "a_tiles", "BLOCK_SIZE_N"], 8)),
-    ("lora_plans", "dense/configs/default", "unknown row field", _set(lambda d: ["rows", 0, "max_batch"], 8)),
+    ("lora_plans", DENSE, "wrong type", _set(lambda d: ["rows", 0, "max_tokens"], "32")),
+    ("lora_plans", DENSE, "missing num_stages", _drop(lambda d: ["rows", 0, "spec", "a_tiles", "num_stages"])),
+    ("lora_plans", DENSE, "bad num_warps", _set(lambda d: ["rows", 0, "spec", "b_tiles", "num_warps"], 3)),
+    ("lora_plans", DENSE, "block_size below 16", _set(lambda d: ["rows", 0, "spec", "block_size"], 8)),
+    ("lora_plans", DENSE, "unknown b_tiles key", _set(lambda d: ["rows", 0, "spec", "b_tiles", "SPLIT_K"], 2)),
+    ("lora_plans", DENSE, "unknown SPLIT_MODE", _set(lambda d: ["rows", 0, "spec", "a_tiles", "SPLIT_MODE"], "parallel")),
+    ("lora_plans", DENSE, "all_slots A with grouped B", _set(lambda d: ["rows", 2, "spec", "b_family"], "grouped")),
+    ("lora_plans", DENSE, "grouped A tile below 16", _set(lambda d: ["rows", 0, "spec", "a_tiles", "BLOCK_SIZE_N"], 8)),
+    ("lora_plans", DENSE, "unknown row field", _set(lambda d: ["rows", 0, "max_batch"], 8)),
     # lora_plans (MoE)
-    ("lora_plans", "moe/configs/sm90", "wrong type (MoE)", _set(lambda d: [*_moe_sites(d), "gate_up_a", "BLOCK_SIZE_K"], "128")),
-    ("lora_plans", "moe/configs/sm90", "missing base_gemm_rows (MoE)", _drop(lambda d: ["scenarios", 0, "base_gemm_rows"])),
-    ("lora_plans", "moe/configs/sm90", "bad num_warps (MoE)", _set(lambda d: [*_moe_sites(d), "down_b", "num_warps"], 3)),
-    ("lora_plans", "moe/configs/sm90", "routing_block_size below 16 (MoE)", _set(lambda d: [*_moe_sites(d), "routing_block_size"], 8)),
-    ("lora_plans", "moe/configs/sm90", "unknown site (MoE)", _set(lambda d: [*_moe_sites(d), "gate_up_c"], {})),
-    ("lora_plans", "moe/configs/sm90", "empty tile ladder (MoE)", _set(lambda d: ["scenarios", 0, "tiles"], [])),
-    ("lora_plans", "moe/configs/sm90", "missing fallback (MoE)", _drop(lambda d: ["fallback"])),
-    ("lora_plans", "moe/configs/sm90", "gate_up_a_b overlap without standalone B (MoE)",
+    ("lora_plans", MOE, "wrong type (MoE)", _set(lambda d: [*_moe_sites(d), "gate_up_a", "BLOCK_SIZE_K"], "128")),
+    ("lora_plans", MOE, "missing base_gemm_rows (MoE)", _drop(lambda d: ["scenarios", 0, "base_gemm_rows"])),
+    ("lora_plans", MOE, "bad num_warps (MoE)", _set(lambda d: [*_moe_sites(d), "down_b", "num_warps"], 3)),
+    ("lora_plans", MOE, "routing_block_size below 16 (MoE)", _set(lambda d: [*_moe_sites(d), "routing_block_size"], 8)),
+    ("lora_plans", MOE, "unknown site (MoE)", _set(lambda d: [*_moe_sites(d), "gate_up_c"], {})),
+    ("lora_plans", MOE, "empty tile ladder (MoE)", _set(lambda d: ["scenarios", 0, "tiles"], [])),
+    ("lora_plans", MOE, "missing fallback (MoE)", _drop(lambda d: ["fallback"])),
+    ("lora_plans", MOE, "gate_up_a_b overlap without standalone B (MoE)",
      _set(lambda d: ["scenarios", 0, "plan", "act_family"], "b_activation")),
-    ("lora_plans", "moe/configs/sm90", "B row tile differs from routing_block_size (MoE)",
+    ("lora_plans", MOE, "B row tile differs from routing_block_size (MoE)",
      _set(lambda d: [*_moe_sites(d), "gate_up_b", "BLOCK_SIZE_M"], 32)),
-    ("lora_plans", "moe/configs/sm90", "grouped A site without GROUP_SIZE_M (MoE)",
+    ("lora_plans", MOE, "grouped A site without GROUP_SIZE_M (MoE)",
      _drop(lambda d: [*_moe_sites(d), "gate_up_a", "GROUP_SIZE_M"])),
-    ("lora_plans", "moe/configs/sm90", "zero num_stages (MoE)", _set(lambda d: [*_moe_sites(d), "gate_up_b", "num_stages"], 0)),
+    ("lora_plans", MOE, "zero num_stages (MoE)", _set(lambda d: [*_moe_sites(d), "gate_up_b", "num_stages"], 0)),
     # helion (vLLM)
     ("helion", HELION_FILE, "wrong type", _set(_helion_cfg("num_stages"), "3")),
     ("helion", HELION_FILE, "missing block_sizes", _drop(_helion_cfg("block_sizes"))),
@@ -312,9 +298,10 @@ def test_every_family_has_mutations():
 @pytest.mark.parametrize(
     "family,name_part,what,mutate", MUTATIONS, ids=[f"{m[0]}-{m[2].replace(' ', '_')}" for m in MUTATIONS]
 )
-def test_mutation_is_rejected(family, name_part, what, mutate):
-    assert _is_valid(family, _corpus_path(family, name_part)), "the unmodified corpus file must be valid"
-    doc = corpus_doc(family, name_part)
+def test_mutation_is_rejected(family, name_part, what, mutate, family_files):
+    path = _corpus_path(family_files, family, name_part)
+    assert _is_valid(family, path), "the unmodified corpus file must be valid"
+    doc = copy.deepcopy(_load(path))
     check = validator(family)
     before = json.dumps(doc, sort_keys=True)
     location = mutate(doc)
