@@ -46,7 +46,7 @@ import types
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from .launch import Arg, LaunchPlan, launch_plan
+from .launch import Arg, LaunchPlan, adapt_to_arch, launch_plan
 from .spec import KernelSpec
 
 STOP_MODES = ("alloc", "llir", "full")
@@ -233,11 +233,27 @@ def _arg_value(arg: Arg):
 
 
 def _specialize_fn():
+    """Triton's launch specialiser as ``f(backend, value, is_const, specialize, align)``.
+
+    3.6+ has the C++ ``native_specialize_impl(backend, ...)``; 3.5 and older build a Python one
+    from ``backend.get_arg_specialization``.
+    """
     try:
         from triton._C.libtriton import native_specialize_impl
-    except ImportError:  # older Triton: Python implementation in runtime.jit
-        from triton.runtime.jit import specialize_impl as native_specialize_impl  # type: ignore
-    return native_specialize_impl
+
+        return native_specialize_impl
+    except ImportError:
+        from triton.runtime.jit import create_specialize_impl
+
+        made: dict[int, Any] = {}
+
+        def specialize(backend, value, is_const, specialize_value, align):
+            impl = made.get(id(backend))
+            if impl is None:
+                impl = made[id(backend)] = create_specialize_impl(backend.get_arg_specialization)
+            return impl(value, is_const, specialize_value, align)
+
+        return specialize
 
 
 def specialise(fn, plan: LaunchPlan, backend) -> tuple[dict, dict, dict]:
@@ -448,11 +464,16 @@ def _compile_plan(plan: LaunchPlan, arch: str, stop: str) -> tuple[int | None, i
     target = GPUTarget(backend_name, arch_value, warp_size)
     backend = make_backend(target)
     fn = load_kernel(plan.module, plan.function)
+    plan = adapt_to_arch(plan, arch)
     signature, constexprs, attrs = specialise(fn, plan, backend)
     src = ASTSource(fn, signature, constexprs, attrs)
     opts = {"num_warps": plan.num_warps, "num_stages": plan.num_stages, **dict(plan.options)}
-    options = backend.parse_options(dict(opts, **src.parse_options()))
-    alloc = stop == "alloc" and _install_alloc_stop(backend)
+    try:
+        options = backend.parse_options(dict(opts, **src.parse_options()))
+    except Exception as exc:  # noqa: BLE001 - e.g. num_warps not a power of two
+        raise _StageError("options", exc) from exc
+    if stop == "alloc":
+        _install_alloc_stop(backend)
     stages: dict[str, Any] = {}
     backend.add_stages(stages, options, src.language)
     metadata: dict[str, Any] = {"target": target, **options.__dict__}
@@ -483,8 +504,6 @@ def _compile_plan(plan: LaunchPlan, arch: str, stop: str) -> tuple[int | None, i
         return metadata.get("shared") or 0, metadata.get("num_warps", plan.num_warps), stage
     except Exception as exc:  # noqa: BLE001 - every compiler failure becomes data
         raise _StageError(stage, exc) from exc
-    finally:
-        del alloc
 
 
 class _StageError(Exception):
@@ -536,3 +555,10 @@ def exact_shared_bytes(spec: KernelSpec, arch: str, *, stop: str = "alloc") -> i
     result = compile_spec(spec, arch, stop=stop)
     assert result.shared_bytes is not None
     return result.shared_bytes
+
+
+def default_estimator():
+    """The process-wide cached :class:`tilefit.smem.cache.ExactEstimator`."""
+    from .cache import default_estimator as _default_estimator
+
+    return _default_estimator()

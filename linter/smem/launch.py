@@ -289,7 +289,7 @@ def _fused_moe_wna16(spec: KernelSpec) -> LaunchPlan:
     # zero points: int4 packed two per byte along N, (E, N/2, K/g); int8 (E, N, K/g)
     zn = n // 2 if int4 else n
     args = [
-        _ptr("a_ptr", act), _ptr("b_ptr", "u8" if int4 else "i8"), _ptr("c_ptr", out),
+        _ptr("a_ptr", act), _ptr("b_ptr", "u8"), _ptr("c_ptr", out),
         _ptr("b_scale_ptr", compute), _ptr("b_zp_ptr", "u8" if has_zp else None),
         _ptr("topk_weights_ptr", "fp32"), _ptr("sorted_token_ids_ptr", "i32"),
         _ptr("expert_ids_ptr", "i32"), _ptr("num_tokens_post_padded_ptr", "i32"),
@@ -385,6 +385,7 @@ def _mla_decode(spec: KernelSpec) -> LaunchPlan:
         _ptr("Q", q_ty), _ptr("K_Buffer", kv_ty), _ptr("V_Buffer", kv_ty),
         Arg("sm_scale", "float", 1.0 / (lk ** 0.5)),
         _ptr("Req_to_tokens", "i32"), _ptr("B_Seqlen", "i32"), _ptr("Att_Out", "fp32"),
+        _ptr("K_scale", "fp32"),
         _int("stride_req_to_tokens_b", max_pages),
         _int("stride_qbs", heads * lk), _int("stride_qh", lk),
         _int("stride_buf_kbs", kv_stride), _int("stride_buf_kh", lk),
@@ -392,12 +393,12 @@ def _mla_decode(spec: KernelSpec) -> LaunchPlan:
         # Att_Out (batch, heads, splits, Lv + 1)
         _int("stride_mid_ob", heads * splits * (lv + 1)), _int("stride_mid_oh", splits * (lv + 1)),
         _int("stride_mid_os", lv + 1),
-        _ptr("k_scale", "fp32"), _ptr("v_scale", "fp32"),
         _const("kv_group_num", heads // kv_heads), _const("q_head_num", heads),
         _const("BLOCK_DMODEL", blocks["BLOCK_DMODEL"]), _const("BLOCK_DPE", blocks["BLOCK_DPE"]),
         _const("BLOCK_DV", blocks["BLOCK_DV"]), _const("BLOCK_N", block_n), _const("BLOCK_H", block_h),
         _const("NUM_KV_SPLITS", splits), _const("PAGE_SIZE", page),
         _const("logit_cap", logit_cap), _const("Lk", lk), _const("Lv", lv),
+        _const("USE_FP8", kv_ty.startswith("fp8")),
     ]
     del batch
     mod, fn = KERNEL_FUNCTIONS["mla_decode"]
@@ -410,6 +411,21 @@ _BUILDERS = {
     "block_gemm": _block_gemm,
     "mla_decode": _mla_decode,
 }
+
+
+# gfx940/941/942 (MI300) use the "fnuz" fp8 formats; the engines allocate float8_e4m3fnuz there.
+_FNUZ_ARCHS = ("gfx940", "gfx941", "gfx942")
+_FNUZ = {"fp8e4nv": "fp8e4b8", "fp8e5": "fp8e5b16"}
+
+
+def adapt_to_arch(plan: LaunchPlan, arch: str) -> LaunchPlan:
+    """The plan as launched on ``arch``: on MI300 (gfx94x) fp8 tensors are e4m3fnuz/e5m2fnuz."""
+    if arch.lower() not in _FNUZ_ARCHS:
+        return plan
+    args = tuple(Arg(a.name, a.kind, _FNUZ.get(a.value, a.value)) if a.kind in ("ptr", "dtype") else a
+                 for a in plan.args)
+    return LaunchPlan(plan.kernel, plan.module, plan.function, args, plan.num_warps, plan.num_stages,
+                      plan.options)
 
 
 def launch_plan(spec: KernelSpec) -> LaunchPlan:

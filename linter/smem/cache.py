@@ -1,0 +1,330 @@
+"""On-disk compile cache of the exact estimator, and parallel compiles.
+
+Every compile result (shared bytes, or the compiler's error) is one JSON record (never pickle)::
+
+    <cache dir>/exact/v1/triton-<version>/<arch>/<kernel>-<source hash>/<sha256(spec.key())>.json
+
+so a record is keyed by the Triton version, a hash of our kernel's source (and of the launch
+plan module, which decides the arguments), the target arch and ``KernelSpec.key()``; the record
+repeats the key, and a record whose content does not match, or does not parse, is ignored and
+rewritten. Writes go to a temporary file in the same folder, then ``os.replace``: readers see the
+old record or the new one, never half of one, and any number of processes may write at once (the
+last same-content write wins). Compile failures are cached too: they are deterministic for a
+(kernel source, Triton, arch, spec).
+
+The cache folder is, in order: the ``cache_dir`` argument, ``$TILEFIT_CACHE_DIR``,
+``platformdirs.user_cache_dir("tilefit")``.
+
+A lookup needs neither triton nor torch (the Triton version is read from the installed
+distribution's metadata), so a warm cache answers without importing the compiler.
+
+:class:`ExactEstimator` puts the pieces together: ``shared_bytes(spec, arch)`` and
+``many(items, jobs, progress)``, which compiles what the cache lacks in a spawn-safe
+``ProcessPoolExecutor`` over all cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from .exact import CompileFailed, ExactResult, triton_version
+from .launch import KERNEL_SOURCES
+from .spec import KernelSpec
+
+SCHEMA = 1
+ENV_VAR = "TILEFIT_CACHE_DIR"
+
+_PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # linter/ == tilefit
+_source_hashes: dict[str, str] = {}
+_source_lock = threading.Lock()
+
+Item = tuple[KernelSpec, str]
+Progress = Callable[[int, int], None]
+
+
+def default_cache_dir() -> Path:
+    """``$TILEFIT_CACHE_DIR`` or the platform's user cache folder for tilefit."""
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser()
+    try:
+        from platformdirs import user_cache_dir
+    except ImportError:  # pragma: no cover - platformdirs is a dependency
+        return Path.home() / ".cache" / "tilefit"
+    return Path(user_cache_dir("tilefit"))
+
+
+def kernel_source_hash(kernel: str) -> str:
+    """sha256 (hex, 16 digits) of the reference kernel's module and of the launch plan module."""
+    with _source_lock:
+        cached = _source_hashes.get(kernel)
+        if cached is not None:
+            return cached
+        h = hashlib.sha256()
+        h.update(f"schema={SCHEMA}\n".encode())
+        for rel in (KERNEL_SOURCES[kernel], "smem/launch.py"):
+            h.update(rel.encode() + b"\0")
+            h.update((_PACKAGE_ROOT / rel).read_bytes())
+        digest = h.hexdigest()[:16]
+        _source_hashes[kernel] = digest
+        return digest
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-+" else "_" for c in text)
+
+
+class CompileCache:
+    """JSON records of compile results; see the module docstring for layout and guarantees."""
+
+    def __init__(self, cache_dir: str | os.PathLike | None = None, triton: str | None = None):
+        self.root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        self.triton = triton or triton_version() or "none"
+
+    def path(self, spec: KernelSpec, arch: str) -> Path:
+        key = spec.key()
+        name = hashlib.sha256(key.encode()).hexdigest()[:32] + ".json"
+        return (self.root / "exact" / f"v{SCHEMA}" / _safe(f"triton-{self.triton}") / _safe(arch)
+                / f"{_safe(spec.kernel)}-{kernel_source_hash(spec.kernel)}" / name)
+
+    def get(self, spec: KernelSpec, arch: str) -> ExactResult | None:
+        """The cached result, or ``None`` (absent, unreadable, corrupt, or for another key)."""
+        path = self.path(spec, arch)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                data = json.load(fh)
+            if (data.get("schema") != SCHEMA or data.get("key") != spec.key() or data.get("arch") != arch
+                    or data.get("triton") != self.triton
+                    or data.get("source_hash") != kernel_source_hash(spec.kernel)):
+                return None
+            result = ExactResult.from_json(data["result"])
+            if result.error is None and not isinstance(result.shared_bytes, int):
+                return None
+            return result
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def put(self, spec: KernelSpec, arch: str, result: ExactResult) -> Path:
+        """Write a record atomically (temporary file + ``os.replace``)."""
+        path = self.path(spec, arch)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        record = {
+            "schema": SCHEMA, "key": spec.key(), "kernel": spec.kernel, "arch": arch,
+            "triton": self.triton, "source_hash": kernel_source_hash(spec.kernel),
+            "result": result.to_json(),
+        }
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                json.dump(record, fh, indent=1, sort_keys=True)
+                fh.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+        return path
+
+
+# ------------------------------------------------------------------------------------------------
+# compiles in worker processes
+
+
+def _compile_worker(spec: KernelSpec, arch: str, stop: str) -> dict:
+    """Top-level (picklable) worker: compile one point, always return a result record."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    from .exact import compile_spec
+
+    try:
+        return compile_spec(spec, arch, stop=stop, raise_on_error=False).to_json()
+    except Exception as exc:  # noqa: BLE001 - e.g. a spec our kernels cannot express
+        return _error_result(arch, spec, f"{type(exc).__name__}: {exc}", "setup").to_json()
+
+
+def _error_result(arch: str, spec: KernelSpec, message: str, stage: str) -> ExactResult:
+    return ExactResult(arch=arch, shared_bytes=None, num_warps=spec.num_warps, threads=spec.num_warps * 32,
+                       stage=stage, seconds=0.0, triton_version=triton_version() or "", error=message,
+                       error_stage=stage)
+
+
+class ExactEstimator:
+    """Exact shared-memory figures with an on-disk cache and parallel compiles.
+
+    ``cache_dir``: cache folder (see :func:`default_cache_dir`); ``use_cache=False`` keeps results
+    in memory only. ``stop``: the compile's stopping point (``alloc``, ``llir``, ``full``).
+    ``stats`` counts ``hits`` (memory or disk), ``compiles`` and ``errors``.
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike | None = None, *, use_cache: bool = True,
+                 stop: str = "alloc", triton: str | None = None):
+        self.cache = CompileCache(cache_dir, triton) if use_cache else None
+        self.stop = stop
+        self._memo: dict[Item, ExactResult] = {}
+        self._lock = threading.Lock()
+        self.stats = {"hits": 0, "compiles": 0, "errors": 0}
+
+    # -- one point
+
+    def lookup(self, spec: KernelSpec, arch: str) -> ExactResult | None:
+        """Memory, then disk; ``None`` if this point was never compiled."""
+        with self._lock:
+            hit = self._memo.get((spec, arch))
+        if hit is None and self.cache is not None:
+            hit = self.cache.get(spec, arch)
+            if hit is not None:
+                with self._lock:
+                    self._memo[(spec, arch)] = hit
+        if hit is not None:
+            self.stats["hits"] += 1
+        return hit
+
+    def _store(self, spec: KernelSpec, arch: str, result: ExactResult, persist: bool = True) -> None:
+        with self._lock:
+            self._memo[(spec, arch)] = result
+        self.stats["compiles"] += 1
+        if result.error is not None:
+            self.stats["errors"] += 1
+        if persist and self.cache is not None:
+            try:
+                self.cache.put(spec, arch, result)
+            except OSError:
+                pass  # a read-only or full cache folder costs speed, not answers
+
+    def result(self, spec: KernelSpec, arch: str) -> ExactResult:
+        """The compile result of ``spec`` on ``arch`` (compiling in-process if not cached).
+
+        Raises ``ValueError`` for a spec our kernels cannot express and ``UnsupportedArch`` /
+        ``TritonUnavailable``; compiler failures come back as a result with ``error`` set.
+        """
+        hit = self.lookup(spec, arch)
+        if hit is not None:
+            return hit
+        from .exact import compile_spec
+
+        result = compile_spec(spec, arch, stop=self.stop, raise_on_error=False)
+        self._store(spec, arch, result)
+        return result
+
+    def shared_bytes(self, spec: KernelSpec, arch: str) -> int:
+        """Shared memory per block; raises :class:`CompileFailed` when Triton cannot compile it."""
+        result = self.result(spec, arch)
+        if result.error is not None:
+            raise CompileFailed(spec, arch, result.error_stage or "?", result.error)
+        assert result.shared_bytes is not None
+        return result.shared_bytes
+
+    # -- many points
+
+    def many(self, items: Iterable[Item], jobs: int | None = None,
+             progress: Progress | None = None) -> dict[Item, ExactResult]:
+        """Results for many ``(spec, arch)`` pairs; compiles the missing ones in parallel.
+
+        ``jobs``: worker processes (default: all cores; 1 compiles in this process).
+        ``progress(done, total)`` is called after every finished point (cache hits included),
+        e.g. ``lambda d, t: bar.update(1)`` for a click progress bar. Compiler failures come back
+        as results with ``error`` set; specs our kernels cannot express raise ``ValueError``
+        before any compile starts.
+        """
+        from .launch import launch_plan
+
+        unique: list[Item] = list(dict.fromkeys(items))
+        for spec, _arch in unique:
+            launch_plan(spec)  # fail fast on specs no kernel can run
+        total = len(unique)
+        done = 0
+        out: dict[Item, ExactResult] = {}
+        missing: list[Item] = []
+        for item in unique:
+            hit = self.lookup(*item)
+            if hit is None:
+                missing.append(item)
+            else:
+                out[item] = hit
+                done += 1
+                if progress:
+                    progress(done, total)
+        if not missing:
+            return out
+
+        workers = jobs if jobs and jobs > 0 else (os.cpu_count() or 1)
+        workers = min(workers, len(missing))
+        counter = [done]
+
+        def finished(item: Item, result: ExactResult, persist: bool = True) -> None:
+            self._store(item[0], item[1], result, persist=persist)
+            out[item] = result
+            counter[0] += 1
+            if progress:
+                progress(counter[0], total)
+
+        if workers <= 1:
+            from .exact import compile_spec
+
+            for spec, arch in missing:
+                finished((spec, arch), compile_spec(spec, arch, stop=self.stop, raise_on_error=False))
+            return out
+
+        crashed = self._run_pool(missing, workers, finished)
+        for item in crashed:  # a worker died: retry each point alone to find the culprit
+            for lost in self._run_pool([item], 1, finished):
+                finished(lost, _error_result(lost[1], lost[0], "the compiler process died", "crash"),
+                         persist=False)  # may be a resource problem, not the kernel's
+        return out
+
+    def _run_pool(self, items: list[Item], workers: int,
+                  finished: Callable[[Item, ExactResult], None]) -> list[Item]:
+        """Compile ``items`` in a spawn pool; returns the items a crashed pool left unfinished."""
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        crashed: list[Item] = []
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = {pool.submit(_compile_worker, spec, arch, self.stop): (spec, arch) for spec, arch in items}
+            try:
+                for fut in as_completed(futures):
+                    item = futures[fut]
+                    try:
+                        data = fut.result()
+                    except BrokenProcessPool:
+                        crashed.append(item)
+                        continue
+                    finished(item, ExactResult.from_json(data))
+            except BaseException:
+                for fut in futures:
+                    fut.cancel()
+                raise
+        return crashed
+
+
+_default: ExactEstimator | None = None
+_default_lock = threading.Lock()
+
+
+def default_estimator() -> ExactEstimator:
+    """The process-wide estimator (default cache folder, ``alloc`` stop)."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = ExactEstimator()
+        return _default
+
+
+def results_table(results: Mapping[Item, ExactResult]) -> list[dict]:
+    """Plain rows (for reports and JSON output)."""
+    rows = []
+    for (spec, arch), r in results.items():
+        rows.append({"key": spec.key(), "arch": arch, "shared_bytes": r.shared_bytes, "error": r.error,
+                     "threads": r.threads, "stage": r.stage})
+    return rows
