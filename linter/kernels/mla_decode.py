@@ -14,10 +14,12 @@ part (``Lv = 512``). Grouped decode (the FlashDecoding "split-KV" algorithm with
 * it stores ``acc / sum`` and ``max + log(sum)`` (the split's log-sum-exp) into ``Att_Out``
   (batch, heads, NUM_KV_SPLITS, Lv + 1); stage 2 (:func:`mla_decode_stage2_ref`) merges splits.
 
-The KV cache is bf16/fp16, or fp8 e4m3 with per-tensor ``k_scale`` / ``v_scale`` (dequantised
-to the query dtype after the load). This is the structure of the engines'
-``_fwd_grouped_kernel_stage1`` (vLLM ``triton_decode_attention``, SGLang
-``decode_attention``). Launcher :func:`mla_decode_stage1`, references
+The KV cache is bf16/fp16, or fp8 e4m3 (``USE_FP8``) with one per-tensor scale ``K_scale`` for
+the latent (K and V alike): the loaded tiles are dequantised to fp32 inside the loop, so
+``q K^T`` runs in the query dtype and ``p V`` in fp32 (tf32), which is what makes the fp8 cache
+need *more* shared memory than bf16 (the fp32 V operand is staged in shared memory). This is
+the structure of vLLM's ``_fwd_grouped_kernel_stage1`` (``triton_decode_attention``), itself
+the grouped decode kernel SGLang and lightllm share. Launcher :func:`mla_decode_stage1`, references
 :func:`mla_decode_stage1_ref` and :func:`mla_decode_ref`; torch is imported lazily.
 """
 
@@ -132,14 +134,16 @@ def mla_block_config(lk: int, lv: int) -> dict:
 
 
 def mla_decode_stage1(q, kv_cache, req_to_tokens, seq_lens, *, num_kv_splits: int, sm_scale: float,
-                      page_size: int = 1, lv: int = 512, k_scale=None, v_scale=None, block_n: int = 32,
+                      page_size: int = 1, lv: int = 512, k_scale=None, block_n: int = 32,
                       block_h: int = 16, num_warps: int = 4, num_stages: int = 2, logit_cap: float = 0.0,
                       kernel=None):
     """Stage 1 over a paged latent cache.
 
     ``q`` (batch, heads, Lk); ``kv_cache`` (slots, 1, Lk) holding K (all Lk dims) and V (first
-    ``lv`` dims), bf16/fp16 or fp8 e4m3; ``req_to_tokens`` (batch, max_pages) int32 page table;
-    ``seq_lens`` (batch,) int32. Returns ``Att_Out`` (batch, heads, splits, lv + 1) fp32.
+    ``lv`` dims), bf16/fp16, or fp8 e4m3 with the per-tensor ``k_scale`` (a one-element fp32
+    tensor; the latent V shares it); ``req_to_tokens`` (batch, max_pages) int32 page table
+    (slot = page * page_size + offset); ``seq_lens`` (batch,) int32.
+    Returns ``Att_Out`` (batch, heads, splits, lv + 1) fp32.
     """
     import torch
 
@@ -149,22 +153,20 @@ def mla_decode_stage1(q, kv_cache, req_to_tokens, seq_lens, *, num_kv_splits: in
     kv_group_num = heads // kv_heads
     blocks = mla_block_config(lk, lv)
     att_out = torch.zeros((batch, heads, num_kv_splits, lv + 1), dtype=torch.float32, device=q.device)
-    if k_scale is None:
+    use_fp8 = k_scale is not None
+    if k_scale is None:  # an unused placeholder, as the engines pass
         k_scale = torch.ones((1,), dtype=torch.float32, device=q.device)
-    if v_scale is None:
-        v_scale = k_scale
     v_buffer = kv_cache[..., :lv]
     grid = (batch, triton.cdiv(heads, min(block_h, kv_group_num)), num_kv_splits)
     kernel[grid](
-        q, kv_cache, v_buffer, sm_scale, req_to_tokens, seq_lens, att_out,
+        q, kv_cache, v_buffer, sm_scale, req_to_tokens, seq_lens, att_out, k_scale,
         req_to_tokens.stride(0), q.stride(0), q.stride(1),
         kv_cache.stride(-3), kv_cache.stride(-2), v_buffer.stride(-3), v_buffer.stride(-2),
         att_out.stride(0), att_out.stride(1), att_out.stride(2),
-        k_scale, v_scale,
         kv_group_num=kv_group_num, q_head_num=heads,
         BLOCK_DMODEL=blocks["BLOCK_DMODEL"], BLOCK_DPE=blocks["BLOCK_DPE"], BLOCK_DV=blocks["BLOCK_DV"],
         BLOCK_N=block_n, BLOCK_H=block_h, NUM_KV_SPLITS=num_kv_splits, PAGE_SIZE=page_size,
-        logit_cap=logit_cap, Lk=lk, Lv=lv, num_warps=num_warps, num_stages=num_stages,
+        logit_cap=logit_cap, Lk=lk, Lv=lv, USE_FP8=use_fp8, num_warps=num_warps, num_stages=num_stages,
     )
     return att_out
 
@@ -182,8 +184,7 @@ def _gather_kv(kv_cache, req_to_tokens, seq_lens, b, page_size, k_scale):
 
 
 def mla_decode_stage1_ref(q, kv_cache, req_to_tokens, seq_lens, *, num_kv_splits: int, sm_scale: float,
-                          page_size: int = 1, lv: int = 512, k_scale=None, v_scale=None,
-                          logit_cap: float = 0.0):
+                          page_size: int = 1, lv: int = 512, k_scale=None, logit_cap: float = 0.0):
     """fp32 reference of :func:`mla_decode_stage1` (same split boundaries)."""
     import torch
 
@@ -191,7 +192,7 @@ def mla_decode_stage1_ref(q, kv_cache, req_to_tokens, seq_lens, *, num_kv_splits
     out = torch.zeros((batch, heads, num_kv_splits, lv + 1), dtype=torch.float32, device=q.device)
     for b in range(batch):
         k = _gather_kv(kv_cache, req_to_tokens, seq_lens, b, page_size, k_scale)
-        v = _gather_kv(kv_cache, req_to_tokens, seq_lens, b, page_size, v_scale if v_scale is not None else k_scale)[:, :lv]
+        v = k[:, :lv]
         n = k.shape[0]
         per = -(-n // num_kv_splits)
         s = (q[b].float() @ k.T) * sm_scale  # heads x n
@@ -227,7 +228,7 @@ def mla_decode_stage2_ref(att_out, seq_lens, lv: int = 512):
 
 
 def mla_decode_ref(q, kv_cache, req_to_tokens, seq_lens, *, sm_scale: float, page_size: int = 1,
-                   lv: int = 512, k_scale=None, v_scale=None, logit_cap: float = 0.0):
+                   lv: int = 512, k_scale=None, logit_cap: float = 0.0):
     """Full attention reference (no splits): (batch, heads, lv) fp32."""
     import torch
 
@@ -235,7 +236,7 @@ def mla_decode_ref(q, kv_cache, req_to_tokens, seq_lens, *, sm_scale: float, pag
     out = torch.zeros((batch, heads, lv), dtype=torch.float32, device=q.device)
     for b in range(batch):
         k = _gather_kv(kv_cache, req_to_tokens, seq_lens, b, page_size, k_scale)
-        v = _gather_kv(kv_cache, req_to_tokens, seq_lens, b, page_size, v_scale if v_scale is not None else k_scale)[:, :lv]
+        v = k[:, :lv]
         s = (q[b].float() @ k.T) * sm_scale
         if logit_cap > 0:
             s = logit_cap * torch.tanh(s / logit_cap)
