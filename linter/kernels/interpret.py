@@ -10,7 +10,9 @@ What the interpreter supports (Triton 3.6-3.9): fp16/fp32/int8 loads, stores and
 fp8 e4m3/e5m2 (emulated: ``tl.dot`` upcasts 8-bit floats to fp16); bf16 loads, stores and
 conversions -- but *not* ``tl.dot`` on bf16 operands, which it multiplies as raw uint16 bits.
 The child process therefore patches the interpreter's ``create_dot`` to widen bf16 operands to
-fp32 first (:func:`patch_bf16_dot`); nothing else is changed.
+fp32 first (:func:`patch_bf16_dot`). Casts from integers to bf16 are wrong too (the raw integer
+lands in the bf16 bits), so the bf16 int8_w8a16 path is checked on GPUs only. Triton <= 3.8's
+interpreter also needs :func:`patch_scalar_index` with numpy >= 2.3. Nothing else is changed.
 
 This module imports neither triton nor torch unless run as the child.
 """
@@ -48,6 +50,32 @@ def patch_bf16_dot() -> None:
     builder.create_dot = create_dot
 
 
+def patch_scalar_index() -> None:
+    """Triton <= 3.8's interpreter turns a 1-element array into an int with ``int(array)``, which
+    numpy >= 2.3 rejects for 1-d arrays (``range(tl.cdiv(K, BK))`` fails); 3.9 squeezes first."""
+    import numpy as np
+    from triton.runtime import interpreter
+
+    original = getattr(interpreter, "_patch_lang_tensor", None)
+    if original is None or getattr(original, "_tilefit_index", False):
+        return
+
+    def index(self):
+        return int(np.asarray(self.handle.data).reshape(-1)[0])
+
+    def patched(tensor, *args, **kwargs):
+        result = original(tensor, *args, **kwargs)
+        scope = args[0] if args else kwargs.get("scope")
+        if scope is not None and hasattr(scope, "set_attr"):
+            scope.set_attr(tensor, "__index__", index)
+        else:  # Triton 3.5: patched in place, restored by nobody
+            tensor.__index__ = index
+        return result
+
+    patched._tilefit_index = True
+    interpreter._patch_lang_tensor = patched
+
+
 def run_interpreted(cases: Sequence[dict], timeout: float = 600.0) -> list[dict]:
     """Run ``cases`` in a child interpreter process; one result dict per case."""
     env = dict(os.environ)
@@ -71,6 +99,7 @@ def main() -> int:
 
     warnings.filterwarnings("ignore")
     patch_bf16_dot()
+    patch_scalar_index()
     from .checks import run_case
 
     cases = json.loads(sys.stdin.read())
