@@ -248,3 +248,34 @@ def run_case(case: dict, device: str = "cpu") -> dict:
         import traceback
 
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}", "trace": traceback.format_exc()[-3000:]}
+
+
+# Cases for a GPU run (``tilefit.kernels.validate``): every dtype path, at sizes with several
+# programs per expert and the engines' usual tiles.
+GPU_CASES: list[dict] = [
+    *(dict(kernel="fused_moe", dtype=d, M=200, E=8, N=384, K=512, BM=64, BN=64, BK=64, num_stages=3)
+      for d in ("fp16", "bf16", "fp32")),
+    dict(kernel="fused_moe", dtype="bf16", mul_routed_weight=True, M=33, E=16, N=256, K=320, top_k=4, BM=16,
+         BN=64, BK=64, GROUP_SIZE_M=4, num_stages=4),
+    *(dict(kernel="fused_moe", dtype=d, quant=q, M=96, E=8, N=512, K=1024, BM=64, BN=128, BK=128, num_stages=3,
+           **({"block_shape": [128, 128]} if q == "block" else {}))
+      for d in ("fp8_w8a8", "int8_w8a8") for q in ("per_tensor", "per_channel", "block")),
+    *(dict(kernel="fused_moe", dtype="fp8_w8a8", quant=q, M=8, E=8, N=512, K=1024, BM=16, BN=128, BK=128,
+           num_stages=4, swap_ab=True, **({"block_shape": [128, 128]} if q == "block" else {}))
+      for q in ("per_tensor", "block")),
+    dict(kernel="fused_moe", dtype="int8_w8a16", act_dtype="bf16", M=64, E=8, N=256, K=512, BM=32, BN=64, BK=64),
+    dict(kernel="fused_moe", dtype="int8_w8a16", act_dtype="fp16", M=64, E=8, N=256, K=512, BM=32, BN=64, BK=64),
+    dict(kernel="fused_moe_wna16", bits=4, M=64, E=8, N=256, K=1024, group_size=128, BM=16, BN=64, BK=128,
+         num_stages=3),
+    dict(kernel="fused_moe_wna16", bits=4, has_zp=True, M=64, E=8, N=256, K=1024, group_size=128, BM=32, BN=64,
+         BK=64, num_stages=3),
+    dict(kernel="fused_moe_wna16", bits=8, has_zp=True, M=64, E=8, N=256, K=512, group_size=64, BM=32, BN=64,
+         BK=64, num_stages=3),
+    dict(kernel="block_gemm", dtype="fp8_w8a8", block_shape=[128, 128], M=128, N=512, K=1024, BM=64, BN=128,
+         BK=128, GROUP_SIZE_M=32, num_stages=3),
+    dict(kernel="block_gemm", dtype="int8_w8a8", block_shape=[128, 128], M=128, N=512, K=1024, BM=64, BN=128,
+         BK=128, GROUP_SIZE_M=32, num_stages=3),
+    dict(kernel="mla_decode", kv_dtype="bf16", heads=128, seq_lens=[1000, 517, 1], splits=8, page_size=64),
+    dict(kernel="mla_decode", kv_dtype="fp8", heads=16, seq_lens=[777, 64], splits=4, page_size=16),
+    dict(kernel="mla_decode", kv_dtype="fp8", heads=16, seq_lens=[777, 64], splits=4, page_size=16, num_stages=1),
+]
