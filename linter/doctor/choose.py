@@ -1,0 +1,139 @@
+"""Choosing the config the doctor writes for one batch key.
+
+:func:`choose_entry` is the single switch point between the project's fixer (``tilefit.fix``,
+a candidate graph plus a performance model that picks the fastest config that fits every
+target) and the fallback repair ladder below, used while the fixer's public API is not
+available.
+
+The fallback keeps the engine's own choice when it fits, and otherwise searches the configs
+reachable from it by lowering ``num_stages`` and halving ``BLOCK_SIZE_K``, ``BLOCK_SIZE_N`` and
+``BLOCK_SIZE_M`` (the repair ladder of oor_cases.md section 7: stages first, then blocks),
+keeping quantisation-block and group divisibility, and takes the best by a simple order that
+favours what the engine tuned for: the largest output tile (BLOCK_SIZE_M x BLOCK_SIZE_N), then
+the deepest pipelined K (BLOCK_SIZE_K x buffered stages), then more stages. It prefers the
+smallest change, not a measured optimum.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+Fits = Callable[[dict], bool]
+
+
+@dataclass(frozen=True)
+class Constraints:
+    block: tuple[int, int] | None = None  # (bn, bk): BLOCK_SIZE_N/K must divide them
+    group: int | None = None  # weight-only group size: BLOCK_SIZE_K must divide it
+    min_m: int = 16
+    min_n: int = 16
+    min_k: int = 32
+
+
+def _halvings(value: int, floor: int) -> list[int]:
+    out = [value]
+    while value // 2 >= floor and value % 2 == 0:
+        value //= 2
+        out.append(value)
+    return out
+
+
+def _allowed(cfg: Mapping, c: Constraints) -> bool:
+    bn, bk = cfg["BLOCK_SIZE_N"], cfg["BLOCK_SIZE_K"]
+    if c.block is not None:
+        if c.block[1] % bk or c.block[0] % bn and bn % c.block[0]:
+            return False
+    if c.group is not None and c.group % bk and bk % c.group:
+        return False
+    return True
+
+
+def ladder_candidates(start: Mapping, c: Constraints) -> list[dict]:
+    """Every config reachable from ``start`` by lowering stages and halving blocks, best first."""
+    bm, bn, bk = start["BLOCK_SIZE_M"], start["BLOCK_SIZE_N"], start["BLOCK_SIZE_K"]
+    stages = start.get("num_stages", 3)
+    out = []
+    for m in _halvings(bm, min(c.min_m, bm)):
+        for n in _halvings(bn, min(c.min_n, bn)):
+            for k in _halvings(bk, min(c.min_k, bk)):
+                for s in range(stages, 0, -1):
+                    cfg = dict(start)
+                    cfg.update(BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k, num_stages=s)
+                    if _allowed(cfg, c):
+                        out.append(cfg)
+    out.sort(key=lambda d: (-(d["BLOCK_SIZE_M"] * d["BLOCK_SIZE_N"]),
+                            -(d["BLOCK_SIZE_K"] * max(d["num_stages"] - 1, 1)), -d["num_stages"],
+                            -d["BLOCK_SIZE_K"], -d["BLOCK_SIZE_N"]))
+    return out
+
+
+def _fixer_choose(start: Mapping, fits: Fits, c: Constraints, context: Mapping) -> dict | None:
+    """The project's fixer, when its public API is importable; None to use the ladder.
+
+    The fixer (``tilefit.fix``) had no public API for choosing one config when this was
+    written; this hook is where it plugs in.
+    """
+    try:
+        import tilefit.fix as fix
+    except ImportError:
+        return None
+    chooser = getattr(fix, "choose_config", None)
+    if chooser is None:
+        return None
+    try:
+        chosen = chooser(dict(start), fits=fits, context=dict(context))
+    except TypeError:
+        return None
+    return dict(chosen) if chosen is not None and fits(dict(chosen)) else None
+
+
+def choose_entry(start: Mapping, fits: Fits, constraints: Constraints, context: Mapping | None = None) -> tuple[dict | None, str]:
+    """(config to write, how it was chosen); None when nothing reachable fits."""
+    start = dict(start)
+    if "num_warps" not in start:
+        start["num_warps"] = 4
+    if "num_stages" not in start:
+        start["num_stages"] = 3
+    if fits(start):
+        return start, "kept (fits)"
+    picked = _fixer_choose(start, fits, constraints, context or {})
+    if picked is not None:
+        return picked, "fixer"
+    for cfg in ladder_candidates(start, constraints):
+        if fits(cfg):
+            return cfg, "repair ladder"
+    return None, "nothing reachable fits"
+
+
+def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode: str = "auto") -> tuple[dict | None, str]:
+    """Ask the project's fixer for replacements of the overflowing entries of a table.
+
+    Writes ``start`` to ``path`` (the name and folder the engine reads, so the fixer sees the
+    right engine and device), runs ``tilefit check`` on it for the targets and lets the fix
+    planner (``tilefit.fix.planner.FixPlanner``) plan the offending entries. Returns
+    ({batch key: entry}, note) or (None, why the fallback ladder is used).
+    """
+    try:
+        from tilefit.fix.planner import FixPlanner
+    except ImportError:
+        return None, "the fixer (tilefit.fix.planner) is not available: entries chosen by the doctor's repair ladder"
+    import json
+    from pathlib import Path
+
+    from tilefit.api import CheckOptions, run_check
+    from tilefit.config import Settings
+
+    p = Path(path)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps({str(k): dict(v) for k, v in start.items()}, indent=4) + "\n")
+        result = run_check([str(p)], CheckOptions(targets=list(target_keys), estimator=estimator_mode), Settings())
+        table = next(iter(result.tables.values()), None)
+        if table is None:
+            return None, "the fixer saw no table: entries chosen by the doctor's repair ladder"
+        plan = FixPlanner(result.engine).plan_table(table, result.diagnostics)
+        out = {int(k): dict(v.entry) for k, v in plan.plans.items()}
+        return out, f"overflowing entries planned by the fixer (tilefit.fix.planner) where it found a fit ({len(out)})"
+    except Exception as exc:  # noqa: BLE001 - the fixer is optional here; the ladder always works
+        return None, f"the fixer failed ({type(exc).__name__}: {exc}): entries chosen by the doctor's repair ladder"
