@@ -1,0 +1,183 @@
+"""The scanned tree as a whole: modules by name and path, and names followed across imports.
+
+``Project.scan(paths)`` reads every ``.py`` file once. Files that mention neither ``triton``
+nor a subscript call (``](``) hold no kernel and no launch; they are parsed only when they call
+a launcher wrapper by name (a second, cheap text pass), because a wrapper's call sites may
+pass the launch's constants.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .scan import Binding, KernelDef, ModuleScan, may_matter, module_name, scan_source
+from .source import SourceFile
+from .values import Evaluator, Lit, Ref, Unknown, Val
+
+
+@dataclass
+class ScanStats:
+    files: int = 0  # .py files seen
+    parsed: int = 0  # files parsed
+    kernels: int = 0
+    launches: int = 0
+    autotuned: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Project:
+    def __init__(self, modules: Iterable[ModuleScan] = ()):
+        self.modules: dict[str, list[ModuleScan]] = {}
+        self.by_path: dict[str, ModuleScan] = {}
+        self._suffix: dict[str, list[ModuleScan]] = {}
+        self.stats = ScanStats()
+        self.evaluator = Evaluator(self)
+        for m in modules:
+            self.add(m)
+
+    # -- building ----------------------------------------------------------------------------
+    def add(self, module: ModuleScan) -> None:
+        self.modules.setdefault(module.name, []).append(module)
+        self.by_path[os.path.abspath(module.path)] = module
+        parts = module.name.split(".")
+        for i in range(len(parts)):
+            self._suffix.setdefault(".".join(parts[i:]), []).append(module)
+        self.stats.kernels += len(module.all_kernels)
+        self.stats.launches += len(module.launches)
+        self.stats.autotuned += sum(1 for k in module.all_kernels if k.autotune is not None)
+        if module.error:
+            self.stats.errors.append(f"{module.path}: {module.error}")
+
+    @classmethod
+    def scan(cls, files: Iterable[str]) -> "Project":
+        """Scan ``files`` (paths of .py files)."""
+        project = cls()
+        deferred: list[tuple[str, bytes]] = []
+        for path in files:
+            project.stats.files += 1
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError as exc:
+                project.stats.errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+                continue
+            if may_matter(data):
+                project._add_source(path, data)
+            else:
+                deferred.append((path, data))
+        wrappers = project.wrapper_names()
+        if wrappers and deferred:
+            pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(wrappers)) + rb")\s*\(")
+            for path, data in deferred:
+                if pattern.search(data):
+                    project._add_source(path, data)
+        return project
+
+    def _add_source(self, path: str, data: bytes) -> None:
+        self.stats.parsed += 1
+        name, is_pkg = module_name(path)
+        self.add(scan_source(SourceFile.from_bytes(path, data), name, is_pkg))
+
+    def wrapper_names(self) -> set[str]:
+        """Names of the functions that contain launches (their call sites may bind constants)."""
+        out = set()
+        for mods in self.modules.values():
+            for m in mods:
+                for launch in m.launches:
+                    if launch.scope is not None:
+                        out.add(launch.scope.name)
+        return out
+
+    def all_modules(self) -> list[ModuleScan]:
+        return list(self.by_path.values())
+
+    # -- lookups -----------------------------------------------------------------------------
+    def find_module(self, name: str, near: ModuleScan | None = None) -> ModuleScan | None:
+        found = self.modules.get(name)
+        if found:
+            return found[0]
+        found = self._suffix.get(name)
+        if found and len(found) == 1:
+            return found[0]
+        if found and near is not None:
+            # prefer the candidate that shares the most leading folders with the importer
+            def shared(m):
+                return len(os.path.commonpath([os.path.abspath(m.path), os.path.abspath(near.path)]))
+            return max(found, key=shared)
+        return None
+
+    def _relative_base(self, module: ModuleScan, level: int) -> str:
+        folder = os.path.dirname(os.path.abspath(module.path))
+        for _ in range(level - 1):
+            folder = os.path.dirname(folder)
+        return folder
+
+    def _module_at(self, folder: str, dotted: str) -> ModuleScan | None:
+        base = os.path.join(folder, *dotted.split(".")) if dotted else folder
+        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+            m = self.by_path.get(os.path.abspath(candidate))
+            if m is not None:
+                return m
+        return None
+
+    def import_module(self, module: ModuleScan, binding: Binding) -> tuple[ModuleScan | None, str]:
+        """The module an import names (``None`` when outside the tree) and its dotted name."""
+        if binding.level:
+            folder = self._relative_base(module, binding.level)
+            target = self._module_at(folder, binding.module or "")
+            name = "." * binding.level + (binding.module or "")
+            return target, name
+        return self.find_module(binding.module or "", near=module), binding.module or ""
+
+    def import_value(self, module: ModuleScan, name: str, binding: Binding, depth: int = 0) -> Val:
+        """What an imported name refers to."""
+        mod_name = binding.module or ""
+        if binding.level == 0 and (mod_name == "triton" or mod_name.startswith("triton.")):
+            full = mod_name + (f".{binding.attr}" if binding.attr else "")
+            return Ref("triton", full)
+        if binding.attr in ("triton", "tl") or (binding.attr is None and mod_name.split(".")[0] == "triton"):
+            return Ref("triton", "triton.language" if binding.attr == "tl" else "triton")
+        target, dotted = self.import_module(module, binding)
+        if binding.attr is None:  # import a.b [as c]
+            if target is None:
+                return Unknown(f"module {dotted} is not in the scanned tree")
+            return Ref("module", target)
+        if target is not None:
+            if target.binding(binding.attr) is not None:
+                return self.evaluator.global_name(target, binding.attr, depth + 1)
+            # `from pkg import submodule`
+            sub = self._module_at(os.path.dirname(os.path.abspath(target.path)), binding.attr) \
+                if target.is_package else None
+            if sub is not None:
+                return Ref("module", sub)
+            return Unknown(f"{binding.attr} is not defined in {target.name}")
+        if binding.level:
+            sub = self._module_at(self._relative_base(module, binding.level),
+                                  ".".join(p for p in (binding.module, binding.attr) if p))
+            if sub is not None:
+                return Ref("module", sub)
+        else:
+            sub = self.find_module(f"{mod_name}.{binding.attr}", near=module)
+            if sub is not None:
+                return Ref("module", sub)
+        return Unknown(f"{name} is imported from {dotted}, which is not in the scanned tree")
+
+    def resolve(self, module: ModuleScan, expr: ast.expr, frame=None) -> Val:
+        """The value of ``expr`` in ``module`` (at module level unless ``frame`` is given)."""
+        from .values import Frame
+
+        return self.evaluator.expr(frame or Frame(module), expr)
+
+    def kernel_by_key(self, key: str) -> KernelDef | None:
+        """``module:function`` -> the kernel (module by exact or trailing dotted name)."""
+        mod, _, fn = key.partition(":")
+        m = self.find_module(mod)
+        return m.kernels.get(fn) if m is not None else None
+
+
+def lit_value(v: Val):
+    return v.value if isinstance(v, Lit) else None

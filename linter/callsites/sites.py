@@ -1,0 +1,385 @@
+"""Call sites: launches resolved to their kernel, and autotune lists, as data for evaluation.
+
+A :class:`LaunchSite` is one launch ``kernel[grid](...)`` resolved to a ``@triton.jit``
+definition of the scanned tree, with the values of its arguments as
+:class:`~tilefit.callsites.values.Val` (literals with their location, or the reason they are
+unknown). ``x if c else y`` and locals assigned in several branches give one
+:class:`Instance` per combination of branches. A launch inside a function whose arguments are
+that function's parameters is also evaluated at each call site of that function that passes
+different constants (one level: a launcher wrapper and its callers); the kernel itself may be
+such a parameter.
+
+An :class:`AutotuneSite` is the ``configs`` list of a ``@triton.autotune`` decorator, each
+``triton.Config`` with its values, plus the launches of the kernel (for the constexprs the
+configs do not set).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from tilefit.model import Span
+
+from .project import Project
+from .scan import CallRecord, KernelDef, LaunchCall, ModuleScan
+from .values import (Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches, combine,
+                     function_params)
+
+# Launch keywords that are compile options, not kernel arguments.
+LAUNCH_OPTIONS = frozenset({
+    "num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu", "matrix_instr_nonkdim", "kpack",
+    "enable_fp_fusion", "launch_cooperative_grid", "instruction_sched_variant", "launch_pdl",
+})
+MAX_INSTANCES = 16
+
+
+@dataclass
+class Instance:
+    """One combination of branches of a launch or config: values of arguments and options."""
+
+    label: str
+    args: dict[str, Val]
+    options: dict[str, Val]
+
+    def value(self, name: str) -> Val | None:
+        return self.options.get(name) if name in LAUNCH_OPTIONS else self.args.get(name)
+
+
+@dataclass
+class LaunchSite:
+    kernel: KernelDef
+    launch: LaunchCall
+    module: ModuleScan  # where the anchor is
+    anchor: Span
+    lines: tuple[int, ...]  # lines whose `# noqa` applies
+    instances: list[Instance]
+    problems: list[str] = field(default_factory=list)
+    caller: CallRecord | None = None
+    arg_exprs: dict[str, ast.expr] = field(default_factory=dict)  # launch argument -> its expression
+    kind: str = "launch"
+
+    @property
+    def path(self) -> str:
+        return self.module.path
+
+    @property
+    def where(self) -> str:
+        scope = f" in {self.launch.scope_name}()" if self.launch.scope_name else ""
+        text = f"launch of {self.kernel.name}{scope}"
+        if self.caller is not None:
+            text += f" ({self.launch.module.path}:{self.launch.line}), called here"
+        return text
+
+    @property
+    def identity(self) -> str:
+        base = f"{self.kernel.key}@{self.launch.module.name}:{self.launch.scope_name}"
+        if self.caller is not None:
+            base += f"<-{self.module.name}:{self.caller.scope.name if self.caller.scope else ''}"
+        return base
+
+
+@dataclass
+class AutotuneConfig:
+    index: int
+    label: str
+    kwargs: dict[str, Val]
+    options: dict[str, Val]
+    loc: Loc | None
+    generated: bool
+    anchor: Span | None
+
+
+@dataclass
+class AutotuneSite:
+    kernel: KernelDef
+    module: ModuleScan
+    anchor: Span
+    lines: tuple[int, ...]
+    configs: list[AutotuneConfig]
+    problem: str | None
+    launches: list[LaunchSite] = field(default_factory=list)
+    pruned: bool = False  # prune_configs_by / early_config_prune: the list is filtered at run time
+    kind: str = "autotune"
+
+    @property
+    def path(self) -> str:
+        return self.module.path
+
+    @property
+    def where(self) -> str:
+        return f"autotune configs of {self.kernel.name}"
+
+    @property
+    def identity(self) -> str:
+        return f"autotune:{self.kernel.key}"
+
+
+@dataclass
+class Sites:
+    launches: list[LaunchSite]
+    autotunes: list[AutotuneSite]
+    unresolved: list[tuple[LaunchCall, str]]  # subscript calls that are no known kernel, and why
+
+
+# ----------------------------------------------------------------------------------------------
+
+
+def _kernels_of(val: Val) -> list[tuple[str, KernelDef]]:
+    out = []
+    for label, v in branches(val):
+        if isinstance(v, Ref) and v.kind == "kernel":
+            out.append((label, v.target))
+    return out
+
+
+def _callers(project: Project, fn, owner: ModuleScan) -> list[tuple[ModuleScan, CallRecord]]:
+    out = []
+    for m in project.all_modules():
+        for rec in m.calls.get(fn.name, ()):
+            frame = Frame(m, rec.scope, before_line=rec.node.lineno)
+            callee = project.evaluator.expr(frame, rec.node.func)
+            if isinstance(callee, Ref) and callee.kind == "function" and callee.target is fn:
+                out.append((m, rec))
+    return out
+
+
+def _caller_bindings(project: Project, fn, caller_module: ModuleScan, rec: CallRecord) -> tuple[dict, list[str]]:
+    """Values of ``fn``'s parameters at one call site (only those passed)."""
+    params = list(function_params(fn))
+    positional = [a.arg for a in list(fn.args.posonlyargs) + list(fn.args.args)]
+    frame = Frame(caller_module, rec.scope, before_line=rec.node.lineno)
+    out: dict[str, Val] = {}
+    problems = []
+    for i, a in enumerate(rec.node.args):
+        if isinstance(a, ast.Starred):
+            problems.append(f"the call at {caller_module.path}:{rec.node.lineno} unpacks *args")
+            break
+        if i < len(positional):
+            out[positional[i]] = project.evaluator.expr(frame, a)
+    for kw in rec.node.keywords:
+        if kw.arg is None:
+            problems.append(f"the call at {caller_module.path}:{rec.node.lineno} passes **kwargs")
+        elif kw.arg in params:
+            out[kw.arg] = project.evaluator.expr(frame, kw.value)
+    return out, problems
+
+
+def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: Frame) -> tuple[dict, dict, list]:
+    """Launch arguments -> ({param: value}, {option: value}, problems)."""
+    ev = project.evaluator
+    args: dict[str, Val] = {}
+    options: dict[str, Val] = {}
+    problems = []
+    positional = [p for p in kernel.params]
+    for i, a in enumerate(launch.node.args):
+        if isinstance(a, ast.Starred):
+            problems.append(f"`{launch.module.source.segment(a, 40)}` unpacks arguments at run time")
+            break
+        if i < len(positional):
+            args[positional[i].name] = ev.expr(frame, a)
+        else:
+            problems.append(f"the launch passes {len(launch.node.args)} positional arguments, "
+                            f"{kernel.name} takes {len(positional)}")
+            break
+    for kw in launch.node.keywords:
+        if kw.arg is None:
+            meta = ev.expr(frame, kw.value)
+            if isinstance(meta, DictVal):
+                for k, v in meta.items:
+                    (options if k in LAUNCH_OPTIONS else args)[k] = v
+            else:
+                problems.append(f"`**{launch.module.source.segment(kw.value, 40)}` is not a static dict")
+            continue
+        target = options if kw.arg in LAUNCH_OPTIONS else args
+        target[kw.arg] = ev.expr(frame, kw.value)
+    return args, options, problems
+
+
+def _arg_exprs(launch: LaunchCall, kernel: KernelDef) -> dict[str, ast.expr]:
+    out = {}
+    for p, a in zip(kernel.params, launch.node.args):
+        if isinstance(a, ast.Starred):
+            break
+        out[p.name] = a
+    for kw in launch.node.keywords:
+        if kw.arg is not None:
+            out[kw.arg] = kw.value
+    return out
+
+
+def _relevant(kernel: KernelDef, args: dict[str, Val]) -> dict[str, Val]:
+    """Arguments whose branches matter: constexprs, and literals (None, ints) of the others."""
+    out = {}
+    for name, v in args.items():
+        p = kernel.param(name)
+        if p is None or p.constexpr or any(isinstance(x, Lit) for _, x in branches(v)):
+            out[name] = v
+    return out
+
+
+def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> list[Instance]:
+    relevant = _relevant(kernel, args)
+    keyed = {("a", k): v for k, v in relevant.items()}
+    keyed.update({("o", k): v for k, v in options.items()})
+    combos = combine({f"{t}:{k}": v for (t, k), v in keyed.items()}, MAX_INSTANCES)
+    if combos is None:
+        problems.append(f"more than {MAX_INSTANCES} combinations of branches")
+        combos = [("", {f"{t}:{k}": (v if not isinstance(v, Arms) else Unknown("too many branches"))
+                        for (t, k), v in keyed.items()})]
+    out = []
+    for label, vals in combos:
+        a = dict(args)
+        o = {}
+        for key, v in vals.items():
+            t, _, k = key.partition(":")
+            (a if t == "a" else o)[k] = v
+        out.append(Instance(label, a, o))
+    return out
+
+
+def _signature(inst: list[Instance]) -> tuple:
+    def one(v):
+        return ("L", repr(v.value)) if isinstance(v, Lit) else ("U", type(v).__name__)
+
+    return tuple((i.label, tuple(sorted((k, one(v)) for k, v in i.args.items())),
+                  tuple(sorted((k, one(v)) for k, v in i.options.items()))) for i in inst)
+
+
+def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ...]]:
+    node = launch.node
+    for kw in node.keywords:
+        if kw.arg == "num_stages":
+            span = module.source.span(kw.value)
+            return span, tuple(sorted({span.start.line, node.lineno}))
+    span = module.source.span(node.func)
+    return span, (node.lineno,)
+
+
+def build_sites(project: Project) -> Sites:
+    ev = project.evaluator
+    launches: list[LaunchSite] = []
+    unresolved: list[tuple[LaunchCall, str]] = []
+    caller_cache: dict[int, list] = {}
+    for module in project.all_modules():
+        for launch in module.launches:
+            frame = Frame(module, launch.scope, before_line=launch.line)
+            callee = ev.expr(frame, launch.callee)
+            scope = launch.scope
+            callers = []
+            if scope is not None and any(isinstance(v, Unknown) for _, v in branches(callee)) or \
+                    scope is not None and _uses_params(project, launch, scope):
+                key = id(scope)
+                if key not in caller_cache:
+                    caller_cache[key] = _callers(project, scope, module)
+                callers = caller_cache[key]
+            kernels = _kernels_of(callee)
+            default_sig = None
+            made_default = False
+            if kernels:
+                for _, kernel in kernels:
+                    args, options, problems = _map_launch(project, launch, kernel, frame)
+                    inst = _instances(kernel, args, options, problems)
+                    default_sig = _signature(inst)
+                    anchor, lines = _anchor(module, launch)
+                    launches.append(LaunchSite(kernel, launch, module, anchor, lines, inst, problems,
+                                               arg_exprs=_arg_exprs(launch, kernel)))
+                    made_default = True
+            for caller_module, rec in callers:
+                bindings, cproblems = _caller_bindings(project, scope, caller_module, rec)
+                cframe = Frame(module, scope, bindings, before_line=launch.line)
+                ckernels = _kernels_of(ev.expr(cframe, launch.callee))
+                for _, kernel in ckernels:
+                    args, options, problems = _map_launch(project, launch, kernel, cframe)
+                    inst = _instances(kernel, args, options, problems + cproblems)
+                    if made_default and _signature(inst) == default_sig and \
+                            any(s.kernel is kernel and s.launch is launch for s in launches):
+                        continue  # the caller passes nothing that changes the launch
+                    span = caller_module.source.span(rec.node.func)
+                    launches.append(LaunchSite(kernel, launch, caller_module, span, (rec.node.lineno,), inst,
+                                               problems + cproblems, caller=rec,
+                                               arg_exprs=_arg_exprs(launch, kernel)))
+            if not kernels and not any(s.launch is launch for s in launches):
+                reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
+                    "not a @triton.jit kernel of the scanned tree"
+                unresolved.append((launch, reason))
+    autotunes = [_autotune_site(project, k, launches) for m in project.all_modules() for k in m.all_kernels
+                 if k.autotune is not None]
+    return Sites(launches, autotunes, unresolved)
+
+
+def _uses_params(project: Project, launch: LaunchCall, scope) -> bool:
+    """Does the launch use a parameter of the function it is in (directly, not via locals)?"""
+    params = set(function_params(scope))
+    if not params:
+        return False
+    for node in ast.walk(launch.node):
+        if isinstance(node, ast.Name) and node.id in params:
+            return True
+    # locals assigned from parameters (BLOCK = block_size) count too
+    from .values import local_assignments
+
+    assigned = local_assignments(scope)
+    names = {n.id for n in ast.walk(launch.node) if isinstance(n, ast.Name)}
+    for name in names & set(assigned):
+        for a in assigned[name]:
+            if a.value is not None and any(isinstance(n, ast.Name) and n.id in params for n in ast.walk(a.value)):
+                return True
+    return False
+
+
+def _autotune_site(project: Project, kernel: KernelDef, launches: list[LaunchSite]) -> AutotuneSite:
+    module = kernel.module
+    dec = kernel.autotune
+    assert dec is not None
+    anchor = module.source.span(dec)
+    configs_node = None
+    pruned = False
+    for kw in dec.keywords:
+        if kw.arg == "configs":
+            configs_node = kw.value
+        elif kw.arg in ("prune_configs_by",) and not (isinstance(kw.value, ast.Constant) and kw.value.value is None):
+            pruned = True
+    if configs_node is None and dec.args:
+        configs_node = dec.args[0]
+    problem = None
+    configs: list[AutotuneConfig] = []
+    if configs_node is None:
+        problem = "the autotune decorator has no configs"
+    else:
+        val = project.evaluator.expr(Frame(module), configs_node)
+        index = 0
+        for label, arm in branches(val):
+            if not isinstance(arm, Seq):
+                problem = arm.reason if isinstance(arm, Unknown) else "the configs are not a static list"
+                continue
+            for item in arm.items:
+                for sub_label, cfg in branches(item):
+                    if not isinstance(cfg, ConfigVal):
+                        problem = cfg.reason if isinstance(cfg, Unknown) else "a config is not a triton.Config"
+                        continue
+                    lab = ", ".join(x for x in (label, sub_label) if x)
+                    span = cfg.loc.span if cfg.loc is not None and cfg.loc.path == module.path else None
+                    configs.append(AutotuneConfig(index, lab, dict(cfg.kwargs), dict(cfg.options), cfg.loc,
+                                                  cfg.generated or arm.generated, span))
+                    index += 1
+    site = AutotuneSite(kernel, module, anchor, (dec.lineno, kernel.node.lineno), configs, problem,
+                        [s for s in launches if s.kernel is kernel], pruned)
+    return site
+
+
+def heuristics_of(project: Project, kernel: KernelDef) -> dict[str, ast.expr]:
+    """``@triton.heuristics({"NAME": lambda args: ...})`` -> {NAME: lambda node}."""
+    out = {}
+    for dec in kernel.heuristics:
+        node = dec.args[0] if dec.args else next((k.value for k in dec.keywords if k.arg == "values"), None)
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values):
+                if isinstance(k, ast.Constant) and isinstance(k.value, str):
+                    out[k.value] = v
+        elif node is not None:
+            val = project.evaluator.expr(Frame(kernel.module), node)
+            if isinstance(val, DictVal):
+                for k, v in val.items:
+                    out[k] = v  # type: ignore[assignment]
+    return out

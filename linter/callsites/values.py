@@ -1,0 +1,675 @@
+"""Static values of Python expressions: literals, followed names, branches, config lists.
+
+The evaluator never runs user code. It folds what a reader would: literals, arithmetic on
+literals, module-level constants (across imports), default arguments of the enclosing function,
+locals assigned from such expressions, ``x if cond else y`` (each arm kept, labelled by its
+condition), ``min``/``max``/``triton.next_power_of_2``/``triton.cdiv``, list and tuple
+displays, comprehensions over literal lists or ``range``, dict displays, ``triton.Config(...)``
+and zero-argument helper functions that ``return`` such expressions. Anything else is
+:class:`Unknown`, with the reason.
+
+Every literal remembers where it is written (:class:`Loc`), so a fix can edit it, and how it
+was reached (``via``), so a message can say "num_stages=2 (default of num_stages in launch())".
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from tilefit.model import Span
+
+MAX_ARMS = 16
+MAX_ITEMS = 4096
+MAX_DEPTH = 12
+
+
+@dataclass(frozen=True)
+class Loc:
+    path: str
+    span: Span
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.span.start.line}:{self.span.start.column}"
+
+
+class Val:
+    """Base class of static values."""
+
+
+@dataclass(frozen=True, eq=False)
+class Lit(Val):
+    value: Any
+    loc: Loc | None = None  # where the literal is written; None when computed
+    via: str = ""  # how it was reached: "module constant BLOCK_N", "default of s in f()"
+
+    def __repr__(self) -> str:
+        return f"Lit({self.value!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class Arms(Val):
+    """One value per branch: ``x if cond else y``, or a local assigned in several places."""
+
+    arms: tuple[tuple[str, Val], ...]
+
+
+@dataclass(frozen=True, eq=False)
+class Unknown(Val):
+    reason: str
+
+    def __repr__(self) -> str:
+        return f"Unknown({self.reason!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class Seq(Val):
+    items: tuple[Val, ...]
+    generated: bool = False  # from a comprehension: its literals serve several items
+
+
+@dataclass(frozen=True, eq=False)
+class DictVal(Val):
+    items: tuple[tuple[str, Val], ...]
+
+    def get(self, key: str) -> Val | None:
+        for k, v in self.items:
+            if k == key:
+                return v
+        return None
+
+
+@dataclass(frozen=True, eq=False)
+class ConfigVal(Val):
+    """A ``triton.Config(kwargs, num_warps=..., num_stages=..., ...)``."""
+
+    kwargs: tuple[tuple[str, Val], ...]
+    options: tuple[tuple[str, Val], ...]
+    loc: Loc | None
+    generated: bool = False
+
+
+@dataclass(frozen=True, eq=False)
+class Ref(Val):
+    """A name that refers to a definition: ``kind`` is ``kernel``, ``function``, ``module``."""
+
+    kind: str
+    target: Any
+    module: Any = None
+
+
+@dataclass
+class Frame:
+    """Where an expression is evaluated: a module, maybe a function, and explicit bindings."""
+
+    module: Any  # ModuleScan
+    func: ast.FunctionDef | ast.AsyncFunctionDef | None = None
+    bindings: dict[str, Val] = field(default_factory=dict)
+    before_line: int | None = None  # only assignments above this line count
+    depth: int = 0
+
+    def child(self, **changes) -> "Frame":
+        f = Frame(self.module, self.func, dict(self.bindings), self.before_line, self.depth + 1)
+        for k, v in changes.items():
+            setattr(f, k, v)
+        return f
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers on values
+
+
+def literal(val: Val) -> Any:
+    """The Python value of a :class:`Lit`, else raise ``TypeError``."""
+    if isinstance(val, Lit):
+        return val.value
+    raise TypeError(val)
+
+
+def branches(val: Val, label: str = "") -> Iterator[tuple[str, Val]]:
+    """Flatten nested :class:`Arms` into ``(label, value)`` pairs."""
+    if isinstance(val, Arms):
+        for sub_label, sub in val.arms:
+            joined = f"{label}, {sub_label}" if label and sub_label else (label or sub_label)
+            yield from branches(sub, joined)
+    else:
+        yield label, val
+
+
+def combine(values: dict[str, Val], limit: int = MAX_ARMS) -> list[tuple[str, dict[str, Val]]] | None:
+    """Every combination of the branches of ``values``: ``[(label, {name: value})]``.
+    ``None`` when there are more than ``limit`` combinations."""
+    names = list(values)
+    options = [list(branches(values[n])) for n in names]
+    total = 1
+    for o in options:
+        total *= len(o)
+        if total > limit:
+            return None
+    out = []
+    for combo in itertools.product(*options):
+        labels = [lab for lab, _ in combo if lab]
+        out.append((", ".join(labels), {n: v for n, (_, v) in zip(names, combo)}))
+    return out
+
+
+def describe(val: Val) -> str:
+    if isinstance(val, Lit):
+        return repr(val.value)
+    if isinstance(val, Unknown):
+        return f"<{val.reason}>"
+    if isinstance(val, Arms):
+        return " | ".join(describe(v) for _, v in val.arms)
+    return type(val).__name__
+
+
+_BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod, ast.Div: operator.truediv, ast.Pow: operator.pow, ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift, ast.BitOr: operator.or_, ast.BitAnd: operator.and_, ast.BitXor: operator.xor,
+}
+_CMPOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt,
+    ast.GtE: operator.ge, ast.In: lambda a, b: a in b, ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_, ast.IsNot: operator.is_not,
+}
+_SCALARS = (int, float, bool, str, type(None))
+
+
+def _safe_binop(op: ast.operator, a: Any, b: Any) -> Any:
+    if not isinstance(a, _SCALARS) or not isinstance(b, _SCALARS):
+        raise TypeError("not a scalar")
+    if isinstance(op, ast.Pow) and (abs(b) > 64 if isinstance(b, (int, float)) else True):
+        raise ValueError("power too large")
+    if isinstance(op, ast.LShift) and b > 64:
+        raise ValueError("shift too large")
+    if isinstance(op, ast.Mult) and (isinstance(a, str) or isinstance(b, str)):
+        raise TypeError("string repetition")
+    return _BINOPS[type(op)](a, b)
+
+
+def _next_pow2(x: int) -> int:
+    x = int(x)
+    return 1 if x <= 1 else 1 << (x - 1).bit_length()
+
+
+# ----------------------------------------------------------------------------------------------
+# locals of a function
+
+
+@dataclass
+class _Assigned:
+    value: ast.expr | None  # None: assigned by something we do not follow (for target, aug-assign)
+    line: int
+    why: str = ""
+
+
+def local_assignments(fn) -> dict[str, list[_Assigned]]:
+    """Every assignment to a plain name in ``fn`` (not in nested functions)."""
+    cache = getattr(fn, "_tilefit_locals", None)
+    if cache is not None:
+        return cache
+    out: dict[str, list[_Assigned]] = {}
+
+    def add(name, value, line, why=""):
+        out.setdefault(name, []).append(_Assigned(value, line, why))
+
+    def target(t, value, line):
+        if isinstance(t, ast.Name):
+            add(t.id, value, line)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts):
+                for tt, vv in zip(t.elts, value.elts):
+                    target(tt, vv, line)
+            else:
+                for tt in t.elts:
+                    target(tt, None, line)
+        elif isinstance(t, ast.Starred):
+            target(t.value, None, line)
+
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            if not isinstance(node, ast.Lambda):
+                add(node.name, None, node.lineno, "a nested definition")
+            continue
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                target(t, node.value, node.lineno)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            add(node.target.id, node.value, node.lineno)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            add(node.target.id, None, node.lineno, "changed in place")
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            target(node.target, None, getattr(node, "lineno", 0))
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                if item.optional_vars is not None:
+                    target(item.optional_vars, None, node.lineno)
+        elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
+            add(node.target.id, node.value, node.lineno)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                add((a.asname or a.name).split(".")[0], None, node.lineno, "imported locally")
+        for child in ast.iter_child_nodes(node):
+            stack.append(child)
+    try:
+        fn._tilefit_locals = out
+    except AttributeError:  # pragma: no cover
+        pass
+    return out
+
+
+def function_params(fn) -> dict[str, ast.expr | None]:
+    """Parameter name -> default expression (None without default)."""
+    args = fn.args
+    positional = list(args.posonlyargs) + list(args.args)
+    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
+    out = {a.arg: d for a, d in zip(positional, defaults)}
+    for a, d in zip(args.kwonlyargs, args.kw_defaults):
+        out[a.arg] = d
+    if args.vararg:
+        out[args.vararg.arg] = None
+    if args.kwarg:
+        out[args.kwarg.arg] = None
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the evaluator
+
+
+class Evaluator:
+    """Evaluates expressions of scanned modules; ``project`` resolves names across modules."""
+
+    def __init__(self, project):
+        self.project = project
+
+    def loc(self, module, node: ast.AST) -> Loc:
+        return Loc(module.path, module.source.span(node))
+
+    def seg(self, module, node: ast.AST) -> str:
+        return module.source.segment(node, 60)
+
+    # -- names -------------------------------------------------------------------------------
+    def name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
+        if name in frame.bindings:
+            return frame.bindings[name]
+        if frame.depth > MAX_DEPTH:
+            return Unknown(f"{name}: names nest too deeply")
+        fn = frame.func
+        if fn is not None:
+            params = function_params(fn)
+            assigns = [a for a in local_assignments(fn).get(name, ())
+                       if frame.before_line is None or a.line < frame.before_line]
+            if assigns:
+                arms: list[tuple[str, Val]] = []
+                if name in params:
+                    arms.append((f"{name} as passed", self._param(frame, fn, name, params[name])))
+                for a in assigns:
+                    if a.value is None:
+                        return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
+                    v = self.expr(frame.child(), a.value)
+                    arms.append((f"{name}={self.seg(frame.module, a.value)} (line {a.line})", v))
+                if len(arms) == 1:
+                    return arms[0][1]
+                return Arms(tuple(arms))
+            if name in params:
+                return self._param(frame, fn, name, params[name])
+        return self.global_name(frame.module, name, frame.depth)
+
+    def _param(self, frame: Frame, fn, name: str, default: ast.expr | None) -> Val:
+        if default is None:
+            return Unknown(f"{name} is a parameter of {fn.name}() without a default")
+        v = self.expr(Frame(frame.module, None, {}, None, frame.depth + 1), default)
+        return _with_via(v, f"default of {name} in {fn.name}()")
+
+    def global_name(self, module, name: str, depth: int = 0) -> Val:
+        if depth > MAX_DEPTH:
+            return Unknown(f"{name}: names nest too deeply")
+        if name in ("True", "False", "None"):
+            return Lit({"True": True, "False": False, "None": None}[name])
+        b = module.binding(name)
+        if b is None:
+            if module.triton_name(ast.Name(id=name)) is not None:
+                return Ref("triton", module.aliases.get(name, name))
+            return Unknown(f"{name} is not defined at module level in {module.name}")
+        if b.kind == "assign":
+            if b.node is None:
+                return Unknown(f"{name} is unpacked from an expression in {module.name}")
+            if b.annotation is not None and module.triton_name(b.annotation) is None and \
+                    "constexpr" not in ast.unparse(b.annotation):
+                pass
+            v = self.expr(Frame(module, None, {}, None, depth + 1), b.node)
+            if b.conditional:
+                v = _with_via(v, f"module constant {name} (set conditionally)")
+            return _with_via(v, f"module constant {name}")
+        if b.kind == "def":
+            kernel = module.kernels.get(name)
+            if kernel is not None:
+                return Ref("kernel", kernel, module)
+            return Ref("function", b.node, module)
+        if b.kind == "import":
+            return self.project.import_value(module, name, b, depth + 1)
+        return Unknown(f"{name} is a class")
+
+    # -- expressions -------------------------------------------------------------------------
+    def expr(self, frame: Frame, node: ast.expr) -> Val:
+        try:
+            return self._expr(frame, node)
+        except RecursionError:
+            return Unknown("expression nests too deeply")
+
+    def _expr(self, frame: Frame, node: ast.expr) -> Val:
+        m = frame.module
+        if isinstance(node, ast.Constant):
+            return Lit(node.value, self.loc(m, node))
+        if isinstance(node, ast.Name):
+            return self.name(frame, node.id, node)
+        if isinstance(node, ast.IfExp):
+            cond = self.seg(m, node.test)
+            return Arms(((f"if {cond}", self._expr(frame, node.body)),
+                         (f"if not {cond}", self._expr(frame, node.orelse))))
+        if isinstance(node, ast.UnaryOp):
+            v = self._expr(frame, node.operand)
+            return self._map(v, lambda x: {ast.USub: operator.neg, ast.UAdd: operator.pos,
+                                           ast.Not: operator.not_, ast.Invert: operator.invert}[type(node.op)](x),
+                             node, m)
+        if isinstance(node, ast.BinOp):
+            a, b = self._expr(frame, node.left), self._expr(frame, node.right)
+            if isinstance(node.op, ast.Add) and isinstance(a, Seq) and isinstance(b, Seq):
+                return Seq(a.items + b.items, a.generated or b.generated)
+            return self._map2(a, b, lambda x, y: _safe_binop(node.op, x, y), node, m)
+        if isinstance(node, ast.Compare):
+            vals = [self._expr(frame, node.left)] + [self._expr(frame, c) for c in node.comparators]
+            if all(isinstance(v, Lit) for v in vals):
+                try:
+                    ok = all(_CMPOPS[type(op)](literal(x), literal(y))
+                             for op, x, y in zip(node.ops, vals, vals[1:]))
+                except Exception:  # noqa: BLE001
+                    return Unknown(f"`{self.seg(m, node)}` cannot be compared statically")
+                return Lit(ok)
+            return _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+        if isinstance(node, ast.BoolOp):
+            vals = [self._expr(frame, v) for v in node.values]
+            if all(isinstance(v, Lit) for v in vals):
+                res = vals[0].value
+                for v in vals[1:]:
+                    res = (res and v.value) if isinstance(node.op, ast.And) else (res or v.value)
+                return Lit(res)
+            return _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+        if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+            items: list[Val] = []
+            generated = False
+            for e in node.elts:
+                if isinstance(e, ast.Starred):
+                    inner = self._expr(frame, e.value)
+                    if not isinstance(inner, Seq):
+                        return Unknown(f"`{self.seg(m, e)}` cannot be unpacked statically")
+                    items.extend(inner.items)
+                    generated = generated or inner.generated
+                else:
+                    items.append(self._expr(frame, e))
+            return Seq(tuple(items), generated)
+        if isinstance(node, ast.Dict):
+            pairs: list[tuple[str, Val]] = []
+            for k, v in zip(node.keys, node.values):
+                if k is None:
+                    inner = self._expr(frame, v)
+                    if not isinstance(inner, DictVal):
+                        return Unknown(f"`**{self.seg(m, v)}` cannot be unpacked statically")
+                    pairs.extend(inner.items)
+                    continue
+                key = self._expr(frame, k)
+                if not isinstance(key, Lit) or not isinstance(key.value, str):
+                    return Unknown(f"dict key `{self.seg(m, k)}` is not a string literal")
+                pairs.append((key.value, self._expr(frame, v)))
+            return DictVal(tuple(pairs))
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return self._comprehension(frame, node)
+        if isinstance(node, ast.Subscript):
+            base = self._expr(frame, node.value)
+            index = self._expr(frame, node.slice)
+            if isinstance(base, DictVal) and isinstance(index, Lit):
+                got = base.get(index.value)
+                return got if got is not None else Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`")
+            if isinstance(base, Seq) and isinstance(index, Lit) and isinstance(index.value, int):
+                try:
+                    return base.items[index.value]
+                except IndexError:
+                    return Unknown(f"index {index.value} out of range")
+            return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
+        if isinstance(node, ast.Attribute):
+            base = self._expr(frame, node.value)
+            if isinstance(base, Ref) and base.kind == "module":
+                return self.global_name(base.target, node.attr, frame.depth + 1)
+            if isinstance(base, Ref) and base.kind == "triton":
+                return Ref("triton", f"{base.target}.{node.attr}")
+            return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+        if isinstance(node, ast.Call):
+            return self._call(frame, node)
+        if isinstance(node, ast.JoinedStr):
+            return Unknown("an f-string")
+        return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _map(self, v: Val, fn, node, m) -> Val:
+        if isinstance(v, Arms):
+            return Arms(tuple((lab, self._map(x, fn, node, m)) for lab, x in v.arms))
+        if isinstance(v, Lit):
+            try:
+                return Lit(fn(v.value), None, v.via)
+            except Exception:  # noqa: BLE001
+                return Unknown(f"`{self.seg(m, node)}` cannot be folded")
+        return v if isinstance(v, Unknown) else Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _map2(self, a: Val, b: Val, fn, node, m) -> Val:
+        if isinstance(a, Arms) or isinstance(b, Arms):
+            pairs = [(la, x, lb, y) for la, x in branches(a) for lb, y in branches(b)]
+            if len(pairs) > MAX_ARMS:
+                return Unknown(f"`{self.seg(m, node)}` has too many branches")
+            return Arms(tuple((", ".join(s for s in (la, lb) if s), self._map2(x, y, fn, node, m))
+                              for la, x, lb, y in pairs))
+        if isinstance(a, Lit) and isinstance(b, Lit):
+            try:
+                return Lit(fn(a.value, b.value), None, a.via or b.via)
+            except Exception:  # noqa: BLE001
+                return Unknown(f"`{self.seg(m, node)}` cannot be folded")
+        return _first_unknown([a, b], f"`{self.seg(m, node)}` is computed at run time")
+
+    def _comprehension(self, frame: Frame, node) -> Val:
+        m = frame.module
+        envs: list[dict[str, Val]] = [dict(frame.bindings)]
+        for gen in node.generators:
+            if gen.is_async:
+                return Unknown("an async comprehension")
+            nxt: list[dict[str, Val]] = []
+            for env in envs:
+                it = self._expr(frame.child(bindings=env), gen.iter)
+                if not isinstance(it, Seq):
+                    return Unknown(f"`{self.seg(m, gen.iter)}` is not a static sequence")
+                for item in it.items:
+                    e2 = dict(env)
+                    if not _bind_target(gen.target, item, e2):
+                        return Unknown(f"cannot unpack into `{self.seg(m, gen.target)}`")
+                    keep = True
+                    for cond in gen.ifs:
+                        c = self._expr(frame.child(bindings=e2), cond)
+                        if isinstance(c, Lit):
+                            keep = keep and bool(c.value)
+                        # an unknown condition keeps the item: the list may hold it
+                    if keep:
+                        nxt.append(e2)
+                    if len(nxt) > MAX_ITEMS:
+                        return Unknown("the comprehension yields too many items")
+            envs = nxt
+        items = tuple(_mark_generated(self._expr(frame.child(bindings=env), node.elt)) for env in envs)
+        return Seq(items, generated=True)
+
+    def _call(self, frame: Frame, node: ast.Call) -> Val:
+        m = frame.module
+        callee = self._expr(frame, node.func) if not isinstance(node.func, ast.Name) or \
+            node.func.id not in _BUILTINS else None
+        fname = None
+        if isinstance(callee, Ref) and callee.kind == "triton":
+            fname = "triton." + str(callee.target).rsplit(".", 1)[-1]
+        elif callee is None:
+            fname = node.func.id  # type: ignore[union-attr]
+        if fname == "triton.Config":
+            return self._config(frame, node)
+        args = [self._expr(frame, a) for a in node.args if not isinstance(a, ast.Starred)]
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            return Unknown(f"`{self.seg(m, node)}` unpacks arguments at run time")
+        if fname in ("triton.constexpr", "int", "float", "bool", "abs", "min", "max", "triton.next_power_of_2",
+                     "triton.cdiv", "len", "range", "list", "tuple", "sorted", "dict"):
+            return self._builtin(fname, args, node, frame)
+        if isinstance(callee, Ref) and callee.kind == "function":
+            return self._helper_call(frame, callee, node)
+        if isinstance(callee, Unknown):
+            return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+        return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _builtin(self, fname: str, args: list[Val], node: ast.Call, frame: Frame) -> Val:
+        m = frame.module
+        if fname == "dict":
+            pairs = []
+            for kw in node.keywords:
+                if kw.arg is None:
+                    inner = self._expr(frame, kw.value)
+                    if not isinstance(inner, DictVal):
+                        return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+                    pairs.extend(inner.items)
+                else:
+                    pairs.append((kw.arg, self._expr(frame, kw.value)))
+            return DictVal(tuple(pairs))
+        if fname in ("list", "tuple", "sorted") and len(args) == 1 and isinstance(args[0], Seq):
+            return args[0]
+        if fname == "len" and len(args) == 1 and isinstance(args[0], Seq):
+            return Lit(len(args[0].items))
+        if fname == "range":
+            if all(isinstance(a, Lit) and isinstance(a.value, int) for a in args) and 1 <= len(args) <= 3:
+                r = range(*[a.value for a in args])
+                if len(r) > MAX_ITEMS:
+                    return Unknown("range too long")
+                return Seq(tuple(Lit(i) for i in r), generated=True)
+            return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+        if fname in ("min", "max") and len(args) == 1 and isinstance(args[0], Seq):
+            args = list(args[0].items)
+        if any(isinstance(a, Arms) for a in args) and len(args) <= 3:
+            # distribute over the branches of the arguments
+            combos = combine({str(i): a for i, a in enumerate(args)})
+            if combos is None:
+                return Unknown(f"`{self.seg(m, node)}` has too many branches")
+            return Arms(tuple((lab, self._builtin(fname, [vals[str(i)] for i in range(len(args))], node, frame))
+                              for lab, vals in combos))
+        if not args or not all(isinstance(a, Lit) for a in args):
+            return _first_unknown(args, f"`{self.seg(m, node)}` is computed at run time")
+        xs = [a.value for a in args]
+        via = next((a.via for a in args if a.via), "")
+        try:
+            if fname == "triton.constexpr" and len(args) == 1:
+                return args[0]
+            if fname in ("int", "float", "bool", "abs") and len(xs) == 1:
+                return Lit({"int": int, "float": float, "bool": bool, "abs": abs}[fname](xs[0]), None, via)
+            if fname == "min":
+                return Lit(min(xs), None, via)
+            if fname == "max":
+                return Lit(max(xs), None, via)
+            if fname == "triton.next_power_of_2" and len(xs) == 1:
+                return Lit(_next_pow2(xs[0]), None, via)
+            if fname == "triton.cdiv" and len(xs) == 2:
+                return Lit(-(-xs[0] // xs[1]), None, via)
+        except Exception:  # noqa: BLE001
+            pass
+        return Unknown(f"`{self.seg(m, node)}` cannot be folded")
+
+    def _helper_call(self, frame: Frame, ref: Ref, node: ast.Call) -> Val:
+        """A call of a plain function of the scanned tree: fold its ``return`` expressions."""
+        fn = ref.target
+        module = ref.module or frame.module
+        if frame.depth > 4:
+            return Unknown(f"{fn.name}() calls nest too deeply")
+        returns = [r for r in ast.walk(fn) if isinstance(r, ast.Return) and r.value is not None
+                   and _owner(fn, r)]
+        if not returns:
+            return Unknown(f"{fn.name}() returns nothing static")
+        params = function_params(fn)
+        names = list(params)
+        bindings: dict[str, Val] = {}
+        for i, a in enumerate(node.args):
+            if isinstance(a, ast.Starred) or i >= len(fn.args.posonlyargs) + len(fn.args.args):
+                return Unknown(f"`{self.seg(frame.module, node)}` passes arguments we cannot map")
+            bindings[names[i]] = self._expr(frame, a)
+        for kw in node.keywords:
+            if kw.arg is None:
+                return Unknown(f"`{self.seg(frame.module, node)}` passes **kwargs")
+            bindings[kw.arg] = self._expr(frame, kw.value)
+        inner = Frame(module, fn, bindings, None, frame.depth + 1)
+        if len(returns) == 1:
+            return self.expr(inner, returns[0].value)
+        return Arms(tuple((f"{fn.name}() returning at line {r.lineno}", self.expr(inner, r.value))
+                          for r in returns[:MAX_ARMS]))
+
+    def _config(self, frame: Frame, node: ast.Call) -> Val:
+        m = frame.module
+        kwargs_val: Val = DictVal(())
+        if node.args:
+            kwargs_val = self._expr(frame, node.args[0])
+        options: list[tuple[str, Val]] = []
+        for kw in node.keywords:
+            if kw.arg == "kwargs":
+                kwargs_val = self._expr(frame, kw.value)
+            elif kw.arg is not None:
+                options.append((kw.arg, self._expr(frame, kw.value)))
+        positional_opts = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+        for name, a in zip(positional_opts, node.args[1:]):
+            options.append((name, self._expr(frame, a)))
+        if not isinstance(kwargs_val, DictVal):
+            return Unknown(f"the kwargs of `{self.seg(m, node)}` are not a static dict")
+        return ConfigVal(kwargs_val.items, tuple(options), self.loc(m, node))
+
+
+_BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list", "tuple", "sorted", "dict"}
+
+
+def _owner(fn, ret) -> bool:
+    """True when ``ret`` belongs to ``fn`` itself, not to a nested function."""
+    for node in ast.walk(fn):
+        if node is not fn and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for sub in ast.walk(node):
+                if sub is ret:
+                    return False
+    return True
+
+
+def _bind_target(target: ast.expr, value: Val, env: dict[str, Val]) -> bool:
+    if isinstance(target, ast.Name):
+        env[target.id] = value
+        return True
+    if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, Seq) and len(value.items) == len(target.elts):
+        return all(_bind_target(t, v, env) for t, v in zip(target.elts, value.items))
+    return False
+
+
+def _mark_generated(v: Val) -> Val:
+    if isinstance(v, ConfigVal):
+        return ConfigVal(v.kwargs, v.options, v.loc, True)
+    return v
+
+
+def _with_via(v: Val, via: str) -> Val:
+    if isinstance(v, Lit):
+        return Lit(v.value, v.loc, v.via or via)
+    if isinstance(v, Arms):
+        return Arms(tuple((lab, _with_via(x, via)) for lab, x in v.arms))
+    return v
+
+
+def _first_unknown(vals, fallback: str) -> Unknown:
+    for v in vals:
+        if isinstance(v, Unknown):
+            return v
+    return Unknown(fallback)

@@ -1,0 +1,551 @@
+"""Take a ``@triton.jit`` kernel out of a source file, without importing that file.
+
+``extract_kernel(source_path, function_name)`` reads the file with :mod:`ast` and builds a
+*scratch module*: the kernel, every ``@triton.jit`` helper it calls (transitively, also from
+other files of the same tree through relative or package imports), the module-level constants
+they use (``FOO: tl.constexpr = 4``, ``FOO = tl.constexpr(4)``, plain literals and arithmetic
+on them) and the imports of Triton they need (``triton``, ``triton.language as tl``,
+``libdevice`` from any of its homes, ``math``). Nothing else of the file comes along: no torch,
+no engine imports, no module code. The scratch module's text is hashed; its name is
+``_tilefit_scratch_<hash>``, so a compile cache keyed by the name is keyed by the content.
+
+Triton compiles a kernel from its AST (``JITFunction`` reads the source, the code generator
+resolves helpers and constexpr globals through the function's globals), so compiling the
+scratch module's kernel gives what compiling the original would, as long as the original does
+not read anything else at compile time. What cannot be carried is reported as
+:class:`ExtractError` with the reason and the line: a call of a plain Python function or a
+``triton.constexpr_function`` (Python that Triton runs while compiling), a global computed by
+code, a name imported from outside the tree, a helper defined differently in two files.
+
+Loading the scratch module (:meth:`ScratchModule.load`) executes only the generated text:
+Triton imports, literal constants and ``def`` statements.
+
+This module imports neither triton nor torch (only :meth:`ScratchModule.load` does, through the
+generated code).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import textwrap
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+EXTRACT_VERSION = "1"
+SCRATCH_PREFIX = "_tilefit_scratch_"
+_TRITON = "_tilefit_triton"  # the scratch module's own name for triton (decorators)
+_ALLOWED_EXTERNAL = ("math",)  # modules besides triton a kernel may use (as Triton does)
+_BUILTINS = frozenset(dir(builtins))
+_JIT_KEEP = ("do_not_specialize", "do_not_specialize_on_alignment", "noinline", "debug")
+
+
+class ExtractError(Exception):
+    """The kernel cannot be carried into a scratch module; ``reason`` says why."""
+
+    def __init__(self, path: str, function: str, reason: str, line: int | None = None):
+        self.path = path
+        self.function = function
+        self.reason = reason
+        self.line = line
+        where = f"{path}:{line}" if line else path
+        super().__init__(f"cannot extract {function} from {where}: {reason}")
+
+
+@dataclass(frozen=True)
+class ScratchModule:
+    """A self-contained module holding one kernel and what it needs."""
+
+    name: str  # importable name: _tilefit_scratch_<hash[:20]>
+    source: str  # the module's text
+    kernel: str  # the kernel's function name in it
+    functions: tuple[str, ...]  # every @triton.jit function it defines, kernel first
+    constants: tuple[str, ...]  # module-level constants it defines
+    imports: tuple[str, ...]  # the import statements it starts with
+    origin: str  # the source file of the kernel
+    hash: str  # sha256 of ``source`` (hex)
+    files: tuple[str, ...] = ()  # every source file something was taken from
+
+    def write(self, folder: str | os.PathLike | None = None) -> Path:
+        """Write the module to ``folder`` (default: the tilefit cache, else a temp folder) as
+        ``<name>.py``; an existing file of that name has the same content by construction."""
+        base = Path(folder) if folder is not None else scratch_dir()
+        base.mkdir(parents=True, exist_ok=True)
+        path = base / f"{self.name}.py"
+        if not path.is_file():
+            tmp = base / f".{self.name}.{os.getpid()}.{threading.get_ident()}.tmp"
+            tmp.write_text(self.source, encoding="utf-8")
+            os.replace(tmp, path)
+        return path
+
+    def load(self, folder: str | os.PathLike | None = None):
+        """Import the scratch module (written first if needed) and return it. Registered in
+        ``sys.modules`` under :attr:`name`, so ``importlib.import_module(name)`` finds it."""
+        with _load_lock:
+            mod = sys.modules.get(self.name)
+            if mod is not None:
+                return mod
+            path = self.write(folder)
+            spec = importlib.util.spec_from_file_location(self.name, path)
+            assert spec is not None and spec.loader is not None
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[self.name] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                sys.modules.pop(self.name, None)
+                raise
+            return mod
+
+
+_load_lock = threading.Lock()
+
+
+def scratch_dir() -> Path:
+    from tilefit.cachedir import cache_root
+
+    root = cache_root()
+    if root is not None:
+        try:
+            (root / "scratch").mkdir(parents=True, exist_ok=True)
+            return root / "scratch"
+        except OSError:
+            pass
+    return Path(tempfile.gettempdir()) / "tilefit-scratch"
+
+
+# ----------------------------------------------------------------------------------------------
+# reading modules
+
+
+_parse_lock = threading.Lock()
+_parsed: dict[tuple[str, int, int], object] = {}
+
+
+def _load_module(path: str):
+    """The scan of ``path`` (cached by path, mtime and size)."""
+    from tilefit.callsites.scan import scan_source
+    from tilefit.callsites.source import SourceFile
+
+    path = os.path.abspath(path)
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        raise ExtractError(path, "?", f"cannot read: {exc.strerror or exc}") from None
+    key = (path, st.st_mtime_ns, st.st_size)
+    with _parse_lock:
+        hit = _parsed.get(key)
+    if hit is None:
+        src = SourceFile.read(path)
+        hit = scan_source(src)
+        with _parse_lock:
+            _parsed[key] = hit
+    return hit
+
+
+def _package_root(path: str) -> str:
+    """The folder above the outermost package that holds ``path``."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    return folder
+
+
+def _module_file(base: str, dotted: str) -> str | None:
+    stem = os.path.join(base, *dotted.split(".")) if dotted else base
+    for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
+        if os.path.isfile(cand):
+            return cand
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# free names
+
+
+def free_names(fn: ast.FunctionDef) -> list[tuple[str, int]]:
+    """Names ``fn`` reads that it does not bind (first use order, with the line)."""
+    bound: set[str] = set()
+    args = fn.args
+    for a in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs):
+        bound.add(a.arg)
+    if args.vararg:
+        bound.add(args.vararg.arg)
+    if args.kwarg:
+        bound.add(args.kwarg.arg)
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node is not fn:
+            bound.add(node.name)
+        elif isinstance(node, ast.arg) and node is not fn:
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            for a in node.names:
+                bound.add((a.asname or a.name).split(".")[0])
+    seen: dict[str, int] = {}
+    # what is evaluated: defaults and annotations (at def time), the body (at compile time)
+    roots: list[ast.AST] = []
+    for a in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs):
+        if a.annotation is not None:
+            roots.append(a.annotation)
+    roots.extend(d for d in list(args.defaults) + list(args.kw_defaults) if d is not None)
+    if fn.returns is not None:
+        roots.append(fn.returns)
+    roots.extend(fn.body)
+    for root in roots:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+                if node.id not in bound and node.id not in seen:
+                    seen[node.id] = node.lineno
+    out = list(seen.items())
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the extraction
+
+
+@dataclass
+class _Emitted:
+    key: tuple  # what the name stands for (for clash detection)
+    text: str
+    kind: str  # import | const | def
+    order: int
+
+
+@dataclass
+class _State:
+    root_path: str
+    root_fn: str
+    modules: Callable[[str], object]
+    names: dict[str, _Emitted] = field(default_factory=dict)
+    functions: list[str] = field(default_factory=list)
+    files: set[str] = field(default_factory=set)
+    counter: int = 0
+    future: bool = False
+    visiting: set = field(default_factory=set)
+
+    def fail(self, reason: str, line: int | None = None, path: str | None = None) -> ExtractError:
+        return ExtractError(path or self.root_path, self.root_fn, reason, line)
+
+    def emit(self, name: str, key: tuple, text: str, kind: str, path: str, line: int | None) -> None:
+        have = self.names.get(name)
+        if have is not None:
+            if have.key != key and have.text != text:
+                raise self.fail(f"the name {name} stands for two different things ({have.text.splitlines()[0]!r} "
+                                f"and {text.splitlines()[0]!r})", line, path)
+            return
+        self.counter += 1
+        self.names[name] = _Emitted(key, text, kind, self.counter)
+
+
+def extract_kernel(source_path: str | os.PathLike, function_name: str, *,
+                   modules: Callable[[str], object] | None = None) -> ScratchModule:
+    """Build the scratch module of ``function_name`` in ``source_path``.
+
+    ``modules`` maps a file path to its :class:`~tilefit.callsites.scan.ModuleScan` (to reuse a
+    scan); by default files are parsed here (and cached by mtime). Raises :class:`ExtractError`.
+    """
+    path = os.path.abspath(os.fspath(source_path))
+    load = modules or _load_module
+    st = _State(path, function_name, load)
+    module = load(path)
+    if module.error:
+        raise st.fail(module.error)
+    st.future = any(isinstance(s, ast.ImportFrom) and s.module == "__future__" and
+                    any(a.name == "annotations" for a in s.names)
+                    for s in (module.source.tree.body if module.source.tree else []))
+    kernel = module.kernels.get(function_name)
+    if kernel is None:
+        b = module.binding(function_name)
+        if b is None:
+            nested = [k for k in module.all_kernels if k.name == function_name]
+            if nested:
+                raise st.fail(f"{function_name} is defined inside a function or class", nested[0].node.lineno)
+            raise st.fail(f"no function {function_name} at module level")
+        raise st.fail(f"{function_name} is not decorated with @triton.jit",
+                      getattr(b.node, "lineno", None))
+    _jit_function(st, module, kernel.node, function_name, kernel.jit)
+    return _assemble(st, module, function_name)
+
+
+def _jit_kwargs(module, jit: ast.expr) -> str:
+    if not isinstance(jit, ast.Call):
+        return ""
+    parts = []
+    for kw in jit.keywords:
+        if kw.arg in _JIT_KEEP:
+            try:
+                ast.literal_eval(kw.value)
+            except ValueError:
+                continue
+            parts.append(f"{kw.arg}={ast.unparse(kw.value)}")
+    return f"({', '.join(parts)})" if parts else ""
+
+
+def _function_text(module, fn: ast.FunctionDef, local_name: str, jit: ast.expr) -> str:
+    src = module.source
+    lines = src.text.splitlines(keepends=True)
+    body = "".join(lines[fn.lineno - 1: fn.end_lineno])
+    body = textwrap.dedent(body)
+    if local_name != fn.name:
+        raise AssertionError("renamed functions are emitted as aliases")
+    rel = os.path.basename(module.path)
+    return f"# {rel}:{fn.lineno}\n@{_TRITON}.jit{_jit_kwargs(module, jit)}\n{body.rstrip()}\n"
+
+
+def _jit_function(st: _State, module, fn: ast.FunctionDef, local_name: str, jit: ast.expr) -> None:
+    key = ("def", module.path, fn.name)
+    if key in st.visiting:
+        return
+    st.visiting.add(key)
+    st.files.add(module.path)
+    st.emit(fn.name, key, _function_text(module, fn, fn.name, jit), "def", module.path, fn.lineno)
+    if fn.name not in st.functions:
+        st.functions.append(fn.name)
+    if local_name != fn.name:  # imported under another name
+        st.emit(local_name, ("alias", module.path, fn.name), f"{local_name} = {fn.name}", "alias",
+                module.path, fn.lineno)
+    for name, line in free_names(fn):
+        _name(st, module, name, line)
+
+
+def _name(st: _State, module, name: str, line: int | None) -> None:
+    """Carry what ``name`` means in ``module`` into the scratch module under ``name``."""
+    key = ("name", module.path, name)
+    if key in st.visiting:
+        return
+    st.visiting.add(key)
+    b = module.binding(name)
+    if b is None:
+        if name in _BUILTINS:
+            return
+        raise st.fail(f"{name} is not defined at module level", line, module.path)
+    alternatives = [x for x in module.bindings.get(name, ()) if x.kind == "import"]
+    if b.kind == "import":
+        if b.conditional and len(alternatives) > 1:
+            _conditional_import(st, module, name, alternatives, line)
+        else:
+            _import(st, module, name, b, line)
+        return
+    if b.conditional and len(module.bindings.get(name, ())) > 1:
+        raise st.fail(f"{name} is defined differently under conditions (if/try) at module level",
+                      getattr(b.stmt, "lineno", line), module.path)
+    if b.kind == "def":
+        fn = b.node
+        kernel = module.kernels.get(name)
+        if kernel is not None and kernel.node is fn:
+            _jit_function(st, module, fn, name, kernel.jit)
+            return
+        decorators = [module.dotted(d.func if isinstance(d, ast.Call) else d) or "" for d in fn.decorator_list]
+        if any(d.endswith("constexpr_function") for d in decorators):
+            raise st.fail(f"{name} is a triton.constexpr_function: Python code Triton runs while compiling "
+                          f"(use --allow-import)", fn.lineno, module.path)
+        raise st.fail(f"calls {name}, a plain Python function, not @triton.jit", fn.lineno, module.path)
+    if b.kind == "class":
+        raise st.fail(f"uses the class {name}", getattr(b.node, "lineno", line), module.path)
+    if b.kind == "assign":
+        _constant(st, module, name, b, line)
+        return
+    raise st.fail(f"cannot carry {name}", line, module.path)  # pragma: no cover
+
+
+def _triton_import_text(module, name: str, b) -> str | None:
+    """The import statement binding ``name`` as ``b`` does, when it imports from Triton (or
+    re-exports ``triton``/``tl``), else None."""
+    mod = b.module or ""
+    top = mod.split(".")[0]
+    if b.level == 0 and (top == "triton" or top in _ALLOWED_EXTERNAL):
+        if b.attr is None:
+            return f"import {mod}" if name == mod else f"import {mod} as {name}"
+        return f"from {mod} import {b.attr}" + (f" as {name}" if name != b.attr else "")
+    if b.attr == "triton":  # from engine.triton_utils import triton
+        return "import triton" if name == "triton" else f"import triton as {name}"
+    if b.attr == "tl":
+        return f"import triton.language as {name}"
+    return None
+
+
+def _import(st: _State, module, name: str, b, line: int | None) -> None:
+    text = _triton_import_text(module, name, b)
+    if text is not None:
+        st.emit(name, ("import", text), text, "import", module.path, line)
+        return
+    # an import from the scanned tree: follow it into its file
+    target_path = _resolve_import_file(module, b)
+    if target_path is None:
+        what = ("." * b.level) + (b.module or "")
+        raise st.fail(f"{name} is imported from {what}, which is not Triton and not found next to the file",
+                      getattr(b.stmt, "lineno", line), module.path)
+    target = st.modules(target_path)
+    if target.error:
+        raise st.fail(f"{target_path}: {target.error}", None, module.path)
+    if b.attr is None:
+        raise st.fail(f"uses the module {name} ({b.module}) itself", getattr(b.stmt, "lineno", line), module.path)
+    tb = target.binding(b.attr)
+    if tb is None and target.is_package:
+        sub = _module_file(os.path.dirname(target.path), b.attr)
+        if sub is not None:
+            raise st.fail(f"uses the module {name} itself", getattr(b.stmt, "lineno", line), module.path)
+    if tb is None:
+        raise st.fail(f"{b.attr} is not defined in {target.path}", getattr(b.stmt, "lineno", line), module.path)
+    if tb.kind == "def" and b.attr in target.kernels and target.kernels[b.attr].node is tb.node:
+        k = target.kernels[b.attr]
+        _jit_function(st, target, k.node, name, k.jit)
+        return
+    if name != b.attr:
+        # a constant or a re-export under another name: carry it under its own name, then alias
+        _name(st, target, b.attr, tb.node.lineno if hasattr(tb.node, "lineno") else line)
+        st.emit(name, ("alias", target.path, b.attr), f"{name} = {b.attr}", "alias", module.path, line)
+        return
+    _name(st, target, b.attr, line)
+
+
+def _conditional_import(st: _State, module, name: str, alternatives, line: int | None) -> None:
+    texts = []
+    for b in alternatives:
+        text = _triton_import_text(module, name, b)
+        if text is None:
+            raise st.fail(f"{name} is imported under conditions, not only from Triton",
+                          getattr(b.stmt, "lineno", line), module.path)
+        if text not in texts:
+            texts.append(text)
+    if len(texts) == 1:
+        st.emit(name, ("import", texts[0]), texts[0], "import", module.path, line)
+        return
+    # try each home in the file's order (libdevice moved between Triton releases)
+    block = _try_chain(texts)
+    st.emit(name, ("import", block), block, "import", module.path, line)
+
+
+def _try_chain(texts: list[str]) -> str:
+    if len(texts) == 1:
+        return texts[0]
+    inner = textwrap.indent(_try_chain(texts[1:]), "    ")
+    return f"try:\n    {texts[0]}\nexcept ImportError:\n{inner}"
+
+
+def _resolve_import_file(module, b) -> str | None:
+    if b.level:
+        folder = os.path.dirname(os.path.abspath(module.path))
+        for _ in range(b.level - 1):
+            folder = os.path.dirname(folder)
+        return _module_file(folder, b.module or "") if b.module else _module_file(folder, "")
+    root = _package_root(module.path)
+    return _module_file(root, b.module or "")
+
+
+_SAFE_CALLS = {"triton.language.constexpr", "triton.language.core.constexpr", "triton.constexpr",
+               "int", "float", "bool", "min", "max", "abs"}
+
+
+def _check_safe(st: _State, module, node: ast.expr, name: str) -> list[tuple[str, int]]:
+    """Names a constant's expression reads; raises when it is computed by code."""
+    names: list[tuple[str, int]] = []
+
+    def bad(what: str):
+        return st.fail(f"uses the global {name} = `{module.source.segment(node, 60)}`, which is computed by "
+                       f"{what}", node.lineno, module.path)
+
+    def walk(n: ast.AST) -> None:
+        if isinstance(n, ast.Constant):
+            return
+        if isinstance(n, ast.Name):
+            names.append((n.id, n.lineno))
+            return
+        if isinstance(n, ast.Attribute):
+            root = n
+            while isinstance(root, ast.Attribute):
+                root = root.value
+            if isinstance(root, ast.Name) and module.triton_name(n) is not None or \
+                    isinstance(root, ast.Name) and root.id in _ALLOWED_EXTERNAL:
+                names.append((root.id, root.lineno))
+                return
+            raise bad("an attribute of a non-Triton object")
+        if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List)):
+            for child in ast.iter_child_nodes(n):
+                if isinstance(child, (ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)):
+                    continue
+                walk(child)
+            return
+        if isinstance(n, ast.Call):
+            fname = module.dotted(n.func) or ""
+            if fname.startswith("triton.") and fname.rsplit(".", 1)[-1] == "constexpr" or \
+                    fname in _SAFE_CALLS and isinstance(n.func, ast.Name):
+                if isinstance(n.func, ast.Attribute):
+                    walk(n.func)
+                for a in n.args:
+                    walk(a)
+                for kw in n.keywords:
+                    walk(kw.value)
+                return
+            raise bad(f"a call of {ast.unparse(n.func)}")
+        raise bad(f"a {type(n).__name__} expression")
+
+    walk(node)
+    return names
+
+
+def _constant(st: _State, module, name: str, b, line: int | None) -> None:
+    value = b.node
+    if value is None:
+        raise st.fail(f"{name} is unpacked from an expression", getattr(b.stmt, "lineno", line), module.path)
+    reads = _check_safe(st, module, value, name)
+    if b.annotation is not None:
+        reads += _check_safe(st, module, b.annotation, name)
+    for dep, dep_line in reads:
+        if dep == name:
+            raise st.fail(f"{name} refers to itself", dep_line, module.path)
+        _name(st, module, dep, dep_line)
+    text = ast.unparse(value)
+    if b.annotation is not None:
+        stmt = f"{name}: {ast.unparse(b.annotation)} = {text}"
+    else:
+        stmt = f"{name} = {text}"
+    st.emit(name, ("const", module.path, name), stmt, "const", module.path, getattr(b.stmt, "lineno", line))
+
+
+def _assemble(st: _State, module, kernel_name: str) -> ScratchModule:
+    imports = [e for e in st.names.values() if e.kind == "import"]
+    consts = [e for e in st.names.values() if e.kind == "const"]
+    defs = [e for e in st.names.values() if e.kind == "def"]
+    aliases = [e for e in st.names.values() if e.kind == "alias"]
+    # constants in dependency order: a constant is emitted after what it reads (visit order is
+    # depth-first, a dependency finishes first, so the counter order of completion is reversed:
+    # sort by emission counter, which is assigned on completion)
+    import_lines = sorted({e.text for e in imports}, key=lambda t: (not t.startswith("import"), t))
+    header = [
+        f'"""tilefit scratch module: {kernel_name} from {os.path.basename(st.root_path)}, with the Triton '
+        f'helpers and constants it uses (generated; do not edit)."""',
+    ]
+    if st.future:
+        header.insert(0, "from __future__ import annotations")
+    body = header + [f"import triton as {_TRITON}"] + import_lines + [""]
+    body += [e.text for e in sorted(consts, key=lambda e: e.order)]
+    body.append("")
+    ordered_defs = sorted(defs, key=lambda e: (e.key[2] != kernel_name, e.order))
+    for e in ordered_defs:
+        body.append("")
+        body.append(e.text)
+    if aliases:
+        body.append("")
+        body.extend(e.text for e in sorted(aliases, key=lambda e: e.order))
+    source = "\n".join(body).rstrip() + "\n"
+    digest = hashlib.sha256((EXTRACT_VERSION + "\0" + source).encode("utf-8")).hexdigest()
+    name = SCRATCH_PREFIX + digest[:20]
+    functions = tuple([kernel_name] + [f for f in st.functions if f != kernel_name])
+    return ScratchModule(name=name, source=source, kernel=kernel_name, functions=functions,
+                         constants=tuple(n for n, e in st.names.items() if e.kind == "const"),
+                         imports=tuple(import_lines), origin=st.root_path, hash=digest,
+                         files=tuple(sorted(st.files)))
