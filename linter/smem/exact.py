@@ -28,8 +28,13 @@ How it stays exact and fast:
 Supported archs: ``sm_XY`` / ``sm_XYa`` / ``sm_XYf`` (CUDA, compute capability XY) and AMD
 ``gfxNNN`` (HIP; wave64 on gfx9, wave32 on gfx10+), all compiled without a device.
 
-Works with Triton 3.6 to 3.9 (the APIs used exist unchanged in all four; see
-``docs`` in the module report).
+Works with Triton 3.5.1 to 3.9 (tested: 3.5.1, 3.6.0, 3.7.1, 3.8.0, 3.9.0; the same figures in
+all of them for our kernels, and equal to ``JITFunction.warmup(...).metadata.shared`` on an H200
+with Triton 3.6). The Triton APIs used: ``ASTSource``, ``make_backend``, ``backend.parse_options /
+add_stages / load_dialects / get_codegen_implementation / get_module_map / parse_attr``,
+``ir.context / load_dialects``, ``native_specialize_impl`` (3.6+) or
+``runtime.jit.create_specialize_impl`` (3.5), and the backends' ``make_llir``. Older Triton is
+refused with :class:`TritonUnavailable`.
 """
 
 from __future__ import annotations
@@ -138,11 +143,24 @@ def parse_arch(arch: str) -> tuple[str, object, int]:
 # Triton access (lazy)
 
 
+MIN_TRITON = (3, 5)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    parts = []
+    for piece in re.split(r"[.+]", text)[:3]:
+        m = re.match(r"\d+", piece)
+        parts.append(int(m.group()) if m else 0)
+    return tuple(parts)
+
+
 def _triton():
     try:
         import triton  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised where triton is absent
         raise TritonUnavailable("the exact estimator needs triton (pip install 'tilefit[triton]')") from exc
+    if _version_tuple(triton.__version__)[:2] < MIN_TRITON:
+        raise TritonUnavailable(f"the exact estimator needs Triton >= 3.5 (found {triton.__version__})")
     return triton
 
 

@@ -375,7 +375,6 @@ def _mla_decode(spec: KernelSpec) -> LaunchPlan:
     kv_heads = p.get("num_kv_heads", 1)
     splits = p.get("NUM_KV_SPLITS", 4)
     page = p.get("PAGE_SIZE", 1)
-    batch = p.get("batch", 8)
     max_pages = p.get("max_pages", 512)
     q_ty = triton_type(spec.dtype if spec.dtype in ("bf16", "fp16", "fp32") else "bf16")
     kv_ty = triton_type(spec.kv_dtype or q_ty)
@@ -400,7 +399,6 @@ def _mla_decode(spec: KernelSpec) -> LaunchPlan:
         _const("logit_cap", logit_cap), _const("Lk", lk), _const("Lv", lv),
         _const("USE_FP8", kv_ty.startswith("fp8")),
     ]
-    del batch
     mod, fn = KERNEL_FUNCTIONS["mla_decode"]
     return LaunchPlan("mla_decode", mod, fn, tuple(args), spec.num_warps, spec.num_stages, _options(spec))
 
