@@ -146,3 +146,14 @@ def test_light_modules_do_not_import_triton_or_torch():
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_engine_launch_policies():
+    from tilefit.smem.launch import engine_swaps_ab, vllm_block_k
+
+    assert engine_swaps_ab("fp8_w8a8", "sm_90a", 16, 128)
+    assert not engine_swaps_ab("fp8_w8a8", "sm_89", 16, 128)
+    assert not engine_swaps_ab("fp8_w8a8", "sm_90", 64, 128)
+    assert not engine_swaps_ab("bf16", "sm_90", 16, 128)
+    assert vllm_block_k(256, (128, 128)) == 128 and vllm_block_k(64, (128, 128)) == 64
+    assert vllm_block_k(128, None) == 128

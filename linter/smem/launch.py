@@ -411,6 +411,20 @@ _BUILDERS = {
 }
 
 
+def engine_swaps_ab(dtype: str, arch: str, block_m: int, block_n: int) -> bool:
+    """Whether the engines' fused-MoE launch swaps A and B: fp8 W8A8 on sm_90 with
+    ``BLOCK_SIZE_M < 64 <= BLOCK_SIZE_N`` (vLLM ``SWAP_AB``, SGLang ``swap_ab``)."""
+    return dtype == "fp8_w8a8" and arch.lower().rstrip("af") in ("sm_90", "sm90") and block_m < 64 <= block_n
+
+
+def vllm_block_k(block_k: int, block_shape: tuple[int, int] | None) -> int:
+    """BLOCK_SIZE_K as vLLM launches a block-quantised MoE: clamped to ``min(block_shape)``
+    (SGLang launches the table's value as is)."""
+    if not block_shape:
+        return block_k
+    return min(block_k, min(int(x) for x in block_shape if int(x) > 0) if any(block_shape) else block_k)
+
+
 # gfx940/941/942 (MI300) use the "fnuz" fp8 formats; the engines allocate float8_e4m3fnuz there.
 _FNUZ_ARCHS = ("gfx940", "gfx941", "gfx942")
 _FNUZ = {"fp8e4nv": "fp8e4b8", "fp8e5": "fp8e5b16"}
