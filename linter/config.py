@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -42,6 +43,9 @@ class Settings:
     triton_version: str | None = None
     fix_margin: int = 0
     unsafe_fixes: bool = False
+    # [tool.tilefit.kernels."module:function"]: parameter -> dtypes (pointers) or values, for the
+    # kernel call sites of Python files (tilefit.callsites).
+    kernels: dict[str, dict[str, list]] = field(default_factory=dict)
     # Where the config came from, for messages and for resolving relative paths.
     config_file: str | None = None
 
@@ -67,6 +71,7 @@ _KEYS: dict[str, tuple[str, type]] = {
     "triton-version": ("triton_version", str),
     "fix-margin": ("fix_margin", int),
     "unsafe-fixes": ("unsafe_fixes", bool),
+    "kernels": ("kernels", dict),
 }
 
 
@@ -125,8 +130,46 @@ def settings_from_table(table: dict[str, Any], source: str) -> Settings:
             for pattern, codes in value.items():
                 if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
                     raise ConfigError(f"{source}: per-file-ignores {pattern!r} must map to a list of codes")
+        if attr == "kernels":
+            value = validate_kernels(value, source)
         setattr(settings, attr, value)
     return settings
+
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def validate_kernels(table: dict[str, Any], source: str) -> dict[str, dict[str, list]]:
+    """``[tool.tilefit.kernels]``: ``"module:function"`` -> {parameter: value or list of values}.
+
+    A key names a kernel by its dotted module (or a trailing part of it, or a ``.py`` path) and
+    function. Parameters are names of the kernel (``"K_Buffer,V_Buffer"`` varies several
+    together); values are dtype names for pointers (``"bf16"``, ``"fp8e4nv"``) or constexpr /
+    int values, one value or a non-empty list of values of one type. Lists become lists.
+    """
+    out: dict[str, dict[str, list]] = {}
+    for key, params in table.items():
+        where = f"{source}: [tool.tilefit.kernels.{key!r}]"
+        mod, sep, fn = key.rpartition(":")
+        if not sep or not mod or not _IDENT.match(fn):
+            raise ConfigError(f"{where}: the key must be \"module:function\" (e.g. \"pkg.ops.decode:_fwd_kernel\")")
+        if not isinstance(params, dict):
+            raise ConfigError(f"{where} must be a table of parameter = values")
+        entry: dict[str, list] = {}
+        for names, values in params.items():
+            parts = [n.strip() for n in names.split(",")]
+            if not parts or not all(_IDENT.match(n) for n in parts):
+                raise ConfigError(f"{where}: {names!r} is not a parameter name (or comma-separated names)")
+            values = values if isinstance(values, list) else [values]
+            if not values:
+                raise ConfigError(f"{where}: {names} has an empty list")
+            kinds = {type(v) for v in values}
+            if not kinds <= {str, int, float, bool} or len(kinds) > 1 and kinds != {int, float}:
+                raise ConfigError(f"{where}: {names} must be one type of value: dtype names, ints, floats or "
+                                  f"booleans (got {', '.join(sorted(k.__name__ for k in kinds))})")
+            entry[",".join(parts)] = list(values)
+        out[key] = entry
+    return out
 
 
 def resolve_relative(settings: Settings, path: str) -> str:

@@ -77,6 +77,7 @@ class Engine:
     selection: Selection = field(default_factory=Selection)
     extra_targets: Sequence = ()  # Device objects added to every table's targets
     stats: RunStats = field(default_factory=RunStats)
+    callsites: object | None = None  # tilefit.callsites.checker.CallsiteOptions for Python files
 
     def __post_init__(self):
         self._rules: dict[Scope, list[Rule]] = {s: [] for s in Scope}
@@ -144,6 +145,17 @@ class Engine:
             self._check_entries(table, fctx, emit)
         out.sort(key=lambda d: d.sort_key)
         return out
+
+    def check_python(self, paths: Sequence[str]):
+        """Kernel call sites of the Python files ``paths`` (rules of scope CALLSITE), judged
+        against the extra targets: a :class:`tilefit.callsites.checker.PythonRun`."""
+        from .callsites.checker import check_python
+
+        self.stats.files += len(paths)
+        return check_python(self, paths, self._rules[Scope.CALLSITE], self.callsites)
+
+    def has_callsite_rules(self) -> bool:
+        return bool(self._rules[Scope.CALLSITE])
 
     # -- internals ---------------------------------------------------------------------------
     def _named_device(self, meta):

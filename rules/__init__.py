@@ -12,6 +12,7 @@ from .base import Example, Finding, Rule, Scope
 from .dev001_unknown_device import DEV001
 from .dev002_dtype_unsupported import DEV002
 from .est001_no_estimate import EST001
+from .est002_callsite_not_evaluated import EST002
 from .io001_unreadable_file import IO001
 from .key001_batch_key_not_integer import KEY001
 from .key002_duplicate_key import KEY002
@@ -22,6 +23,8 @@ from .sch001_invalid_json import SCH001
 from .sch002_table_structure import SCH002
 from .sch003_family_schema import SCH003
 from .smem001_shared_memory_per_block import SMEM001
+from .smem002_launch_shared_memory import SMEM002
+from .smem003_autotune_shared_memory import SMEM003
 from .thr001_threads_per_block import THR001
 from .val001_missing_parameter import VAL001
 from .val002_parameter_type import VAL002
@@ -32,6 +35,8 @@ from .val005_foreign_launch_option import VAL005
 _ALL: tuple[type[Rule], ...] = (
     IO001, SCH001, SCH002, SCH003, KEY001, KEY002, NAME001, NAME002, DEV001, DEV002,
     VAL001, VAL002, VAL003, VAL004, VAL005, SMEM001, OCC001, THR001, EST001,
+    # kernel call sites in Python sources (scope CALLSITE)
+    SMEM002, SMEM003, EST002,
 )
 
 _CODE = re.compile(r"^[A-Z]{2,5}\d{3}$")

@@ -9,11 +9,13 @@ scope      called for                                       context
 FILE       every file, once                                 :class:`FileContext`
 ENTRY      every batch entry of a Triton launch table       :class:`EntryContext`
 TARGET     every entry x every class of target devices      :class:`TargetContext`
+CALLSITE   every kernel call site of the scanned .py files  :class:`CallsiteContext`
 =========  ===============================================  ================================
 
 A rule yields :class:`Finding` objects: position-free results (a message, where in the file or
 entry they point, data, an optional value fix). The engine turns them into diagnostics with
-line, column and byte offsets, so rules never handle offsets. Findings of ENTRY and TARGET rules
+line, column and byte offsets, so rules never handle offsets (CALLSITE rules, which see Python
+source, give the span of the site and may attach a :class:`~tilefit.model.Fix` of byte edits). Findings of ENTRY and TARGET rules
 depend only on the entry's values and the context's ``memo_key``, so the engine computes them
 once per distinct entry and reuses them (real tables repeat the same configs many times).
 
@@ -36,6 +38,7 @@ class Scope(enum.Enum):
     FILE = "file"
     ENTRY = "entry"
     TARGET = "target"
+    CALLSITE = "callsite"  # launches and autotune lists in Python sources
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,9 @@ class Finding:
     identity: str | None = None
     # A byte offset to point at when the file has no parsed document (invalid JSON).
     offset: int | None = None
+    # CALLSITE rules: where in the .py file (default: the site's anchor) and a fix of byte edits.
+    span: Any = None  # tilefit.model.Span
+    fix: Any = None  # tilefit.model.Fix
 
 
 @dataclass(frozen=True)
@@ -137,6 +143,21 @@ class TargetContext:
         """A placeholder the engine replaces with the devices a finding applies to: findings
         of device classes that come out equal are merged into one diagnostic."""
         return TARGETS
+
+
+@dataclass
+class CallsiteContext:
+    """One call site of a Python file: a launch or an autotune list (``site.kind``), the device
+    classes to judge it for, and the evaluator that compiles it (memoised across rules)."""
+
+    site: Any  # tilefit.callsites.sites.LaunchSite | AutotuneSite
+    classes: tuple  # tilefit.engine.DeviceClass, devices with equal limits and arch
+    evaluator: Any  # tilefit.callsites.evaluate.CallsiteEvaluator
+    checks: Any = None  # tilefit.callsites.checks.SiteChecks: the shared per-site results
+
+    @property
+    def path(self) -> str:
+        return self.site.path
 
 
 # Placeholders in TARGET findings' messages, filled in by the engine after merging classes.
