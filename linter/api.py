@@ -35,6 +35,8 @@ class CheckOptions:
     force_exclude: bool = False
     device_files: list[str] = field(default_factory=list)
     triton_version: str | None = None
+    # Python files: import a kernel's module when its source cannot be extracted (runs its code).
+    allow_import: bool = False
 
 
 @dataclass
@@ -102,7 +104,10 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
                               triton_version=opts.triton_version or settings.triton_version)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets)
+    from .callsites.checker import CallsiteOptions
+
+    return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
+                  callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import))
 
 
 def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None,
@@ -111,7 +116,7 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
     settings = settings or Settings()
     engine = engine or build_engine(settings, opts)
     exclude = list(settings.exclude) + list(settings.extend_exclude)
-    found = discover(paths, exclude=exclude, force_exclude=opts.force_exclude)
+    found = discover(paths, exclude=exclude, force_exclude=opts.force_exclude, python=engine.has_callsite_rules())
     diagnostics = []
     tables = {}
     errors: list[str] = []
@@ -122,6 +127,13 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
             diagnostics.extend(engine.check_table(table))
         except Exception as exc:  # a rule bug must not hide the other files' results
             errors.append(f"internal error while checking {path}: {type(exc).__name__}: {exc}")
+    if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
+        try:
+            run = engine.check_python(found.python_files)
+            diagnostics.extend(run.diagnostics)
+            errors.extend(run.errors)
+        except Exception as exc:
+            errors.append(f"internal error while checking Python files: {type(exc).__name__}: {exc}")
     baselined = 0
     baseline = opts.baseline or (resolve_relative(settings, settings.baseline) if settings.baseline else None)
     if baseline:
@@ -130,7 +142,7 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         diagnostics, baselined = filter_baselined(diagnostics, records)
-    return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files),
+    return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files) + len(found.python_files),
                        missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine)
 
 

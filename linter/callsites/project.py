@@ -30,12 +30,14 @@ class ScanStats:
 
 
 class Project:
-    def __init__(self, modules: Iterable[ModuleScan] = ()):
+    def __init__(self, modules: Iterable[ModuleScan] = (), on_demand: bool = True):
         self.modules: dict[str, list[ModuleScan]] = {}
         self.by_path: dict[str, ModuleScan] = {}
         self._suffix: dict[str, list[ModuleScan]] = {}
         self.stats = ScanStats()
         self.evaluator = Evaluator(self)
+        # follow imports into files that were not named (a pre-commit hook passes single files)
+        self.on_demand = on_demand
         for m in modules:
             self.add(m)
 
@@ -53,9 +55,9 @@ class Project:
             self.stats.errors.append(f"{module.path}: {module.error}")
 
     @classmethod
-    def scan(cls, files: Iterable[str]) -> "Project":
+    def scan(cls, files: Iterable[str], on_demand: bool = True) -> "Project":
         """Scan ``files`` (paths of .py files)."""
-        project = cls()
+        project = cls(on_demand=on_demand)
         deferred: list[tuple[str, bytes]] = []
         for path in files:
             project.stats.files += 1
@@ -95,6 +97,19 @@ class Project:
     def all_modules(self) -> list[ModuleScan]:
         return list(self.by_path.values())
 
+    def primary_modules(self) -> list[ModuleScan]:
+        """The modules of the files that were asked for."""
+        return [m for m in self.by_path.values() if not m.extra]
+
+    def _load_extra(self, path: str) -> ModuleScan | None:
+        if not self.on_demand or not os.path.isfile(path):
+            return None
+        name, is_pkg = module_name(path)
+        module = scan_source(SourceFile.read(path), name, is_pkg)
+        module.extra = True
+        self.add(module)
+        return module
+
     # -- lookups -----------------------------------------------------------------------------
     def find_module(self, name: str, near: ModuleScan | None = None) -> ModuleScan | None:
         found = self.modules.get(name)
@@ -118,8 +133,13 @@ class Project:
 
     def _module_at(self, folder: str, dotted: str) -> ModuleScan | None:
         base = os.path.join(folder, *dotted.split(".")) if dotted else folder
-        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+        candidates = (base + ".py", os.path.join(base, "__init__.py"))
+        for candidate in candidates:
             m = self.by_path.get(os.path.abspath(candidate))
+            if m is not None:
+                return m
+        for candidate in candidates:
+            m = self._load_extra(os.path.abspath(candidate))
             if m is not None:
                 return m
         return None
@@ -131,7 +151,12 @@ class Project:
             target = self._module_at(folder, binding.module or "")
             name = "." * binding.level + (binding.module or "")
             return target, name
-        return self.find_module(binding.module or "", near=module), binding.module or ""
+        found = self.find_module(binding.module or "", near=module)
+        if found is None and self.on_demand and binding.module and binding.module.split(".")[0] != "triton":
+            from tilefit.smem.extract import _package_root
+
+            found = self._module_at(_package_root(module.path), binding.module)
+        return found, binding.module or ""
 
     def import_value(self, module: ModuleScan, name: str, binding: Binding, depth: int = 0) -> Val:
         """What an imported name refers to."""
@@ -162,6 +187,10 @@ class Project:
                 return Ref("module", sub)
         else:
             sub = self.find_module(f"{mod_name}.{binding.attr}", near=module)
+            if sub is None and self.on_demand and mod_name.split(".")[0] != "triton":
+                from tilefit.smem.extract import _package_root
+
+                sub = self._module_at(_package_root(module.path), f"{mod_name}.{binding.attr}")
             if sub is not None:
                 return Ref("module", sub)
         return Unknown(f"{name} is imported from {dotted}, which is not in the scanned tree")

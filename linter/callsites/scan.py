@@ -108,6 +108,7 @@ class ModuleScan:
     launches: list[LaunchCall] = field(default_factory=list)
     calls: dict[str, list[CallRecord]] = field(default_factory=dict)  # called name -> calls
     is_package: bool = False
+    extra: bool = False  # loaded only to follow an import: its own launches are not reported
 
     @property
     def error(self) -> str | None:

@@ -261,7 +261,7 @@ def build_sites(project: Project) -> Sites:
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
     caller_cache: dict[int, list] = {}
-    for module in project.all_modules():
+    for module in project.primary_modules():
         for launch in module.launches:
             frame = Frame(module, launch.scope, before_line=launch.line)
             callee = ev.expr(frame, launch.callee)
@@ -303,7 +303,7 @@ def build_sites(project: Project) -> Sites:
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
                 unresolved.append((launch, reason))
-    autotunes = [_autotune_site(project, k, launches) for m in project.all_modules() for k in m.all_kernels
+    autotunes = [_autotune_site(project, k, launches) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]
     return Sites(launches, autotunes, unresolved)
 

@@ -1,0 +1,98 @@
+"""The engine path for Python files: scan, build sites, run the CALLSITE rules, position.
+
+Python files have no device in their name, so they are judged against the engine's targets
+(``--target`` and ``[tool.tilefit] targets``) only; without targets nothing is compiled and
+the rules report nothing device-specific. Diagnostics have ``pointer=None``; ``# noqa`` /
+``# noqa: CODE`` on the diagnostic's line or on the first line of the launch (or of the
+autotune decorator) suppresses them, and ``per-file-ignores`` apply as to JSON files.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from tilefit.model import Diagnostic, fingerprint_of
+
+from .checks import SiteChecks
+from .evaluate import CallsiteEvaluator
+from .project import Project
+from .sites import Sites, build_sites
+
+
+@dataclass
+class CallsiteOptions:
+    """``[tool.tilefit.kernels]`` and ``--allow-import``."""
+
+    kernels: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    allow_import: bool = False
+
+
+@dataclass
+class PythonRun:
+    diagnostics: list[Diagnostic]
+    project: Project
+    sites: Sites
+    evaluator: CallsiteEvaluator | None
+    errors: list[str] = field(default_factory=list)
+
+
+def _display(path: str) -> str:
+    return path.replace(os.sep, "/")
+
+
+def check_python(engine, paths: Sequence[str], rules: Sequence, options: CallsiteOptions | None = None,
+                 project: Project | None = None) -> PythonRun:
+    """Run the CALLSITE ``rules`` over the Python files ``paths`` with ``engine``'s targets,
+    estimator mode and selection."""
+    options = options or CallsiteOptions()
+    project = project or Project.scan(paths)
+    sites = build_sites(project)
+    classes = engine._targets(None)
+    evaluator = CallsiteEvaluator(project, kernels=options.kernels, mode=engine.estimator.mode,
+                                  allow_import=options.allow_import, estimator=engine.estimator)
+    checks = SiteChecks(evaluator, classes)
+    from tilefit.rules.base import CallsiteContext
+
+    out: list[Diagnostic] = []
+    errors: list[str] = []
+    ignores: dict[str, list[str]] = {}
+    for site in list(sites.launches) + list(sites.autotunes):
+        path = _display(site.path)
+        if path not in ignores:
+            ignores[path] = engine.selection.file_ignores(path)[0]
+        whole = ignores[path]
+        ctx = CallsiteContext(site, tuple(classes), evaluator, checks)
+        source = site.module.source
+        for rule in rules:
+            if whole and not engine.selection.decides(rule.code, rule.default_enabled, whole):
+                continue
+            try:
+                findings = list(rule.check(ctx))
+            except Exception as exc:  # a rule bug must not hide the other sites' results
+                errors.append(f"internal error in {rule.code} at {path}:{site.anchor.start.line}: "
+                              f"{type(exc).__name__}: {exc}")
+                continue
+            for finding in findings:
+                span = finding.span or site.anchor
+                lines = {span.start.line, *site.lines}
+                if any((nq := source.noqa(line)) is not None and nq.suppresses(rule.code) for line in lines):
+                    continue
+                targets = list(finding.data.get("targets", ())) if finding.data else []
+                target = targets[0] if targets else None
+                out.append(Diagnostic(
+                    code=rule.code,
+                    message=finding.message,
+                    path=path,
+                    span=span,
+                    severity=finding.severity or rule.severity,
+                    pointer=None,
+                    target=target,
+                    fix=finding.fix,
+                    data=dict(finding.data),
+                    fingerprint=fingerprint_of(rule.code, path, site.identity, target,
+                                               finding.identity or finding.message),
+                ))
+    out.sort(key=lambda d: d.sort_key)
+    return PythonRun(out, project, sites, evaluator, errors)

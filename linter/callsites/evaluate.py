@@ -1,0 +1,712 @@
+"""Shared memory of call sites: one compile per (kernel, launch values, dtype variant, arch).
+
+A :class:`Case` is what a launch (or an autotune config with a launch) fixes: constexpr values,
+literal arguments, options. :meth:`CallsiteEvaluator.run` turns a case, a dtype
+:class:`Variant` and a device into an :class:`Outcome` (the bytes of shared memory per block,
+or why there are none):
+
+1. **Source.** The kernel is taken out of its file into a scratch module
+   (:func:`tilefit.smem.extract.extract_kernel`, no user code runs). If that fails and
+   ``allow_import`` is on, the user's module is imported instead. If neither works, a kernel
+   with the name of one of our reference kernels is estimated by the analytic model; anything
+   else is *unknown*, with the reason.
+2. **Launch-like arguments.** Pointers get their variant's element type (16-byte aligned),
+   ints a 16-divisible value, or 1 for the strides of contiguous dimensions
+   (:mod:`tilefit.callsites.kernelinfo`, and ``x.stride(-1)`` at the launch), floats a float;
+   literals at the launch win. Values go through Triton's own launch specialiser
+   (:func:`tilefit.smem.exact.specialise`). ``@triton.heuristics`` are folded statically.
+3. **Compile** for the device's arch with :func:`tilefit.smem.exact.compile_plan` (stops at the
+   shared-memory allocation), through :class:`~tilefit.callsites.cache.ScratchCompileCache`.
+
+Dtype variants come from ``[tool.tilefit.kernels."module:function"]`` (parameter name ->
+list of dtypes for pointers, or of values for other parameters; ``"A,B"`` keys vary
+parameters together), else a sweep of bf16/fp16/fp8e4nv over the data pointers. A variant a
+device cannot run (fp8e4nv before sm_89) is *unsupported* there, not an error.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import importlib
+import itertools
+import json
+import os
+import sys
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from .kernelinfo import KernelInfo, analyze
+from .project import Project
+from .scan import KernelDef
+from .sites import AutotuneConfig, AutotuneSite, Instance, LaunchSite, heuristics_of
+from .values import DictVal, Frame, Lit, Ref, Unknown, Val, branches
+
+SWEEP = ("bf16", "fp16", "fp8e4nv")
+DEFAULT_INT = 4096  # a launch-like int: divisible by 16, fits i32
+MAX_VARIANTS = 32
+
+# Triton dtype names (tl.<name>) -> the element type names of tilefit.smem.launch
+_TL_DTYPES = {
+    "float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64", "float8e4nv": "fp8e4nv",
+    "float8e5": "fp8e5", "float8e4b8": "fp8e4b8", "float8e4b15": "fp8e4b15", "float8e5b16": "fp8e5b16",
+    "int8": "i8", "uint8": "u8", "int16": "i16", "int32": "i32", "int64": "i64", "uint32": "u32", "int1": "i1",
+    "fp16": "fp16", "bf16": "bf16", "fp32": "fp32",
+}
+TRITON_TYPES = frozenset({"fp16", "bf16", "fp32", "fp64", "fp8e4nv", "fp8e5", "fp8e4b8", "fp8e4b15", "fp8e5b16",
+                          "i8", "u8", "i16", "i32", "i64", "u32", "i1"})
+_UNSUPPORTED = ("not supported in this architecture", "is not supported on", "unsupported on this architecture")
+
+
+@dataclass(frozen=True)
+class TritonDType:
+    """A ``tl.bfloat16``-like constexpr argument."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Variant:
+    """Element types of the pointers and values of other parameters for one evaluation."""
+
+    label: str
+    dtypes: tuple[tuple[str, str], ...] = ()
+    values: tuple[tuple[str, Any], ...] = ()
+    explicit: bool = False  # from [tool.tilefit.kernels]
+    error: str = ""  # the table entry cannot be used (unknown dtype, unknown parameter)
+
+    def dtype_of(self, name: str) -> str | None:
+        for k, v in self.dtypes:
+            if k == name:
+                return v
+        return None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: str  # ok | unsupported | failed | unknown
+    shared: int | None = None
+    estimator: str = ""  # exact | import | analytic
+    detail: str = ""
+    num_warps: int | None = None
+    num_stages: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+@dataclass
+class Case:
+    """What one launch (or autotune config) fixes, without dtype variant and device."""
+
+    kernel: KernelDef
+    label: str = ""
+    given: dict[str, Any] = field(default_factory=dict)  # parameter -> Python value
+    reasons: dict[str, str] = field(default_factory=dict)  # parameter -> why its value is unknown
+    options: dict[str, Any] = field(default_factory=dict)  # num_warps, num_stages, ...
+    option_reasons: dict[str, str] = field(default_factory=dict)
+    hints: dict[str, int] = field(default_factory=dict)  # launch-site facts: stride(-1) -> 1
+    literals: dict[str, Lit] = field(default_factory=dict)  # parameter/option -> its literal (for fixes)
+
+    def with_value(self, name: str, value: Any) -> "Case":
+        from .sites import LAUNCH_OPTIONS
+
+        if name in LAUNCH_OPTIONS:
+            return replace(self, options={**self.options, name: value})
+        return replace(self, given={**self.given, name: value})
+
+    def value(self, name: str) -> Any:
+        from .sites import LAUNCH_OPTIONS
+
+        return self.options.get(name) if name in LAUNCH_OPTIONS else self.given.get(name)
+
+
+def _python_value(v: Val) -> tuple[bool, Any]:
+    if isinstance(v, Lit):
+        return True, v.value
+    if isinstance(v, Ref) and v.kind == "triton":
+        short = str(v.target).rsplit(".", 1)[-1]
+        if short in _TL_DTYPES:
+            return True, TritonDType(_TL_DTYPES[short])
+    return False, None
+
+
+def _stride_hint(expr: ast.expr | None) -> int | None:
+    """``x.stride(-1)`` at the launch: the last stride of a (contiguous) tensor is 1."""
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "stride" \
+            and len(expr.args) == 1:
+        a = expr.args[0]
+        if isinstance(a, ast.UnaryOp) and isinstance(a.op, ast.USub) and isinstance(a.operand, ast.Constant) \
+                and a.operand.value == 1:
+            return 1
+    return None
+
+
+def case_from(kernel: KernelDef, inst: Instance, arg_exprs: Mapping[str, ast.expr] | None = None,
+              config: AutotuneConfig | None = None) -> Case:
+    case = Case(kernel, inst.label)
+    for name, v in inst.args.items():
+        ok, py = _python_value(v)
+        if ok:
+            case.given[name] = py
+            if isinstance(v, Lit):
+                case.literals[name] = v
+        else:
+            case.reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not a static value"
+    for name, v in inst.options.items():
+        ok, py = _python_value(v)
+        if ok:
+            case.options[name] = py
+            if isinstance(v, Lit):
+                case.literals[name] = v
+        else:
+            case.option_reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not a static value"
+    for name, expr in (arg_exprs or {}).items():
+        hint = _stride_hint(expr)
+        if hint is not None:
+            case.hints[name] = hint
+    if config is not None:
+        case.label = ", ".join(x for x in (config.label, inst.label) if x)
+        for name, v in config.kwargs.items():
+            ok, py = _python_value(v)
+            if ok:
+                case.given[name] = py
+                case.reasons.pop(name, None)
+                if isinstance(v, Lit):
+                    case.literals[name] = v
+            else:
+                case.reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not a static value"
+        case.options = {}
+        case.option_reasons = {}
+        for name, v in config.options.items():
+            ok, py = _python_value(v)
+            if ok:
+                case.options[name] = py
+                if isinstance(v, Lit):
+                    case.literals[name] = v
+            else:
+                case.option_reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not static"
+    return case
+
+
+def launch_cases(site: LaunchSite) -> list[Case]:
+    return [case_from(site.kernel, inst, site.arg_exprs) for inst in site.instances]
+
+
+def config_cases(site: AutotuneSite, config: AutotuneConfig) -> list[Case]:
+    """A config with each launch of the kernel (its other constexprs), or alone."""
+    if not site.launches:
+        return [case_from(site.kernel, Instance("", {}, {}), None, config)]
+    out = []
+    seen = set()
+    for launch in site.launches:
+        for inst in launch.instances:
+            case = case_from(site.kernel, inst, launch.arg_exprs, config)
+            key = repr(sorted((k, repr(v)) for k, v in case.given.items()))
+            if key not in seen:
+                seen.add(key)
+                out.append(case)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# the kernels table
+
+
+def normalise_dtype(name: str) -> str:
+    from tilefit.smem.launch import triton_type
+
+    return triton_type(_TL_DTYPES.get(name, name))
+
+
+def table_for(table: Mapping[str, Mapping[str, Any]], kernel: KernelDef) -> Mapping[str, Any] | None:
+    """The ``[tool.tilefit.kernels]`` entry of ``kernel``: ``"pkg.mod:fn"`` matches the module by
+    its full dotted name or a trailing part of it (``"mod:fn"``), or by its file path."""
+    best = None
+    for key, entry in table.items():
+        mod, _, fn = key.rpartition(":")
+        if fn != kernel.name:
+            continue
+        name = kernel.module.name
+        path = kernel.module.path.replace(os.sep, "/")
+        if mod in ("", "*") or name == mod or name.endswith("." + mod) or \
+                mod.endswith(".py") and (path == mod or path.endswith("/" + mod.lstrip("./"))):
+            if best is None or len(mod) > len(best[0]):
+                best = (mod, entry)
+    return best[1] if best else None
+
+
+def kernel_variants(kernel: KernelDef, info: KernelInfo, table: Mapping[str, Any] | None) -> list[Variant]:
+    data = info.data_pointers
+    if not table:
+        if not data:
+            return [Variant("")]
+        shown = ",".join(data[:3]) + (",\u2026" if len(data) > 3 else "")
+        return [Variant(f"{shown}={dt}", tuple((p, dt) for p in data)) for dt in SWEEP]
+    axes: list[list[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, Any], ...], str]]] = []
+    params = {p.name for p in kernel.params}
+    for key, values in table.items():
+        names = [n.strip() for n in key.split(",") if n.strip()]
+        values = values if isinstance(values, list) else [values]
+        axis = []
+        for v in values:
+            dts, vals, errors = [], [], []
+            for n in names:
+                if n not in params:
+                    errors.append(f"{kernel.name} has no parameter {n!r} ([tool.tilefit.kernels.\"{kernel.key}\"])")
+                elif n in info.pointers:
+                    dt = normalise_dtype(str(v)) if isinstance(v, str) else None
+                    if dt not in TRITON_TYPES:
+                        errors.append(f"{v!r} is not a dtype for the pointer {n} ([tool.tilefit.kernels."
+                                      f"\"{kernel.key}\"]; e.g. bf16, fp16, fp8e4nv, fp32)")
+                    else:
+                        dts.append((n, dt))
+                else:
+                    vals.append((n, v))
+            label = f"{key}={v}" if len(values) > 1 else ""
+            axis.append((label, tuple(dts), tuple(vals), "; ".join(errors)))
+        axes.append(axis)
+    out = []
+    for combo in itertools.product(*axes):
+        label = ", ".join(lab for lab, _, _, _ in combo if lab)
+        dts = tuple(x for _, d, _, _ in combo for x in d)
+        vals = tuple(x for _, _, v, _ in combo for x in v)
+        error = "; ".join(e for _, _, _, e in combo if e)
+        out.append(Variant(label, dts, vals, explicit=True, error=error))
+        if len(out) >= MAX_VARIANTS:
+            break
+    return out
+
+
+def default_dtype(role: str, variant: Variant, info: KernelInfo) -> str:
+    """The element type of a pointer the variant does not name: int32 for index tensors, fp32
+    for scales; data and outputs follow the sweep's dtype (outputs of an fp8 sweep are bf16),
+    and are bf16 beside a [tool.tilefit.kernels] table."""
+    if role == "index":
+        return "i32"
+    if role == "scale":
+        return "fp32"
+    if variant.explicit:
+        return "bf16"
+    data = [variant.dtype_of(p) for p in info.data_pointers if variant.dtype_of(p)]
+    first = data[0] if data else "bf16"
+    if role == "output":
+        return first if first in ("fp16", "bf16", "fp32") else "bf16"
+    return first
+
+
+# ----------------------------------------------------------------------------------------------
+# sources of a compile
+
+
+@dataclass(frozen=True)
+class Source:
+    kind: str  # scratch | import | none
+    module: str | None = None  # importable module name holding the JITFunction
+    function: str | None = None
+    hash: str | None = None  # cache key part
+    reason: str = ""
+    scratch: Any = None
+
+
+class CallsiteEvaluator:
+    """Evaluates cases against devices; memoises outcomes, extractions and kernel analyses."""
+
+    def __init__(self, project: Project, *, kernels: Mapping[str, Mapping[str, Any]] | None = None,
+                 mode: str = "auto", allow_import: bool = False, estimator=None, cache=None,
+                 triton: bool | None = None):
+        self.project = project
+        self.kernels = dict(kernels or {})
+        self.mode = mode
+        self.allow_import = allow_import
+        self.estimator = estimator  # tilefit.estimate.Estimator, for the analytic fallback
+        if triton is None:
+            from tilefit.smem.exact import triton_version
+
+            triton = triton_version() is not None
+        self.triton = triton
+        if cache is None and triton:
+            from tilefit.cachedir import cache_root
+
+            root = cache_root()
+            if root is not None:
+                from .cache import ScratchCompileCache
+
+                cache = ScratchCompileCache(root)
+        self.cache = cache
+        self._sources: dict[int, Source] = {}
+        self._variants: dict[int, list[Variant]] = {}
+        self._memo: dict[tuple, Outcome] = {}
+        self._lock = threading.RLock()
+        self.compiles = 0
+        self.compile_seconds = 0.0
+
+    # -- per kernel --------------------------------------------------------------------------
+    def info(self, kernel: KernelDef) -> KernelInfo:
+        return analyze(kernel, self._helper)
+
+    def _helper(self, fn, func_expr) -> KernelDef | None:
+        if not isinstance(func_expr, ast.Name):
+            return None
+        module = self._module_of(fn)
+        if module is None:
+            return None
+        v = self.project.evaluator.global_name(module, func_expr.id)
+        for _, x in branches(v):
+            if isinstance(x, Ref) and x.kind == "kernel":
+                return x.target
+        return None
+
+    def _module_of(self, fn):
+        cache = getattr(self, "_owner", None)
+        if cache is None:
+            cache = self._owner = {}
+            for m in self.project.all_modules():
+                for k in m.all_kernels:
+                    cache[id(k.node)] = m
+        return cache.get(id(fn))
+
+    def variants(self, kernel: KernelDef) -> list[Variant]:
+        key = id(kernel)
+        hit = self._variants.get(key)
+        if hit is None:
+            hit = kernel_variants(kernel, self.info(kernel), table_for(self.kernels, kernel))
+            self._variants[key] = hit
+        return hit
+
+    def table(self, kernel: KernelDef):
+        return table_for(self.kernels, kernel)
+
+    def source(self, kernel: KernelDef) -> Source:
+        key = id(kernel)
+        hit = self._sources.get(key)
+        if hit is not None:
+            return hit
+        from tilefit.smem.extract import ExtractError, extract_kernel
+
+        try:
+            scratch = extract_kernel(kernel.module.path, kernel.name, modules=self._module_for_path)
+            src = Source("scratch", scratch.name, kernel.name, scratch.hash, scratch=scratch)
+        except ExtractError as exc:
+            reason = exc.reason + (f" (line {exc.line})" if exc.line else "")
+            if exc.path != os.path.abspath(kernel.module.path):
+                reason += f" in {exc.path}"
+            src = Source("none", reason=reason)
+            if self.allow_import:
+                src = self._import_source(kernel, reason)
+        self._sources[key] = src
+        return src
+
+    def _module_for_path(self, path: str):
+        m = self.project.by_path.get(os.path.abspath(path))
+        if m is not None:
+            return m
+        from tilefit.smem.extract import _load_module
+
+        return _load_module(path)
+
+    def _import_source(self, kernel: KernelDef, why: str) -> Source:
+        """--allow-import: import the user's module (its code runs) and take the JITFunction."""
+        from tilefit.smem.extract import _package_root
+
+        path = os.path.abspath(kernel.module.path)
+        root = _package_root(path)
+        name = kernel.module.name
+        try:
+            if root not in sys.path:
+                sys.path.insert(0, root)
+            mod = importlib.import_module(name)
+            fn = getattr(mod, kernel.name)
+            import triton
+
+            seen = 0
+            while not isinstance(fn, triton.runtime.JITFunction) and hasattr(fn, "fn") and seen < 8:
+                fn = fn.fn
+                seen += 1
+            if not isinstance(fn, triton.runtime.JITFunction):
+                return Source("none", reason=f"{why}; importing {name} gave no JITFunction for {kernel.name}")
+        except Exception as exc:  # noqa: BLE001 - the user's module may fail in any way
+            return Source("none", reason=f"{why}; importing {name} failed: {type(exc).__name__}: {exc}")
+        digest = hashlib.sha256(f"import:{path}:{kernel.name}:{os.stat(path).st_mtime_ns}".encode()).hexdigest()
+        shim_name = f"_tilefit_import_{digest[:20]}"
+        import types
+
+        shim = types.ModuleType(shim_name)
+        setattr(shim, kernel.name, fn)
+        sys.modules[shim_name] = shim
+        # the imported module's source may change between runs: do not cache on disk
+        return Source("import", shim_name, kernel.name, None, reason=why)
+
+    # -- one evaluation ----------------------------------------------------------------------
+    def run(self, case: Case, variant: Variant, device) -> Outcome:
+        arch = device.arch
+        key = (id(case.kernel), _freeze(case.given), _freeze(case.options), _freeze(case.hints), variant, arch,
+               tuple(sorted(case.reasons)), tuple(sorted(case.option_reasons)))
+        with self._lock:
+            hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        out = self._run(case, variant, device)
+        with self._lock:
+            self._memo[key] = out
+        return out
+
+    def _run(self, case: Case, variant: Variant, device) -> Outcome:
+        kernel = case.kernel
+        arch = device.arch
+        if variant.error:
+            return Outcome("unknown", detail=variant.error)
+        fp8 = device.triton_fp8_dtypes
+        for name, dt in variant.dtypes:
+            if dt.startswith("fp8") and fp8 is not None and dt not in fp8:
+                return Outcome("unsupported", detail=f"{dt} is not a Triton fp8 type on {arch}")
+        built = self.plan(case, variant, arch)
+        if isinstance(built, Outcome):
+            return built
+        args, num_warps, num_stages, options = built
+        use_exact = self.mode != "analytic" and self.triton
+        if use_exact:
+            src = self.source(kernel)
+            if src.kind != "none":
+                return self._compile(src, case, args, num_warps, num_stages, options, arch)
+            reason = src.reason
+        elif self.mode == "analytic":
+            reason = "--estimator analytic has no model of this kernel"
+        else:
+            reason = "Triton is not installed (pip install 'tilefit[triton]')"
+        known = self._known(case, variant, device, num_warps, num_stages)
+        if known is not None:
+            return known
+        hint = "" if self.allow_import or not use_exact else "; --allow-import imports the module instead"
+        return Outcome("unknown", detail=f"{reason}{hint}")
+
+    def plan(self, case: Case, variant: Variant, arch: str):
+        """``(args, num_warps, num_stages, options)`` of the launch-like compile, or an
+        :class:`Outcome` saying which values are missing."""
+        from tilefit.smem.launch import BACKEND_OPTIONS, Arg
+
+        kernel = case.kernel
+        info = self.info(kernel)
+        table_values = dict(variant.values)
+        given = case.given
+        args: list[Arg] = []
+        missing: list[str] = []
+        heur = heuristics_of(self.project, kernel)
+        pending: list[str] = []
+        for p in kernel.params:
+            name = p.name
+            if name in given:
+                value = given[name]
+            elif name in table_values:
+                value = table_values[name]
+            elif name in heur:
+                pending.append(name)
+                continue
+            elif p.default is not None and p.constexpr:
+                continue  # Triton uses the signature's default
+            elif p.constexpr:
+                why = case.reasons.get(name, "not passed at the launch")
+                missing.append(f"{name} ({why})")
+                continue
+            else:
+                value = _MISSING
+            if p.constexpr:
+                if isinstance(value, TritonDType):
+                    args.append(Arg(name, "dtype", value.name))
+                else:
+                    args.append(Arg(name, "constexpr", value))
+                continue
+            if name in info.pointers:
+                if value is None:
+                    args.append(Arg(name, "none"))
+                else:
+                    dt = variant.dtype_of(name) or default_dtype(info.pointers[name], variant, info)
+                    args.append(Arg(name, "ptr", dt))
+                continue
+            if value is _MISSING:
+                if p.default is not None:
+                    continue
+                if name in info.floats:
+                    args.append(Arg(name, "float", 0.5))
+                elif case.hints.get(name) == 1 or name in info.unit_strides:
+                    args.append(Arg(name, "int", 1))
+                else:
+                    args.append(Arg(name, "int", DEFAULT_INT))
+            elif value is None:
+                args.append(Arg(name, "none"))
+            elif isinstance(value, bool):
+                args.append(Arg(name, "bool", value))
+            elif isinstance(value, int):
+                args.append(Arg(name, "int", value))
+            elif isinstance(value, float):
+                args.append(Arg(name, "float", value))
+            elif isinstance(value, TritonDType):
+                args.append(Arg(name, "dtype", value.name))
+            else:
+                missing.append(f"{name} (passed {value!r}, not a number)")
+        if pending:
+            known = {a.name: a for a in args}
+            for name in pending:
+                value, why = self._heuristic(kernel, heur[name], known, given)
+                if why:
+                    missing.append(f"{name} (@triton.heuristics: {why})")
+                else:
+                    a = Arg(name, "constexpr", value)
+                    args.append(a)
+                    known[name] = a
+        if missing:
+            return Outcome("unknown", detail="no static value for " + ", ".join(missing))
+        from tilefit.smem.exact import parse_arch
+
+        try:
+            backend, _, _ = parse_arch(arch)
+        except Exception as exc:  # noqa: BLE001
+            return Outcome("unsupported", detail=str(exc))
+        opts = case.options
+        bad = [f"{k} ({case.option_reasons[k]})" for k in ("num_warps", "num_stages") if k in case.option_reasons]
+        if bad:
+            return Outcome("unknown", detail="no static value for " + ", ".join(bad))
+        num_warps = opts.get("num_warps", 4)
+        num_stages = opts.get("num_stages", 2 if backend == "hip" else 3)
+        if not isinstance(num_warps, int) or not isinstance(num_stages, int):
+            return Outcome("unknown", detail=f"num_warps={num_warps!r} num_stages={num_stages!r} are not ints")
+        options = tuple(sorted((k, v) for k, v in opts.items() if k in BACKEND_OPTIONS and v is not None))
+        order = {p.name: p.index for p in kernel.params}
+        args.sort(key=lambda a: order.get(a.name, 1 << 30))
+        return args, num_warps, num_stages, options
+
+    def _heuristic(self, kernel: KernelDef, node, known: dict, given: dict) -> tuple[Any, str]:
+        if not isinstance(node, ast.Lambda) or len(node.args.args) != 1:
+            return None, "not a one-argument lambda"
+        items = []
+        for name, a in known.items():
+            if a.kind in ("int", "float", "bool", "constexpr"):
+                items.append((name, Lit(a.value)))
+        for name, value in given.items():
+            if not any(k == name for k, _ in items) and isinstance(value, (int, float, bool, str)):
+                items.append((name, Lit(value)))
+        frame = Frame(kernel.module, None, {node.args.args[0].arg: DictVal(tuple(items))})
+        v = self.project.evaluator.expr(frame, node.body)
+        if isinstance(v, Lit):
+            return v.value, ""
+        return None, v.reason if isinstance(v, Unknown) else "not static"
+
+    def _compile(self, src: Source, case: Case, args, num_warps: int, num_stages: int, options, arch: str) -> Outcome:
+        from tilefit.smem.exact import ExactResult, compile_plan
+        from tilefit.smem.launch import LaunchPlan
+
+        key = json.dumps([src.function, [(a.name, a.kind, _jsonable(a.value)) for a in args], num_warps, num_stages,
+                          [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
+        result: ExactResult | None = None
+        if self.cache is not None and src.hash:
+            result = self.cache.get(src.hash, key, arch)
+        if result is None:
+            if src.kind == "scratch":
+                try:
+                    src.scratch.load()
+                except Exception as exc:  # noqa: BLE001
+                    return Outcome("failed", estimator="exact",
+                                   detail=f"the scratch module does not load: {type(exc).__name__}: {exc}")
+            plan = LaunchPlan(f"{case.kernel.key}", src.module, src.function, tuple(args), num_warps, num_stages,
+                              options)
+            import time
+
+            t0 = time.perf_counter()
+            try:
+                result = compile_plan(plan, arch, raise_on_error=False)
+            except Exception as exc:  # noqa: BLE001 - unsupported arch, bad plan: data, not a crash
+                return Outcome("failed", estimator="exact", detail=f"{type(exc).__name__}: {exc}")
+            finally:
+                self.compiles += 1
+                self.compile_seconds += time.perf_counter() - t0
+            if self.cache is not None and src.hash:
+                self.cache.put(src.hash, key, arch, result, kernel=case.kernel.key)
+        est = "exact" if src.kind == "scratch" else "import"
+        if result.error is not None:
+            status = "unsupported" if any(s in result.error for s in _UNSUPPORTED) else "failed"
+            return Outcome(status, estimator=est, detail=_short_error(result.error), num_warps=num_warps,
+                           num_stages=num_stages)
+        return Outcome("ok", result.shared_bytes, est, num_warps=num_warps, num_stages=num_stages)
+
+    # -- our reference kernels: the analytic model -------------------------------------------
+    def _known(self, case: Case, variant: Variant, device, num_warps: int, num_stages: int) -> Outcome | None:
+        from tilefit.estimate import EstimatorUnavailable
+
+        spec = known_spec(case, variant, self.info(case.kernel), num_warps, num_stages)
+        if spec is None or self.estimator is None:
+            return None
+        try:
+            est = self.estimator.model.estimate(spec, device.arch)
+        except Exception as exc:  # noqa: BLE001 - ModelError, EstimatorUnavailable
+            if isinstance(exc, EstimatorUnavailable):
+                return None
+            return None
+        return Outcome("ok", est.shared_bytes, f"analytic ({est.status})", num_warps=num_warps,
+                       num_stages=num_stages)
+
+
+_MISSING = object()
+
+
+def _jsonable(v):
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    return repr(v)
+
+
+def _freeze(d: Mapping) -> tuple:
+    return tuple(sorted((k, repr(v)) for k, v in d.items()))
+
+
+def _short_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "error" in ln.lower() and len(ln) < 300:
+            return ln
+    return (lines[-1] if lines else text)[:300]
+
+
+# the reference kernels of tilefit.kernels and the engine kernels they stand for
+_KNOWN_MLA = {"mla_decode_stage1_kernel", "_fwd_grouped_kernel_stage1"}
+_KNOWN_MOE = {"fused_moe_kernel"}
+
+
+def known_spec(case: Case, variant: Variant, info: KernelInfo, num_warps: int, num_stages: int):
+    """A ``KernelSpec`` for a kernel that has the name of one of our reference kernels (or of
+    the engine kernel it reproduces), else None."""
+    from tilefit.smem.spec import make_spec
+
+    name = case.kernel.name
+    g = case.given
+    try:
+        if name in _KNOWN_MLA:
+            tile = {k: int(g[k]) for k in ("BLOCK_N", "BLOCK_H", "BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV") if k in g}
+            kv = None
+            for p in info.data_pointers:
+                if p.lower() not in ("q",):
+                    kv = variant.dtype_of(p) or kv
+            return make_spec("mla_decode", "bf16", tile, num_warps=num_warps, num_stages=num_stages, kv_dtype=kv)
+        if name in _KNOWN_MOE:
+            tile = {k: int(g[k]) for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M") if k in g}
+            if g.get("use_fp8_w8a8"):
+                dtype = "fp8_w8a8"
+            elif g.get("use_int8_w8a8"):
+                dtype = "int8_w8a8"
+            elif g.get("use_int8_w8a16"):
+                dtype = "int8_w8a16"
+            else:
+                first = info.data_pointers[0] if info.data_pointers else None
+                dtype = {"fp16": "fp16", "fp32": "fp32"}.get(variant.dtype_of(first) if first else "", "bf16")
+            bs = None
+            quant = "none"
+            if g.get("group_n") and g.get("group_k"):
+                bs, quant = (int(g["group_n"]), int(g["group_k"])), "block"
+            elif g.get("per_channel_quant"):
+                quant = "per_channel"
+            return make_spec("fused_moe", dtype, tile, num_warps=num_warps, num_stages=num_stages, quant=quant,
+                             block_shape=bs)
+    except (KeyError, ValueError, TypeError):
+        return None
+    return None
