@@ -43,9 +43,11 @@ FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
               help="Read [tool.tilefit] from this pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
+@click.option("--allow-import", is_flag=True,
+              help="Python files: import a kernel's module when its source cannot be extracted (runs its code).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
-          force_exclude):
+          force_exclude, allow_import):
     """Check tuning-config files against device limits.
 
     Each table is checked against the device its file name names, plus every --target.
@@ -62,6 +64,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         force_exclude=force_exclude,
         device_files=list(device_files),
         triton_version=triton_version,
+        allow_import=allow_import,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:
