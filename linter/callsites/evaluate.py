@@ -5,11 +5,13 @@ literal arguments, options. :meth:`CallsiteEvaluator.run` turns a case, a dtype
 :class:`Variant` and a device into an :class:`Outcome` (the bytes of shared memory per block,
 or why there are none):
 
-1. **Source.** The kernel is taken out of its file into a scratch module
+1. **Source.** (With ``--estimator analytic``, a kernel named like one of our reference
+   kernels is estimated by its closed form first.) The kernel is taken out of its file into a scratch module
    (:func:`tilefit.smem.extract.extract_kernel`, no user code runs). If that fails and
    ``allow_import`` is on, the user's module is imported instead. If neither works, a kernel
    with the name of one of our reference kernels is estimated by the analytic model; anything
-   else is *unknown*, with the reason.
+   else is *unknown*, with the reason. Other kernels have no closed form, so they are compiled
+   whenever Triton is installed, whatever ``--estimator`` says.
 2. **Launch-like arguments.** Pointers get their variant's element type (16-byte aligned),
    ints a 16-divisible value, or 1 for the strides of contiguous dimensions
    (:mod:`tilefit.callsites.kernelinfo`, and ``x.stride(-1)`` at the launch), floats a float;
@@ -466,14 +468,18 @@ class CallsiteEvaluator:
         if isinstance(built, Outcome):
             return built
         args, num_warps, num_stages, options = built
-        use_exact = self.mode != "analytic" and self.triton
+        # Our reference kernels have closed forms: --estimator analytic uses them. Any other
+        # kernel has none, so it is compiled whenever Triton is installed, whatever the mode.
+        if self.mode == "analytic":
+            known = self._known(case, variant, device, num_warps, num_stages)
+            if known is not None:
+                return known
+        use_exact = self.triton
         if use_exact:
             src = self.source(kernel)
             if src.kind != "none":
                 return self._compile(src, case, args, num_warps, num_stages, options, arch)
             reason = src.reason
-        elif self.mode == "analytic":
-            reason = "--estimator analytic has no model of this kernel"
         else:
             reason = "Triton is not installed (pip install 'tilefit[triton]')"
         known = self._known(case, variant, device, num_warps, num_stages)
