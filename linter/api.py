@@ -37,6 +37,10 @@ class CheckOptions:
     triton_version: str | None = None
     # Python files: import a kernel's module when its source cannot be extracted (runs its code).
     allow_import: bool = False
+    # Fixes: attach a planned Fix to fixable diagnostics (tilefit.fix); None: from the settings.
+    fix: bool = False
+    unsafe_fixes: bool | None = None
+    fix_margin: int | None = None
 
 
 @dataclass
@@ -48,6 +52,7 @@ class CheckResult:
     errors: list[str]  # internal errors (a rule raised): exit code 2
     baselined: int = 0
     engine: Engine | None = None
+    planner: object | None = None  # tilefit.fix.FixPlanner when fixes were planned
 
     @property
     def exit_code(self) -> int:
@@ -115,6 +120,11 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
     opts = opts or CheckOptions()
     settings = settings or Settings()
     engine = engine or build_engine(settings, opts)
+    planner = None
+    if opts.fix:
+        from tilefit.fix import make_planner
+
+        planner = make_planner(engine, settings, opts)
     exclude = list(settings.exclude) + list(settings.extend_exclude)
     found = discover(paths, exclude=exclude, force_exclude=opts.force_exclude, python=engine.has_callsite_rules())
     diagnostics = []
@@ -124,9 +134,16 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
         table = read_table(path, meta=meta)
         tables[table.path] = table
         try:
-            diagnostics.extend(engine.check_table(table))
+            found_here = engine.check_table(table)
         except Exception as exc:  # a rule bug must not hide the other files' results
             errors.append(f"internal error while checking {path}: {type(exc).__name__}: {exc}")
+            continue
+        if planner is not None:
+            try:
+                found_here = planner.attach(table, found_here)
+            except Exception as exc:  # a planner bug leaves the diagnostics without fixes
+                errors.append(f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}")
+        diagnostics.extend(found_here)
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
         try:
             run = engine.check_python(found.python_files)
@@ -143,7 +160,8 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
             raise UsageError(str(exc)) from None
         diagnostics, baselined = filter_baselined(diagnostics, records)
     return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files) + len(found.python_files),
-                       missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine)
+                       missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine,
+                       planner=planner)
 
 
 def print_errors(result: CheckResult, stream=None) -> None:

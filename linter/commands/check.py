@@ -45,9 +45,19 @@ FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
 @click.option("--allow-import", is_flag=True,
               help="Python files: import a kernel's module when its source cannot be extracted (runs its code).")
+@click.option("--fix/--no-fix", default=False, help="Rewrite offending entries with the fastest config that fits.")
+@click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
+              help="Also apply unsafe fixes (they change BLOCK_SIZE_K, hence the accumulation order).")
+@click.option("--diff", is_flag=True, help="Print a unified diff of the fixes instead of writing; exit 1 if any.")
+@click.option("--show-fixes", is_flag=True, help="List the fixes applied per file.")
+@click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a file was fixed, even if nothing remains.")
+@click.option("--fix-margin", type=click.IntRange(min=0), default=None, metavar="BYTES",
+              help="Bytes of shared memory a fix keeps free below every target's limit. [default: fix-margin, 0]")
+@click.option("--fix-report", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write a Markdown summary of the fixes (for a pull-request body).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
-          force_exclude, allow_import):
+          force_exclude, allow_import, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin, fix_report):
     """Check tuning-config files against device limits.
 
     Each table is checked against the device its file name names, plus every --target.
@@ -65,10 +75,26 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         device_files=list(device_files),
         triton_version=triton_version,
         allow_import=allow_import,
+        unsafe_fixes=unsafe_fixes,
+        fix_margin=fix_margin,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:
         fail(f"unknown output format {fmt!r} in configuration; choose from {', '.join(FORMATS)}")
+    if (fix or diff or fix_report) and not update_baseline:
+        from .fix import run_fix_flow
+
+        try:
+            code = run_fix_flow(opts, settings, list(paths) or ["."], fmt=fmt, output_file=output_file,
+                                statistics=statistics, quiet=quiet, diff=diff, show_fixes=show_fixes,
+                                fix_report=fix_report, exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix)
+        except UsageError as exc:
+            fail(str(exc))
+            return
+        sys.exit(code)
+    # Fixes are planned when the output shows them ([*] marks, help lines, the json `fix` field).
+    opts.fix = not update_baseline and (show_fixes or unsafe_fixes is not None
+                                        or (fmt in ("concise", "full", "json") and not statistics))
     try:
         result = run_check(list(paths) or ["."], opts, settings)
     except UsageError as exc:
@@ -88,7 +114,16 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         print_errors(result)
         sys.exit(2 if result.exit_code == 2 else 0)
 
-    render(result, fmt, output_file, statistics, quiet)
+    required = _required(unsafe_fixes, settings)
+    hints = []
+    if opts.fix:
+        from .fix import fix_hints
+
+        hint = fix_hints(result, required)
+        if hint:
+            hints.append(hint)
+    render(result, fmt, output_file, statistics, quiet, fix_applicability=required if opts.fix else None,
+           summary_lines=[summary(result)] + hints)
     print_errors(result)
     code = result.exit_code
     if exit_zero and code == 1:
@@ -96,7 +131,15 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     sys.exit(code)
 
 
-def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: bool) -> None:
+def _required(unsafe_fixes, settings) -> int:
+    from tilefit.model import Applicability
+
+    unsafe = unsafe_fixes if unsafe_fixes is not None else settings.unsafe_fixes
+    return int(Applicability.UNSAFE if unsafe else Applicability.SAFE)
+
+
+def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: bool,
+           fix_applicability: int | None = None, summary_lines: list[str] | None = None) -> None:
     from tilefit import __version__
     from tilefit.reporters import REPORTERS
     from tilefit.reporters.common import RenderContext
@@ -106,12 +149,13 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
         if statistics:
             write_statistics(result.diagnostics, stream)
         else:
-            ctx = RenderContext(tool_version=__version__)
+            ctx = RenderContext(tool_version=__version__, fix_applicability=fix_applicability)
             if fmt == "full":
                 ctx.sources = {p: t.doc.text for p, t in result.tables.items() if t.doc is not None}
             REPORTERS[fmt](result.diagnostics, stream, ctx)
         if not quiet and fmt in ("concise", "full") and not statistics:
-            stream.write(summary(result) + "\n")
+            for line in summary_lines if summary_lines is not None else [summary(result)]:
+                stream.write(line + "\n")
     finally:
         if output_file:
             stream.close()

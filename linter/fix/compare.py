@@ -1,0 +1,66 @@
+"""Original, naive and chosen configs side by side, for timing on a GPU.
+
+>>> from tilefit.fix import compare_fixes
+>>> for row in compare_fixes("E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json", ["rtx4090"]):
+...     time(row.original, row.M); time(row.naive, row.M); time(row.chosen, row.M)
+
+For every entry with a fixable diagnostic: the original entry, the naive fix (lower num_stages,
+not below 2, until it fits every target, then halve the largest block) and the fixer's choice,
+plus the GEMM shape the performance model assumed and its predictions. A GPU script can time the
+three configs at ``M`` with the table's kernel; nothing here needs a GPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Mapping, Sequence
+
+from tilefit.model import Applicability
+
+
+@dataclass(frozen=True)
+class FixComparison:
+    path: str
+    key: str  # the batch key as written
+    M: int | None  # the batch size (tokens)
+    original: Mapping
+    naive: Mapping | None
+    chosen: Mapping
+    applicability: str  # "safe" or "unsafe"
+    targets: tuple[str, ...]  # every device the chosen config fits
+    shape: Mapping | None = None  # tilefit.perf.GemmShape as a dict (E, top_k, n, k, dtype, ...)
+    predicted_us: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # device -> original/naive/chosen
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare_fixes(table, targets: Sequence[str] = (), *, estimator: str = "analytic", margin: int = 0,
+                  unsafe: bool = False, settings=None) -> list[FixComparison]:
+    """``table`` is a path or a :class:`tilefit.tables.ConfigTable`; ``targets`` as ``--target``."""
+    from tilefit.api import CheckOptions, build_engine
+    from tilefit.config import Settings
+    from tilefit.perf import shape_for
+    from tilefit.tables import read_table
+
+    from .planner import FixPlanner, batch_size
+
+    settings = settings or Settings()
+    engine = build_engine(settings, CheckOptions(targets=list(targets), estimator=estimator))
+    if isinstance(table, str) or hasattr(table, "__fspath__"):
+        table = read_table(str(table))
+    planner = FixPlanner(engine, margin=margin, unsafe=unsafe)
+    diagnostics = engine.check_table(table)
+    plan = planner.plan_table(table, diagnostics)
+    out = []
+    for key, p in plan.plans.items():
+        M = batch_size(key)
+        shape = shape_for(table.meta, M) if M is not None else None
+        out.append(FixComparison(
+            path=table.path, key=key, M=M, original=dict(p.original), naive=dict(p.naive) if p.naive else None,
+            chosen=dict(p.entry), applicability="unsafe" if p.applicability == Applicability.UNSAFE else "safe",
+            targets=tuple(d for n in p.needs for d in n.group.devices),
+            shape=asdict(shape) if shape is not None else None,
+            predicted_us={dev: dict(row) for dev, row in p.predicted.items()},
+        ))
+    return out

@@ -1,0 +1,572 @@
+"""The fix planner: one replacement config per offending entry, valid for every target.
+
+After :meth:`tilefit.engine.Engine.check_table` the planner groups the fixable diagnostics
+(``FIXABLE``) by entry and, for each such entry:
+
+1. walks the config graph (:mod:`tilefit.fix.space`) breadth first from the entry, keeping the
+   configs that fit **every** target of the table (the file's own device and each ``--target``)
+   with ``margin`` bytes to spare, on every kernel variant the entry feeds, within each
+   target's threads per block. The search uses the analytic estimator (fast); it stops
+   ``extra_depth`` edits after the first layer that has a fitting config, and at ``max_depth``;
+2. ranks them with the performance model (:mod:`tilefit.perf`) at the entry's batch size on the
+   file's own device (half the weight) and one representative of each tensor-core family among
+   the targets (the other half; see :func:`ranking_devices`), then moves ``GROUP_SIZE_M`` one
+   step on the best few;
+3. takes the best one whose class of safety is allowed (see below) and that the engine's own
+   rules accept: with the engine's estimator the candidate raises no fixable diagnostic and no
+   diagnostic the original entry did not have;
+4. turns it into byte edits of the original text (:mod:`tilefit.fix.edits`).
+
+**Fix safety.** A fix that keeps the arithmetic of every output element identical is SAFE:
+``num_stages``, ``num_warps``, ``BLOCK_SIZE_M``, ``BLOCK_SIZE_N`` and ``GROUP_SIZE_M`` only change
+how the work is tiled and scheduled, each output element is still the same fp32 sum over K in the
+same BLOCK_SIZE_K chunks. Changing BLOCK_SIZE_K (as the launch sees it, after vLLM's clamp to the
+quantisation block) changes the accumulation order, so results can differ in the last bits: that
+fix is UNSAFE, applied only with ``--unsafe-fixes``. Without it the planner offers the best SAFE
+config and counts a faster UNSAFE one as a hidden fix (the CLI hints at it); when no SAFE config
+fits, the UNSAFE one is attached (shown, not applied).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping, Sequence
+
+from tilefit.engine import Engine, group_devices
+from tilefit.estimate import Estimator, EstimatorUnavailable
+from tilefit.jsonpos import JsonDocument, pointer_to_str
+from tilefit.model import Applicability, Diagnostic, Fix
+from tilefit.tables import ConfigTable
+from tilefit.variants import TILE_KEYS, effective_launch, is_int, kernel_variants
+
+from .edits import EditError, entry_edits
+from .space import ConfigSpace
+
+FIXABLE = ("SMEM001", "THR001")
+SEARCH_CODES = FIXABLE
+
+# GROUP_SIZE_M moves one step on this many of the best-ranked candidates
+GROUP_REFINE_TOP = 3
+# how many ranked candidates are re-checked with the engine's rules before giving up
+RULE_CHECK_TRIES = 12
+# On the file's own device the original entry was measured best by a tuner: a predicted gain
+# over it counts this fraction (in log space).
+TUNED_PRIOR = 0.5
+# Relative cost of each edit beyond the nearest layer of fitting configs.
+EDIT_PENALTY = 0.01
+
+
+def split_pointer(pointer: str | None) -> tuple[str, ...]:
+    if not pointer:
+        return ()
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:])
+
+
+def freeze(entry: Mapping) -> tuple:
+    return tuple((k, v, type(v)) for k, v in entry.items())
+
+
+def cfg_key(entry: Mapping) -> tuple:
+    """The values that decide bytes, threads and speed (the planner's memo key); an absent launch
+    option stays None, so Triton's per-vendor default applies."""
+    return (entry["BLOCK_SIZE_M"], entry["BLOCK_SIZE_N"], entry["BLOCK_SIZE_K"], entry.get("GROUP_SIZE_M"),
+            entry.get("num_warps"), entry.get("num_stages"))
+
+
+def describe(entry: Mapping) -> str:
+    """``BM/BN/BK/G/w/s`` in perf_reference.md's notation (absent launch options as ``-``)."""
+    g = entry.get("GROUP_SIZE_M", "-")
+    return (f"{entry.get('BLOCK_SIZE_M')}/{entry.get('BLOCK_SIZE_N')}/{entry.get('BLOCK_SIZE_K')}/G{g}/"
+            f"w{entry.get('num_warps', '-')}/s{entry.get('num_stages', '-')}")
+
+
+@dataclass(frozen=True)
+class FitGroup:
+    """Target devices that need the same bytes (same arch and vendor): the tightest limit wins."""
+
+    arch: str
+    vendor: str
+    devices: tuple[str, ...]
+    limit: int | None  # smallest smem_per_block_optin of the group
+    max_threads: int | None
+    warp_size: int | None
+
+    @property
+    def label(self) -> str:
+        names = list(self.devices)
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return f"{self.arch} ({shown})"
+
+
+@dataclass(frozen=True)
+class Need:
+    group: FitGroup
+    before: int | None
+    after: int | None
+
+
+@dataclass(frozen=True)
+class EntryPlan:
+    """What the fixer does to one entry."""
+
+    path: str
+    key: str
+    original: Mapping
+    entry: Mapping  # the new entry, as json.load will read it
+    changes: Mapping  # changed or added keys -> new value
+    applicability: Applicability
+    fix: Fix
+    needs: tuple[Need, ...] = ()
+    depth: int = 0
+    # device key -> predicted microseconds of the original, the chosen and the naive fix
+    predicted: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    naive: Mapping | None = None
+    hidden_unsafe: Mapping | None = None  # a faster UNSAFE config that was not chosen
+    shape_model: str | None = None
+    device: str | None = None  # the device the file name names (where the engine loads it)
+
+    @property
+    def pointer(self) -> str:
+        return pointer_to_str((self.key,))
+
+
+@dataclass
+class TablePlan:
+    path: str
+    plans: dict[str, EntryPlan] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)  # batch key -> why no fix
+
+
+class FixPlanner:
+    """Plans fixes for the tables an engine checks. One planner serves a whole run (memo tables)."""
+
+    def __init__(self, engine: Engine, *, margin: int = 0, unsafe: bool = False, max_depth: int = 6,
+                 extra_depth: int = 1, max_nodes: int = 3000, coefficients=None):
+        self.engine = engine
+        self.margin = int(margin or 0)
+        self.unsafe = unsafe
+        self.max_depth = max_depth
+        self.extra_depth = extra_depth
+        self.max_nodes = max_nodes
+        est = engine.estimator
+        self.search_estimator = est if est.mode == "analytic" else Estimator("analytic", model=est.model)
+        # A private engine for re-checks: its own memo tables and statistics.
+        self.checker = Engine(db=engine.db, estimator=est, selection=engine.selection,
+                              extra_targets=engine.extra_targets)
+        self.coefficients = coefficients
+        self._need_memo: dict[tuple, int | None] = {}
+        self._pred_memo: dict[tuple, object] = {}
+        self._plan_memo: dict[tuple, object] = {}
+        self._sig_memo: dict[tuple, frozenset] = {}
+        self._named_memo: dict[tuple, object] = {}
+        self._coeff_memo: dict[str, object] = {}
+        self._fit_memo: dict[tuple, bool] = {}
+        self._by_fix: dict[int, EntryPlan] = {}
+        self.hidden_unsafe = 0
+
+    # -- public --------------------------------------------------------------------------------
+    def attach(self, table: ConfigTable, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
+        """``diagnostics`` with a :class:`Fix` on each fixable one whose entry has a plan."""
+        plan = self.plan_table(table, diagnostics)
+        if not plan.plans:
+            return list(diagnostics)
+        out = []
+        for d in diagnostics:
+            parts = split_pointer(d.pointer)
+            p = plan.plans.get(parts[0]) if (d.code in FIXABLE and parts) else None
+            out.append(replace(d, fix=p.fix) if p is not None else d)
+        return out
+
+    def plan_for(self, fix: Fix) -> EntryPlan | None:
+        return self._by_fix.get(id(fix))
+
+    def plan_table(self, table: ConfigTable, diagnostics: Sequence[Diagnostic]) -> TablePlan:
+        result = TablePlan(table.path)
+        if table.doc is None or not isinstance(table.value, dict) or not table.meta.is_triton_table:
+            return result
+        keys: list[str] = []
+        for d in diagnostics:
+            parts = split_pointer(d.pointer)
+            if d.code in FIXABLE and parts and parts[0] not in keys:
+                keys.append(parts[0])
+        if not keys:
+            return result
+        ctx = self._table_context(table)
+        for key in keys:
+            entry = table.value.get(key)
+            try:
+                plan = self._plan_entry(table, ctx, key, entry)
+            except EditError as exc:
+                result.skipped[key] = str(exc)
+                continue
+            if isinstance(plan, str):
+                result.skipped[key] = plan
+            else:
+                result.plans[key] = plan
+                self._by_fix[id(plan.fix)] = plan
+        return result
+
+    # -- targets -------------------------------------------------------------------------------
+    def _named(self, meta):
+        if meta.device_name is None:
+            return None
+        k = (meta.device_name, meta.engine, meta.family)
+        if k not in self._named_memo:
+            self._named_memo[k] = self.engine.db.by_file_name(meta.device_name, engine=meta.engine,
+                                                              family=meta.family)
+        return self._named_memo[k]
+
+    def _table_context(self, table: ConfigTable) -> "_TableContext":
+        meta = table.meta
+        named = self._named(meta)
+        devices = []
+        seen = set()
+        for dev in ([named] if named is not None else []) + list(self.engine.extra_targets):
+            if dev.key not in seen:
+                seen.add(dev.key)
+                devices.append(dev)
+        groups: dict[tuple, list] = {}
+        for dev in devices:
+            groups.setdefault((dev.arch, dev.vendor), []).append(dev)
+        fit_groups = []
+        for (arch, vendor), devs in groups.items():
+            limits = [d.smem_per_block_optin for d in devs if d.smem_per_block_optin is not None]
+            threads = [d.max_threads_per_block // d.warp_size for d in devs
+                       if d.max_threads_per_block is not None and d.warp_size]
+            fit_groups.append(FitGroup(arch, vendor, tuple(d.key for d in devs), min(limits) if limits else None,
+                                       min(threads) if threads else None,
+                                       max((d.warp_size or 32) for d in devs)))
+        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine)
+        return _TableContext(meta=meta, kernel_key=kernel_key, named=named, devices=tuple(devices), groups=tuple(fit_groups),
+                             ranking=ranking_devices(named, devices, meta))
+
+    # -- fitting -------------------------------------------------------------------------------
+    def need(self, meta, entry: Mapping, arch: str, vendor: str) -> int | None:
+        """Worst shared memory of the entry's kernel variants on ``arch`` (search estimator);
+        None when no calibrated estimate exists."""
+        c = cfg_key(entry)
+        # GROUP_SIZE_M is not in any shared-memory form
+        k = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, arch, vendor,
+             c[0], c[1], c[2], c[4], c[5])
+        if k in self._need_memo:
+            return self._need_memo[k]
+        worst = None
+        for variant in kernel_variants(meta, entry, arch, vendor, meta.engine):
+            try:
+                est = self.search_estimator.estimate(variant.spec, arch)
+            except EstimatorUnavailable:
+                continue
+            if est.status == "uncalibrated":
+                continue
+            worst = est.shared_bytes if worst is None else max(worst, est.shared_bytes)
+        self._need_memo[k] = worst
+        return worst
+
+    def fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
+        """Whether ``entry`` fits every target group (shared memory with the margin, threads)."""
+        k = (ctx.kernel_key, ctx.groups, cfg_key(entry))
+        hit = self._fit_memo.get(k)
+        if hit is None:
+            hit = self._fits(ctx, entry)
+            self._fit_memo[k] = hit
+        return hit
+
+    def _fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
+        for g in ctx.groups:
+            if g.max_threads is not None:
+                warps, _ = effective_launch(entry, g.vendor)
+                if not is_int(warps) or warps > g.max_threads:
+                    return False
+            if g.limit is None:
+                continue
+            need = self.need(ctx.meta, entry, g.arch, g.vendor)
+            if need is not None and need + self.margin > g.limit:
+                return False
+        return True
+
+    # -- one entry -----------------------------------------------------------------------------
+    def _plan_entry(self, table: ConfigTable, ctx: "_TableContext", key: str, entry) -> EntryPlan | str:
+        meta = table.meta
+        if not isinstance(entry, dict):
+            return "the entry is not an object"
+        if any(not is_int(entry.get(k)) or entry.get(k) <= 0 for k in TILE_KEYS):
+            return "the entry lacks integer block sizes"
+        for k in ("num_warps", "num_stages", "GROUP_SIZE_M"):
+            if k in entry and not is_int(entry[k]):
+                return f"{k} is not an integer"
+        if self.fits(ctx, entry) and getattr(table.value, "duplicate_keys", None) and key in table.value.duplicate_keys:
+            return "an earlier entry with this key offends; json.load keeps only this last one, which fits"
+        vendor = ctx.named.vendor if ctx.named is not None else None
+        max_warps = min((g.max_threads for g in ctx.groups if g.max_threads), default=32)
+        space = ConfigSpace.for_entry(meta, entry, vendor, max_warps)
+        memo_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.E, meta.N,
+                    meta.K, meta.down, key, freeze(entry), ctx.groups, tuple(d.key for d, _ in ctx.ranking),
+                    self.unsafe)
+        found = self._plan_memo.get(memo_key)
+        if found is None:
+            found = self._search(table, ctx, key, entry, space)
+            self._plan_memo[memo_key] = found
+        if isinstance(found, str):
+            return found
+        chosen, depth, hidden, naive, preds = found
+        applicability = Applicability.UNSAFE if space.changes_accumulation(chosen) else Applicability.SAFE
+        changes = space.changes(chosen)
+        edits = entry_edits(table.doc, key, entry, chosen)
+        needs = tuple(Need(g, self.need(meta, entry, g.arch, g.vendor) if g.limit else None,
+                           self.need(meta, chosen, g.arch, g.vendor) if g.limit else None) for g in ctx.groups)
+        fix = Fix(title=fix_title(entry, changes, needs), edits=edits, applicability=applicability,
+                  expected={pointer_to_str((key,)): dict(chosen)})
+        if hidden is not None:
+            self.hidden_unsafe += 1
+        return EntryPlan(path=table.path, key=key, original=dict(entry), entry=dict(chosen), changes=changes,
+                         applicability=applicability, fix=fix, needs=needs, depth=depth, predicted=preds,
+                         naive=naive, hidden_unsafe=hidden, shape_model=ctx.shape_model(key),
+                         device=ctx.named.key if ctx.named is not None else None)
+
+    def _search(self, table, ctx, key, entry, space: ConfigSpace):
+        """(chosen entry, depth, hidden unsafe entry or None, naive entry, predictions) or a reason."""
+        group0 = entry.get("GROUP_SIZE_M") if space.has_group else None
+        fitting: list[tuple[dict, int]] = []
+        first = None
+        visited = 0
+        for depth, layer in enumerate(space.layers(self.max_depth)):
+            if first is not None and depth > first + self.extra_depth:
+                break
+            for node in layer:
+                visited += 1
+                cand = space.to_entry(node, group0)
+                if depth and self.fits(ctx, cand):
+                    fitting.append((cand, depth))
+            if fitting and first is None:
+                first = depth
+            if visited >= self.max_nodes:
+                break
+        if not fitting:
+            return f"no config within {self.max_depth} edits fits every target"
+        M = batch_size(key)
+        depth_of = {cfg_key(c): d for c, d in fitting}
+        # the naive fix is always a candidate: the choice is never predicted worse than it
+        naive = naive_fix(entry, lambda e: self.fits(ctx, e), space)
+        if naive is not None and cfg_key(naive) not in depth_of:
+            depth_of[cfg_key(naive)] = space.distance(naive)
+            fitting.append((naive, depth_of[cfg_key(naive)]))
+        ranked = self._rank(ctx, key, M, [c for c, _ in fitting], entry, depth_of, first)
+        # GROUP_SIZE_M one step on the best few: same bytes, same rules, maybe faster
+        if space.has_group and ranked:
+            extra = []
+            for cand, _ in ranked[:GROUP_REFINE_TOP]:
+                for g in space.group_neighbours(cand["GROUP_SIZE_M"]):
+                    alt = dict(cand)
+                    alt["GROUP_SIZE_M"] = g
+                    if cfg_key(alt) not in depth_of:
+                        depth_of[cfg_key(alt)] = depth_of[cfg_key(cand)] + 1
+                        extra.append(alt)
+            if extra:
+                ranked = sorted(ranked + self._rank(ctx, key, M, extra, entry, depth_of, first), key=lambda r: r[1])
+        safe = [r for r in ranked if not space.changes_accumulation(r[0])]
+        unsafe_first = ranked[0] if ranked and space.changes_accumulation(ranked[0][0]) else None
+        if self.unsafe or not safe:
+            order = ranked
+        else:
+            order = safe
+        original_sig = self._signature(table, key, entry)
+        chosen = None
+        for cand, _score in order[:RULE_CHECK_TRIES]:
+            if self._rules_accept(table, key, cand, original_sig):
+                chosen = cand
+                break
+        if chosen is None:
+            return "no fitting candidate passes the other rules"
+        hidden = None
+        if not self.unsafe and unsafe_first is not None and safe and unsafe_first[0] is not chosen:
+            hidden = unsafe_first[0]
+        preds = {}
+        for dev, _w in ctx.ranking:
+            row = {"chosen": self._predict(ctx, key, M, chosen, dev).time_us,
+                   "original": self._predict(ctx, key, M, entry, dev).time_us}
+            if naive is not None:
+                row["naive"] = self._predict(ctx, key, M, naive, dev).time_us
+            preds[dev.key] = row
+        return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds
+
+    # -- ranking -------------------------------------------------------------------------------
+    def _predict(self, ctx, key, M, entry, dev):
+        from tilefit.perf import predict
+
+        shape = ctx.shape(key, M)
+        k = (shape, dev.key, cfg_key(entry))
+        hit = self._pred_memo.get(k)
+        if hit is None:
+            smem = self.need(ctx.meta, entry, dev.arch, dev.vendor)
+            hit = predict(entry, shape, dev, self._coeffs(dev), smem_bytes=smem or 0)
+            self._pred_memo[k] = hit
+        return hit
+
+    def _coeffs(self, dev):
+        hit = self._coeff_memo.get(dev.key)
+        if hit is None:
+            from tilefit.perf import load_coefficients
+
+            given = self.coefficients.get(dev.key) if isinstance(self.coefficients, Mapping) else None
+            hit = given or load_coefficients(dev)
+            self._coeff_memo[dev.key] = hit
+        return hit
+
+    def _rank(self, ctx, key, M, candidates: Iterable[dict], original: Mapping, depth_of: Mapping,
+              first: int) -> list[tuple[dict, float]]:
+        """(candidate, score) fastest first. The score is the weighted geometric mean of the
+        predicted times, with two priors: on the file's own device, where the original entry
+        was measured best by a tuner, a predicted gain over the original is shrunk by
+        ``TUNED_PRIOR`` (in log space); and each edit beyond the nearest fitting layer costs
+        ``EDIT_PENALTY`` (the model is less sure the farther a config is from a measured one)."""
+        candidates = list(candidates)
+        if not ctx.ranking or ctx.shape(key, M) is None:
+            # nothing to rank with: keep edit-distance order
+            return sorted(((c, float(depth_of[cfg_key(c)])) for c in candidates), key=lambda r: r[1])
+        total = sum(w for _, w in ctx.ranking)
+        named = ctx.named.key if ctx.named is not None else None
+        base = {dev.key: math.log(self._predict(ctx, key, M, original, dev).time_us) for dev, _ in ctx.ranking
+                if dev.key == named}
+        out = []
+        for cand in candidates:
+            s = 0.0
+            for dev, w in ctx.ranking:
+                t = math.log(self._predict(ctx, key, M, cand, dev).time_us)
+                b = base.get(dev.key)
+                if b is not None and t < b:
+                    t = b + TUNED_PRIOR * (t - b)
+                s += w * t
+            s = s / total + math.log1p(EDIT_PENALTY * (depth_of[cfg_key(cand)] - first))
+            out.append((cand, math.exp(s)))
+        out.sort(key=lambda r: r[1])
+        return out
+
+    # -- the engine's rules on a candidate -------------------------------------------------------
+    def _signature(self, table: ConfigTable, key: str, entry: Mapping) -> frozenset:
+        k = (table.path, table.meta, key, freeze(entry))
+        hit = self._sig_memo.get(k)
+        if hit is not None:
+            return hit
+        data = json.dumps({key: entry}).encode()
+        probe = ConfigTable(table.path, table.meta, data, JsonDocument.parse(data))
+        sig = set()
+        for d in self.checker.check_table(probe):
+            targets = d.data.get("targets") if isinstance(d.data, Mapping) else None
+            for t in targets or [d.target]:
+                sig.add((d.code, d.pointer, t))
+        hit = frozenset(sig)
+        self._sig_memo[k] = hit
+        return hit
+
+    def _rules_accept(self, table, key, cand, original_sig: frozenset) -> bool:
+        sig = self._signature(table, key, cand)
+        if any(code in FIXABLE for code, _, _ in sig):
+            return False
+        # pointers of changed values move: compare codes per entry, not exact pointers
+        before = {(c, t) for c, _, t in original_sig}
+        return all((c, t) in before for c, _, t in sig)
+
+
+@dataclass
+class _TableContext:
+    meta: object
+    kernel_key: tuple
+    named: object
+    devices: tuple
+    groups: tuple[FitGroup, ...]
+    ranking: list  # [(device, weight)]
+    _shapes: dict = field(default_factory=dict)
+
+    def shape(self, key: str, M: int | None):
+        if M is None:
+            return None
+        if key not in self._shapes:
+            from tilefit.perf import shape_for
+
+            self._shapes[key] = shape_for(self.meta, M)
+        return self._shapes[key]
+
+    def shape_model(self, key: str) -> str | None:
+        s = self._shapes.get(key)
+        return s.model if s is not None else None
+
+
+def batch_size(key: str) -> int | None:
+    try:
+        M = int(key)
+    except (TypeError, ValueError):
+        return None
+    return M if M > 0 else None
+
+
+def _supports(dev, meta) -> bool:
+    from tilefit.variants import dtype_path
+
+    if dtype_path(meta) == "fp8_w8a8" and dev.triton_fp8_dtypes is not None and "fp8e4nv" not in dev.triton_fp8_dtypes:
+        return False
+    return True
+
+
+def _complete(dev) -> bool:
+    return bool(dev.sm_count and dev.memory_bandwidth_gbps and dev.tensor_tflops)
+
+
+def ranking_devices(named, devices: Sequence, meta) -> list[tuple[object, float]]:
+    """The devices candidates are ranked on, with weights: the file's own device (half the
+    weight: it is where the engine loads the file) and, for the other half, one representative
+    per tensor-core family of the targets (mma.sync, wgmma, tcgen05, MFMA, ...): the device with
+    the median memory bandwidth among those with complete data. Devices that cannot run the
+    table's dtype (fp8 before sm_89) are left out."""
+    others: dict[str, list] = {}
+    for d in devices:
+        if (named is not None and d.key == named.key) or not _supports(d, meta):
+            continue
+        others.setdefault(d.mma or d.arch, []).append(d)
+    reps = []
+    for devs in others.values():
+        full = sorted((d for d in devs if _complete(d)), key=lambda d: (d.memory_bandwidth_gbps, d.key))
+        reps.append(full[(len(full) - 1) // 2] if full else devs[0])
+    out: list[tuple[object, float]] = []
+    if named is not None and _supports(named, meta):
+        out.append((named, 0.5 if reps else 1.0))
+        out.extend((r, 0.5 / len(reps)) for r in reps)
+    else:
+        out.extend((r, 1.0 / len(reps)) for r in reps)
+    return out
+
+
+def naive_fix(entry: Mapping, fits, space: ConfigSpace | None = None) -> dict | None:
+    """The naive fix: lower num_stages (not below 2) until it fits, then halve the largest block
+    (ties: N, then M, then K) until it fits. None when nothing fits."""
+    cur = dict(entry)
+    default_stages = space.default_stages if space is not None else 3
+    for _ in range(64):
+        if fits(cur):
+            return cur
+        stages = cur.get("num_stages", default_stages)
+        if is_int(stages) and stages > 2:
+            cur["num_stages"] = stages - 1
+            continue
+        dims = [("BLOCK_SIZE_N", 0), ("BLOCK_SIZE_M", 1), ("BLOCK_SIZE_K", 2)]
+        name = max(dims, key=lambda d: (cur[d[0]], -d[1]))[0]
+        if cur[name] <= 16:
+            return None
+        cur[name] = cur[name] // 2
+    return None
+
+
+def fix_title(original: Mapping, changes: Mapping, needs: Sequence[Need]) -> str:
+    parts = []
+    for k, v in changes.items():
+        if k in original:
+            parts.append(f"{k} {original[k]} -> {v}")
+        else:
+            parts.append(f"add {k}={v}")
+    tight = [n for n in needs if n.after is not None and n.group.limit]
+    detail = ""
+    if tight:
+        n = min(tight, key=lambda n: n.group.limit - n.after)
+        detail = f" ({n.after} of {n.group.limit} bytes on {n.group.arch})"
+    return "Set " + ", ".join(parts) + detail

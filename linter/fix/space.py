@@ -1,0 +1,183 @@
+"""The graph of configurations around an entry, and the kernel constraints on it.
+
+A node is a config ``(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages)``; an
+edge changes one of them one step: a block size halved or doubled, ``num_warps`` halved or
+doubled, one stage more or less. The graph is a lattice over each dimension's allowed values
+(a networkx graph, built once per domain and cached); the fixer walks it breadth first from the
+offending entry, so the candidates it finds are ordered by edit distance. ``GROUP_SIZE_M`` does
+not change shared memory or threads, so it is not a lattice dimension: the ranking step moves it
+one step on the best candidates (``GROUP_STEPS``).
+
+Constraints on the values a fix may *set* (values the entry keeps are never judged):
+
+* block sizes are powers of two from 16 to 256 (``tl.arange`` and ``tl.dot`` need powers of two
+  and at least 16 rows);
+* block-quantised tables: BLOCK_SIZE_K must divide the quantisation block ``block_k`` (one scale
+  per K block; SGLang's loader raises a smaller BK that does not divide it, vLLM clamps BK to
+  the block at launch);
+* weight-only group-quantised tables (int4_w4a16, int8_w8a16): BLOCK_SIZE_K must be a multiple
+  of the group (128; vLLM's CUDA ``moe_wna16_gemm`` checks ``BLOCK_SIZE_K % group_size == 0``),
+  and BLOCK_SIZE_M must stay <= 64 when it was (the same kernel's ``BLOCK_SIZE_M <= 64``);
+* ``num_warps`` a power of two from 2 to 16 with ``num_warps * warp_size`` within every target's
+  threads per block;
+* ``num_stages`` from 2 to 6.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Iterator, Mapping
+
+import networkx as nx
+
+from tilefit.variants import DEFAULT_NUM_STAGES_CUDA, DEFAULT_NUM_STAGES_ROCM, DEFAULT_NUM_WARPS, dtype_path
+
+DIMS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps", "num_stages")
+BLOCK_VALUES = (16, 32, 64, 128, 256)
+WARP_VALUES = (2, 4, 8, 16)
+STAGE_VALUES = (2, 3, 4, 5, 6)
+GROUP_STEPS = (1, 2, 4, 8, 16, 32, 64)
+WNA16_GROUP = 128
+
+Node = tuple  # (BM, BN, BK, W, S)
+
+
+def _with(values, original) -> tuple[int, ...]:
+    out = set(values)
+    if type(original) is int:
+        out.add(original)
+    return tuple(sorted(out))
+
+
+@lru_cache(maxsize=256)
+def lattice(domain: tuple[tuple[int, ...], ...]) -> nx.Graph:
+    """The lattice of every config in ``domain`` (one value tuple per dimension); an edge joins
+    configs that differ in one dimension by one position of that dimension's sorted values."""
+    # grid_graph takes the sizes last dimension first and labels nodes by index tuples in
+    # dimension order; relabel them to value tuples
+    g = nx.grid_graph(dim=[len(v) for v in reversed(domain)])
+    mapping = {idx: tuple(domain[d][i] for d, i in enumerate(idx)) for idx in g.nodes}
+    return nx.relabel_nodes(g, mapping, copy=True)
+
+
+@dataclass(frozen=True)
+class ConfigSpace:
+    """The configs a fix may choose for one entry."""
+
+    original: tuple  # the entry's items, in order
+    domain: tuple[tuple[int, ...], ...]
+    default_warps: int
+    default_stages: int
+    vllm_block_k: int | None  # vLLM clamps BK to this at launch
+    has_group: bool
+
+    @classmethod
+    def for_entry(cls, meta, entry: Mapping, vendor: str | None, max_warps: int) -> "ConfigSpace":
+        path = dtype_path(meta)
+        block = meta.block_shape if meta.block_shape and min(meta.block_shape) > 0 else None
+        bm, bk = entry.get("BLOCK_SIZE_M"), entry.get("BLOCK_SIZE_K")
+        bk_values: tuple[int, ...] = BLOCK_VALUES
+        bm_values: tuple[int, ...] = BLOCK_VALUES
+        if block is not None:
+            bk_values = tuple(v for v in BLOCK_VALUES if block[1] % v == 0)
+        elif meta.family == "fused_moe" and path in ("int4_w4a16", "int8_w8a16"):
+            bk_values = tuple(v for v in BLOCK_VALUES if v % WNA16_GROUP == 0)
+            if type(bm) is int and bm <= 64:
+                bm_values = tuple(v for v in BLOCK_VALUES if v <= 64)
+        warps = tuple(w for w in WARP_VALUES if w <= max_warps)
+        default_stages = DEFAULT_NUM_STAGES_ROCM if vendor == "AMD" else DEFAULT_NUM_STAGES_CUDA
+        w0 = entry.get("num_warps", DEFAULT_NUM_WARPS)
+        s0 = entry.get("num_stages", default_stages)
+        domain = (
+            _with(bm_values, bm),
+            _with(BLOCK_VALUES, entry.get("BLOCK_SIZE_N")),
+            _with(bk_values, bk),
+            _with(warps, w0),
+            _with(STAGE_VALUES, s0),
+        )
+        vblock = min(block) if (block is not None and meta.engine == "vllm") else None
+        return cls(tuple(entry.items()), domain, DEFAULT_NUM_WARPS, default_stages, vblock,
+                   type(entry.get("GROUP_SIZE_M")) is int)
+
+    # -- nodes and entries ---------------------------------------------------------------------
+    @property
+    def entry(self) -> dict:
+        return dict(self.original)
+
+    @property
+    def start(self) -> Node:
+        e = self.entry
+        return (e["BLOCK_SIZE_M"], e["BLOCK_SIZE_N"], e["BLOCK_SIZE_K"], e.get("num_warps", self.default_warps),
+                e.get("num_stages", self.default_stages))
+
+    def graph(self) -> nx.Graph:
+        return lattice(self.domain)
+
+    def to_entry(self, node: Node, group: int | None = None) -> dict:
+        """The entry with ``node``'s values: the original's keys in order, changed values in
+        place, a launch option the original leaves out added only when it differs from the
+        default Triton would use."""
+        out = dict(self.original)
+        for name, value in zip(DIMS, node):
+            if name in out or not self._is_default(name, value):
+                out[name] = value
+        if group is not None and self.has_group:
+            out["GROUP_SIZE_M"] = group
+        return out
+
+    def _is_default(self, name: str, value: int) -> bool:
+        if name == "num_warps":
+            return value == self.default_warps
+        if name == "num_stages":
+            return value == self.default_stages
+        return False
+
+    def changes(self, entry: Mapping) -> dict:
+        """Keys whose value differs from the original (added keys included), in entry order."""
+        orig = dict(self.original)
+        return {k: v for k, v in entry.items() if k not in orig or orig[k] != v or type(orig[k]) is not type(v)}
+
+    def distance(self, entry: Mapping) -> int:
+        """Edit distance from the original: steps along each dimension's values (a value outside
+        the domain counts one step), plus one for a changed GROUP_SIZE_M."""
+        start = self.start
+        node = (entry["BLOCK_SIZE_M"], entry["BLOCK_SIZE_N"], entry["BLOCK_SIZE_K"],
+                entry.get("num_warps", self.default_warps), entry.get("num_stages", self.default_stages))
+        total = 0
+        for values, a, b in zip(self.domain, start, node):
+            if a == b:
+                continue
+            total += abs(values.index(a) - values.index(b)) if (a in values and b in values) else 1
+        if self.has_group and entry.get("GROUP_SIZE_M") != dict(self.original).get("GROUP_SIZE_M"):
+            total += 1
+        return total
+
+    def effective_bk(self, bk: int) -> int:
+        return min(bk, self.vllm_block_k) if self.vllm_block_k else bk
+
+    def changes_accumulation(self, entry: Mapping) -> bool:
+        """True when the launch's BLOCK_SIZE_K (after vLLM's clamp) differs: an unsafe change."""
+        return self.effective_bk(entry["BLOCK_SIZE_K"]) != self.effective_bk(dict(self.original)["BLOCK_SIZE_K"])
+
+    def group_neighbours(self, group: int) -> list[int]:
+        if not self.has_group:
+            return []
+        steps = list(GROUP_STEPS)
+        if group not in steps:
+            return []
+        i = steps.index(group)
+        return [steps[j] for j in (i - 1, i + 1) if 0 <= j < len(steps)]
+
+    # -- search --------------------------------------------------------------------------------
+    def layers(self, max_depth: int) -> Iterator[list[Node]]:
+        """Breadth-first layers of the lattice from the entry, up to ``max_depth`` edits."""
+        g = self.graph()
+        start = self.start
+        if start not in g:  # a value outside the domain (non-int types never get here)
+            yield [start]
+            return
+        for depth, layer in enumerate(nx.bfs_layers(g, [start])):
+            if depth > max_depth:
+                return
+            yield layer

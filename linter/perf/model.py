@@ -1,0 +1,426 @@
+"""Predicted kernel time of a tile config on a device at a batch size (pure Python).
+
+The model follows the shape of Triton's old ``matmul_perf_model.estimate_matmul_time``
+(compute vs. loads, device facts passed in, a breakdown returned instead of printed) and adds what
+matters for fused MoE. Every coefficient named ``c.x`` below is data
+(``data/perf_model/*.json``, see :mod:`tilefit.perf.coefficients`). Terms, with their source:
+
+**Problem and padding** (vLLM/SGLang ``moe_align_block_size``). Under uniform top-k routing an
+expert gets ``X ~ Binomial(M, top_k/E)`` rows, padded to ``ceil(X / BM)`` blocks of BM rows;
+``blocks_m = E * E[ceil(X / BM)]`` (``E_act = E (1 - (1 - top_k/E)^M)`` experts are touched at
+all). Padded rows cost tensor time but no loads (masked). Dense GEMMs have one "expert" and
+M rows.
+
+**Grid and wave quantisation.** ``programs = blocks_m * ceil(N / BN)``; the busiest SM runs
+``ceil(programs / sm_count)`` of them (device_db ``sm_count``), ``occ`` at a time, in
+``rounds = ceil(per_sm / occ)`` rounds.
+
+**Occupancy** (CUDA occupancy calculator rules): programs per SM are limited by shared memory
+(the estimator's bytes plus ``reserved_smem_per_block`` against ``smem_per_sm``), threads
+(``num_warps * warp_size`` against ``max_threads_per_sm``), registers and ``max_blocks_per_sm``.
+**Registers** are estimated per thread as the fp32 accumulator tile ``BM*BN / threads``, plus
+operand fragments held in registers (mma.sync; wgmma reads operands from shared memory), plus
+``c.base_regs_per_thread``, rounded up to 8 and capped at ``max_regs_per_thread`` and at
+``regs_per_block / threads``; what is above the cap spills (``c.spill_penalty_per_32_regs``).
+
+**Tensor throughput** (device_db ``tensor_tflops`` by dtype: fp8, int8, fp16 with fp32
+accumulation for 16-bit and weight-only paths). Per SM, ``peak / sm_count * c.mma_efficiency``,
+scaled by ``min(1, resident warps / c.tensor_subpartitions)``. Tiles smaller than the MMA
+instruction are padded to it (16 rows for mma.sync/MFMA, 64 for wgmma and tcgen05). On sm_90,
+BM < 64 falls back to mma.sync (``c.mma_v2_on_wgmma``) unless the fp8 kernel swaps A and B (both
+engines do for BM < 64 and BN >= 64), which makes BN the MMA's row count.
+
+**L2 -> SM traffic** per K iteration: the real rows of the A tile plus the B tile, at
+``c.l2_bytes_per_clk_per_sm * boost_clock * c.l2_efficiency`` per SM.
+
+**Pipelining depth** (Triton's software pipeliner keeps ``num_stages - 1`` loads in flight):
+each iteration waits at least ``c.load_latency_ns / max(num_stages - 1, 1)``; one stage has no
+overlap at all. Per iteration the program takes the largest of its share of tensor time (plus
+``c.iter_overhead_cycles``), its share of L2 traffic, and that latency bound; a program adds one
+latency to fill the pipeline and an epilogue.
+
+**DRAM roofline** (device_db ``memory_bandwidth_gbps`` times ``c.dram_efficiency``): the weights
+of the touched experts, re-read once per group of ``GROUP_SIZE_M`` M blocks when an expert's
+weights do not stay in ``c.l2_reuse_fraction`` of the L2 (``l2_bytes``), plus A once and C once.
+
+**Total**: ``c.launch_overhead_us + (t_sm^p + t_dram^p)^(1/p)`` with ``p = c.overlap_p``: a soft
+roofline (p = infinity would be the classic ``max``; real kernels overlap memory and compute
+imperfectly).
+
+Devices with missing facts fall back to ``c.default_*``. Nothing here imports torch or triton.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Iterable, Mapping, Sequence
+
+from .coefficients import Coefficients, load_coefficients
+from .shapes import GemmShape
+
+# dtype path -> device_db tensor_tflops field(s), first known wins; fp32 runs tl.dot as TF32
+_PEAK_FIELD = {
+    "fp8_w8a8": ("fp8", "fp16_fp32acc"),
+    "int8_w8a8": ("int8", "fp16_fp32acc"),
+    "bf16": ("fp16_fp32acc", "fp16"),
+    "fp16": ("fp16_fp32acc", "fp16"),
+    "int8_w8a16": ("fp16_fp32acc", "fp16"),
+    "int4_w4a16": ("fp16_fp32acc", "fp16"),
+    "fp32": ("fp16_fp32acc", "fp16"),
+}
+_PEAK_SCALE = {"fp32": 0.5}
+
+# rows of one MMA instruction (per warp group for wgmma / per CTA pair for tcgen05)
+_MMA_ROWS = {"wgmma": 64, "tcgen05": 64, "mma_v2": 16, "mfma": 16, "wmma": 16, "fma": 1}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted time in microseconds and its parts (all for the busiest SM)."""
+
+    time_us: float
+    sm_us: float  # per-SM time: rounds x per-program time
+    dram_us: float  # DRAM roofline
+    compute_us: float  # tensor time of the busiest SM
+    l2_us: float  # L2 -> SM traffic time of the busiest SM
+    latency_us: float  # load latency the pipeline leaves exposed on the busiest SM
+    launch_us: float
+    programs: int
+    programs_per_sm: int
+    occupancy: int  # programs resident per SM
+    occupancy_limit: str  # smem, threads, regs, blocks or grid
+    rounds: int
+    padding: float  # real rows / computed rows
+    regs_per_thread: int
+    spilled_regs: int
+    smem_bytes: int | None
+    mma: str
+    k_iterations: int
+    bound: str  # which term dominates: compute, l2, latency or dram
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _config_values(config: Mapping, vendor: str | None) -> tuple[int, int, int, int, int, int]:
+    bm = int(config["BLOCK_SIZE_M"])
+    bn = int(config["BLOCK_SIZE_N"])
+    bk = int(config["BLOCK_SIZE_K"])
+    g = config.get("GROUP_SIZE_M", 1)
+    w = config.get("num_warps", 4)
+    s = config.get("num_stages", 2 if vendor == "AMD" else 3)
+    return bm, bn, bk, int(g) if isinstance(g, int) and g > 0 else 1, int(w), int(s)
+
+
+def peak_tflops(device, dtype: str, c: Coefficients) -> float:
+    tt = getattr(device, "tensor_tflops", None)
+    if tt is not None:
+        for name in _PEAK_FIELD.get(dtype, ("fp16_fp32acc", "fp16")):
+            v = getattr(tt, name, None)
+            if v:
+                return float(v) * _PEAK_SCALE.get(dtype, 1.0)
+    return c["default_tensor_tflops"] * _PEAK_SCALE.get(dtype, 1.0)
+
+
+def _smem_default(config: Mapping, shape: GemmShape, device) -> int | None:
+    """Shared memory from the analytic model when the caller has no estimator."""
+    try:
+        from tilefit.smem.analytic import ModelError, load_model
+        from tilefit.smem.spec import make_spec
+    except ImportError:  # pragma: no cover
+        return None
+    bm, bn, bk, g, w, s = _config_values(config, device.vendor)
+    quant = "none"
+    block = None
+    if shape.kernel == "fused_moe_wna16":
+        quant, block = "group", (0, 128)
+    elif shape.block_shape is not None:
+        quant, block = "block", shape.block_shape
+    elif shape.dtype in ("fp8_w8a8", "int8_w8a8"):
+        quant = "per_tensor"
+    elif shape.dtype == "int8_w8a16":
+        quant = "per_channel"
+    swap = (shape.engine == "vllm" and device.arch == "sm_90" and shape.dtype == "fp8_w8a8"
+            and bm < 64 and bn >= 64 and shape.kernel == "fused_moe")
+    try:
+        spec = make_spec(shape.kernel, shape.dtype,
+                         {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g},
+                         num_warps=w, num_stages=s, quant=quant, block_shape=block, swap_ab=swap)
+        return load_model().estimate(spec, device.arch).shared_bytes
+    except (ModelError, ValueError, KeyError):
+        return None
+
+
+def _ceil8(x: float) -> int:
+    return int(math.ceil(x / 8.0)) * 8
+
+
+@dataclass(frozen=True)
+class _Static:
+    """What a prediction needs that does not depend on the config (one per shape and device)."""
+
+    sms: int
+    clock: float
+    bw: float
+    l2_size: float
+    warp_size: int
+    a_b: float
+    b_b: float
+    c_b: float
+    rows: int
+    active: float
+    per_expert: float
+    mma: str
+    fp8_swap_kernel: bool
+    peak_per_sm: float  # FLOP/s per SM after c.mma_efficiency
+    max_regs: int
+    regs_per_block: int
+    max_blocks: int
+    max_threads_sm: int
+    regs_per_sm: int
+    smem_per_sm: int | None
+    reserved: int
+    l2_rate: float
+    latency: float
+    t_ovh: float
+    epilogue: float
+    a_rows: int
+
+
+_STATIC: dict[tuple, tuple] = {}
+_BLOCKS: dict[tuple, float] = {}
+
+
+def expected_blocks(M: int, p: float, bm: int) -> float:
+    """E[ceil(X / bm)] for X ~ Binomial(M, p): the padded blocks one expert gets when M tokens
+    each pick it with probability p (``moe_align_block_size`` pads every expert's rows to BM)."""
+    key = (M, p, bm)
+    hit = _BLOCKS.get(key)
+    if hit is not None:
+        return hit
+    mean = M * p
+    sd = math.sqrt(max(M * p * (1.0 - p), 0.0))
+    if p >= 1.0 or sd == 0.0:
+        value = float(math.ceil(mean / bm - 1e-9))
+    elif mean > 4000:
+        value = mean / bm + 0.5  # ceil adds half a block on average when the spread is wide
+    else:
+        lo = max(0, int(mean - 10 * sd))
+        hi = min(M, int(mean + 10 * sd) + bm + 1)
+        lp, lq = math.log(p), math.log1p(-p)
+        lgm = math.lgamma(M + 1)
+        value = 0.0
+        for x in range(max(lo, 1), hi + 1):
+            pmf = math.exp(lgm - math.lgamma(x + 1) - math.lgamma(M - x + 1) + x * lp + (M - x) * lq)
+            value += pmf * ((x + bm - 1) // bm)
+    if len(_BLOCKS) > 100000:
+        _BLOCKS.clear()
+    _BLOCKS[key] = value
+    return value
+
+
+def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
+    key = (shape, device.key, id(c))
+    hit = _STATIC.get(key)
+    if hit is not None and hit[0] is c and hit[1] is device:
+        return hit[2]
+    sms = device.sm_count or int(c["default_sm_count"])
+    clock = (device.boost_clock_mhz or c["default_clock_mhz"]) * 1e6
+    rows = max(shape.rows, 1)
+    if shape.experts > 1:
+        hit_p = min(1.0, shape.top_k / shape.experts)
+        active = shape.experts * (1.0 - (1.0 - hit_p) ** shape.M)
+        active = max(1.0, min(float(shape.experts), active, float(rows)))
+    else:
+        active = 1.0
+    a_b, b_b, c_b = shape.operand_bytes
+    st = _Static(
+        sms=sms, clock=clock,
+        bw=(device.memory_bandwidth_gbps or c["default_bandwidth_gbps"]) * 1e9 * c["dram_efficiency"],
+        l2_size=device.l2_bytes or c["default_l2_bytes"],
+        warp_size=device.warp_size or 32,
+        a_b=a_b, b_b=b_b, c_b=c_b, rows=rows, active=active, per_expert=rows / active,
+        mma=device.mma or "mma_v2",
+        fp8_swap_kernel=shape.dtype == "fp8_w8a8" and shape.kernel == "fused_moe",
+        peak_per_sm=peak_tflops(device, shape.dtype, c) * 1e12 / sms * c["mma_efficiency"],
+        max_regs=device.max_regs_per_thread or 255,
+        regs_per_block=device.regs_per_block or 65536,
+        max_blocks=device.max_blocks_per_sm or 32,
+        max_threads_sm=device.max_threads_per_sm or 2048,
+        regs_per_sm=device.regs_per_sm or 65536,
+        smem_per_sm=device.smem_per_sm,
+        reserved=device.reserved_smem_per_block or 0,
+        l2_rate=c["l2_bytes_per_clk_per_sm"] * clock * c["l2_efficiency"],
+        latency=c["load_latency_ns"] * 1e-9,
+        t_ovh=c["iter_overhead_cycles"] / clock,
+        epilogue=c["epilogue_latency_ns"] * 1e-9,
+        a_rows=shape.a_rows_unique if shape.a_rows_unique is not None else rows,
+    )
+    if len(_STATIC) > 4096:
+        _STATIC.clear()
+    _STATIC[key] = (c, device, st)
+    return st
+
+
+def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficients | None = None,
+            smem_bytes: int | None = None, *, smem: Callable | None = None) -> Prediction:
+    """Predicted time of ``config`` (an entry dict) for ``shape`` on ``device`` (a device_db Device).
+
+    ``smem_bytes`` is the block's shared memory as the estimator computes it; without it,
+    ``smem(config, device)`` is asked, else the analytic model.
+    """
+    c = coefficients or load_coefficients(device)
+    bm, bn, bk, group, warps, stages = _config_values(config, getattr(device, "vendor", None))
+    if smem_bytes is None:
+        smem_bytes = smem(config, device) if smem is not None else _smem_default(config, shape, device)
+    st = _static(shape, device, c)
+    n, k = shape.n, shape.k
+    rows, active = st.rows, st.active
+
+    # -- rows, experts and padding (per-expert counts vary: expected padded blocks per expert)
+    if shape.experts > 1:
+        blocks_m = shape.experts * expected_blocks(shape.M, min(1.0, shape.top_k / shape.experts), bm)
+    else:
+        blocks_m = float(-(-rows // bm))
+    blocks_m = max(blocks_m, 1.0)
+    m_blocks_per_expert = max(1.0, blocks_m / active)
+    padding = rows / (blocks_m * bm)
+    n_tiles = -(-n // bn)
+    programs = max(1, int(math.ceil(blocks_m * n_tiles - 1e-9)))
+    k_iters = max(1, -(-k // bk))
+
+    # -- MMA path
+    mma = st.mma
+    path_eff = 1.0
+    swap = mma == "wgmma" and st.fp8_swap_kernel and bm < 64 and bn >= 64
+    mm, nn = (bn, bm) if swap else (bm, bn)
+    inst_rows = _MMA_ROWS.get(mma, 16)
+    label = mma
+    if mma == "wgmma" and mm < 64:
+        path_eff = c["mma_v2_on_wgmma"]
+        inst_rows = 16
+        label = "mma_v2 (on sm_90)"
+    elif swap:
+        label = "wgmma (swap-AB)"
+    flops_iter = 2.0 * max(mm, inst_rows) * max(nn, 8) * bk
+
+    # -- registers
+    threads = warps * st.warp_size
+    acc = bm * bn / threads
+    operands_in_smem = label.startswith("wgmma") or mma == "tcgen05"
+    frags = 0.0 if operands_in_smem else (bm * bk * st.a_b + bn * bk * st.b_b) / 4.0 / threads
+    regs = _ceil8(c["base_regs_per_thread"] + acc + frags)
+    cap = min(st.max_regs, st.regs_per_block // max(threads, 1))
+    cap = max(8, cap - cap % 8)
+    spilled = max(0, regs - cap)
+    regs_alloc = min(regs, cap)
+    spill_factor = 1.0 + c["spill_penalty_per_32_regs"] * spilled / 32.0
+
+    # -- occupancy
+    limits = {
+        "blocks": st.max_blocks,
+        "threads": st.max_threads_sm // max(threads, 1),
+        "regs": st.regs_per_sm // max(regs_alloc * threads, 1),
+    }
+    if smem_bytes and st.smem_per_sm:
+        limits["smem"] = st.smem_per_sm // (smem_bytes + st.reserved)
+    limit_name = min(limits, key=lambda name: (limits[name], name))
+    occupancy = max(1, limits[limit_name])
+    per_sm = -(-programs // st.sms)
+    resident = min(occupancy, per_sm)
+    if resident < occupancy:
+        limit_name = "grid"
+    rounds = -(-per_sm // resident)
+
+    # -- per-iteration times on one SM
+    util = min(1.0, resident * warps / c["tensor_subpartitions"])
+    t_mma = flops_iter / (st.peak_per_sm * path_eff * util)
+    real_rows = rows / blocks_m
+    t_l2 = (real_rows * bk * st.a_b + bn * bk * st.b_b) / st.l2_rate
+    latency = st.latency
+    if stages <= 1:
+        t_lat = latency + t_mma + st.t_ovh
+    else:
+        t_lat = latency / max(stages - 1, 1)
+    t_compute = resident * (t_mma + st.t_ovh)
+    t_l2_share = resident * t_l2
+    t_iter = max(t_compute, t_l2_share, t_lat) * spill_factor
+    epilogue = st.epilogue + resident * real_rows * bn * st.c_b / st.l2_rate
+    t_program = k_iters * t_iter + latency + epilogue
+    t_sm = rounds * t_program
+
+    # -- DRAM
+    expert_w = n * k * st.b_b
+    g_eff = min(float(group), m_blocks_per_expert)
+    passes = math.ceil(m_blocks_per_expert / g_eff - 1e-9)
+    miss = min(1.0, expert_w / (st.l2_size * c["l2_reuse_fraction"]))
+    w_bytes = active * expert_w * (1.0 + (passes - 1) * miss)
+    dram_bytes = w_bytes + st.a_rows * k * st.a_b + rows * n * st.c_b
+    t_dram = dram_bytes / st.bw
+
+    p = c["overlap_p"]
+    core = (t_sm ** p + t_dram ** p) ** (1.0 / p)
+    launch = c["launch_overhead_us"]
+    scale = rounds * k_iters * 1e6
+    terms = {"compute": t_compute * scale, "l2": t_l2_share * scale, "latency": t_lat * scale,
+             "dram": t_dram * 1e6}
+    return Prediction(
+        time_us=launch + core * 1e6,
+        sm_us=t_sm * 1e6,
+        dram_us=t_dram * 1e6,
+        compute_us=terms["compute"],
+        l2_us=terms["l2"],
+        latency_us=terms["latency"],
+        launch_us=launch,
+        programs=programs,
+        programs_per_sm=per_sm,
+        occupancy=occupancy,
+        occupancy_limit=limit_name,
+        rounds=rounds,
+        padding=padding,
+        regs_per_thread=regs,
+        spilled_regs=spilled,
+        smem_bytes=smem_bytes,
+        mma=label,
+        k_iterations=k_iters,
+        bound=max(terms, key=terms.get),
+    )
+
+
+@dataclass(frozen=True)
+class Ranked:
+    config: Mapping
+    score_us: float  # weighted geometric mean of the predicted times over the devices
+    predictions: Mapping[str, Prediction] = field(default_factory=dict)  # device key -> prediction
+
+
+def rank(candidates: Iterable[Mapping], shape: GemmShape, devices: Sequence, *,
+         weights: Sequence[float] | None = None, coefficients: Mapping[str, Coefficients] | None = None,
+         smem: Callable | None = None, top_k: int | float | None = None) -> list[Ranked]:
+    """Candidates sorted by predicted time (fastest first).
+
+    With several devices the score is the weighted geometric mean of the per-device times, so a
+    config that is 10 % slower on one device and 10 % faster on another of equal weight ties.
+    ``top_k``: keep that many (an int) or that fraction (a float <= 1), as Triton's autotuner.
+    """
+    devices = list(devices)
+    if not devices:
+        raise ValueError("rank needs at least one device")
+    weights = list(weights) if weights is not None else [1.0] * len(devices)
+    total = sum(weights)
+    coeffs = {d.key: (coefficients or {}).get(d.key) or load_coefficients(d) for d in devices}
+    out = []
+    for cfg in candidates:
+        preds = {}
+        log_sum = 0.0
+        for dev, w in zip(devices, weights):
+            pred = predict(cfg, shape, dev, coeffs[dev.key], smem=smem)
+            preds[dev.key] = pred
+            log_sum += w * math.log(pred.time_us)
+        out.append(Ranked(cfg, math.exp(log_sum / total), preds))
+    out.sort(key=lambda r: r.score_us)
+    if top_k is not None:
+        keep = int(top_k) if isinstance(top_k, int) else max(1, int(math.ceil(top_k * len(out))))
+        out = out[:keep]
+    return out
