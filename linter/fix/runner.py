@@ -258,7 +258,9 @@ def unified_diff(path: str, old: bytes, new: bytes) -> str:
     a = old.decode("utf-8", "replace").splitlines(keepends=True)
     b = new.decode("utf-8", "replace").splitlines(keepends=True)
     out = []
-    for line in difflib.unified_diff(a, b, fromfile=f"a/{path}", tofile=f"b/{path}"):
+    rel = not os.path.isabs(path)
+    old_name, new_name = (f"a/{path}", f"b/{path}") if rel else (path, path)
+    for line in difflib.unified_diff(a, b, fromfile=old_name, tofile=new_name):
         if line.endswith("\n"):
             out.append(line)
         else:

@@ -1,0 +1,121 @@
+"""The fixer over a copy of the real corpus for the consumer targets (the 99 KB cards).
+
+Every changed file parses, passes ``check`` for those targets (no SMEM001 left), differs from
+the original only inside the edited values (plus inserted members), and a second run is a no-op.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+
+from tilefit.api import CheckOptions, run_check
+from tilefit.fix import run_fix
+from tilefit.fix.edits import apply_edits
+from tilefit.jsonpos import JsonDocument
+
+OPTS = dict(targets=["consumer"], estimator="analytic")
+
+
+@pytest.fixture(scope="module")
+def fixed_corpus(corpus, tmp_path_factory):
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILEFIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    root = tmp_path_factory.mktemp("fixcorpus") / "corpus"
+    shutil.copytree(corpus, root)
+    for p in root.rglob("*.json"):  # the shared corpus is read-only; the copy must be writable
+        p.chmod(0o644)
+    before = run_check([str(root)], CheckOptions(**OPTS))
+    start = time.perf_counter()
+    result = run_fix([str(root)], CheckOptions(**OPTS))
+    elapsed = time.perf_counter() - start
+    yield root, before, result, elapsed
+    mp.undo()
+
+
+def test_fix_run_has_no_errors_and_fixes_every_smem001(fixed_corpus):
+    _root, before, result, elapsed = fixed_corpus
+    assert not result.errors
+    smem_before = sum(1 for d in before.diagnostics if d.code == "SMEM001")
+    assert smem_before > 1000
+    assert result.fixed["SMEM001"] == smem_before
+    assert not [d for d in result.check.diagnostics if d.code in ("SMEM001", "THR001")]
+    assert len(result.files) > 300
+    assert elapsed < 120  # seconds, not minutes (about 10 s on a 2-core machine)
+
+
+def test_changed_files_parse_and_pass_check(fixed_corpus):
+    root, _before, result, _ = fixed_corpus
+    after = run_check([str(root)], CheckOptions(**OPTS))
+    assert not [d for d in after.diagnostics if d.code in ("SMEM001", "THR001")]
+    for ff in result.files:
+        data = open(ff.path, "rb").read()
+        assert data == ff.new
+        JsonDocument.parse(data)
+        json.loads(data)
+    # nothing new appeared anywhere: the remaining findings are the ones the corpus always had
+    codes_before = {(d.path, d.code) for d in _before.diagnostics if d.code != "SMEM001"}
+    assert {(d.path, d.code) for d in after.diagnostics} <= codes_before
+
+
+def test_only_values_change(fixed_corpus):
+    _root, _before, result, _ = fixed_corpus
+    for ff in result.files:
+        old, new = ff.original, ff.new
+        doc = JsonDocument.parse(old)
+        edits = sorted((e for f in ff.fixes for e in f.edits), key=lambda e: e.start_offset)
+        rebuilt, applied = apply_edits(old, edits)
+        assert rebuilt == new and len(applied) == len(edits)
+        # bytes outside the edit spans are identical, in order
+        pos_old = pos_new = 0
+        for e in edits:
+            keep = e.start_offset - pos_old
+            assert old[pos_old:e.start_offset] == new[pos_new:pos_new + keep], ff.path
+            pos_new += keep + len(e.content.encode())
+            pos_old = e.end_offset
+        assert old[pos_old:] == new[pos_new:]
+        # each replaced span is exactly one number of the original (insertions replace nothing)
+        for e in edits:
+            span = old[e.start_offset:e.end_offset]
+            if span:
+                assert span.isdigit() and e.content.isdigit(), (ff.path, span, e.content)
+            else:
+                assert e.content.startswith(",")
+        # line endings and the final newline state are kept
+        assert old.count(b"\r\n") == new.count(b"\r\n")
+        assert old.endswith(b"\n") == new.endswith(b"\n")
+        # the edited entries are exactly the planned ones, keys in the original order
+        new_value = json.loads(new)
+        for plan in ff.plans:
+            assert new_value[plan.key] == plan.entry
+            assert list(new_value[plan.key])[:len(plan.original)] == list(plan.original)
+        assert list(new_value) == [k for k, _ in doc.value.pairs] if hasattr(doc.value, "pairs") else list(doc.value)
+
+
+def test_fixes_respect_the_kernel_constraints(fixed_corpus):
+    from tilefit.families import classify
+
+    _root, _before, result, _ = fixed_corpus
+    for ff in result.files:
+        meta = classify(ff.path)
+        for plan in ff.plans:
+            for k, v in plan.changes.items():
+                if k.startswith("BLOCK_SIZE"):
+                    assert 16 <= v <= 256 and v & (v - 1) == 0
+                if k == "BLOCK_SIZE_K" and meta.block_shape:
+                    assert meta.block_shape[1] % v == 0
+                if k == "num_warps":
+                    assert v in (2, 4, 8, 16)
+                if k == "num_stages":
+                    assert 2 <= v <= 6
+
+
+def test_second_run_is_a_no_op(fixed_corpus):
+    root, _before, first, _ = fixed_corpus
+    snapshot = {p: p.read_bytes() for p in root.rglob("*.json")}
+    second = run_fix([str(root)], CheckOptions(**OPTS))
+    assert not second.files and not second.errors
+    assert {p: p.read_bytes() for p in root.rglob("*.json")} == snapshot
