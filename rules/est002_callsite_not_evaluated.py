@@ -84,8 +84,9 @@ class EST002(Rule):
         shown = reasons[:MAX_REASONS]
         more = f" (+{len(reasons) - MAX_REASONS} more)" if len(reasons) > MAX_REASONS else ""
         partial = ""
-        if len(undecided) < len(verdicts):
-            partial = f" ({len(verdicts) - len(undecided)} of {len(verdicts)} evaluations done)"
+        done = sum(1 for v in verdicts if v.outcome.ok)
+        if done:
+            partial = f" ({done} of {len(verdicts)} evaluations done)"
         extra = f"; {problems[0]}" if problems else ""
         yield Finding(
             f"shared memory of the {site.where} not checked: {'; '.join(shown)}{more}{hint}{extra}{partial}",

@@ -91,6 +91,8 @@ class SMEM002(Rule):
     )
 
     def check(self, ctx: CallsiteContext):
+        from tilefit.callsites.checks import arch_key, join_labels
+
         site = ctx.site
         if site.kind != "launch" or site.kernel.autotune is not None:
             return
@@ -105,14 +107,20 @@ class SMEM002(Rule):
             over = [v for v in mine if v.over]
             if not over:
                 continue
+            # one finding per (required, limit, devices): variants with equal figures merge
             groups: dict[tuple, list] = {}
             for v in over:
-                groups.setdefault((v.variant.label, v.outcome.shared, v.limit), []).append(v)
+                groups.setdefault((v.outcome.shared, v.limit, v.variant.label), []).append(v)
+            merged: dict[tuple, list] = {}
+            for (required, limit, _), vs in groups.items():
+                devices = tuple(d.key for v in vs for d in v.dclass.devices)
+                merged.setdefault((required, limit, devices), []).extend(vs)
             suggestion = checks.suggest(case, verdicts)
             first = True
-            for (label, required, limit), vs in sorted(groups.items(), key=lambda kv: (-kv[0][1], kv[0][0])):
-                devices = [d for v in vs for d in v.dclass.devices]
-                archs = sorted({v.device.arch for v in vs})
+            for (required, limit, _), vs in sorted(merged.items(), key=lambda kv: (-kv[0][0], kv[0][2])):
+                devices = list(dict.fromkeys(d for v in vs for d in v.dclass.devices))
+                archs = sorted({v.device.arch for v in vs}, key=arch_key)
+                label = join_labels([v.variant.label for v in vs])
                 branch = f" [{case.label}]" if case.label else ""
                 stages = vs[0].outcome.num_stages
                 msg = (f"OutOfResources on {format_targets(devices)}{_variant_text(label)}: shared memory, "
@@ -135,12 +143,12 @@ class SMEM002(Rule):
 
 
 def _advice(s, case, over, path: str) -> str:
-    from tilefit.callsites.checks import literal_edit, where_literal
+    from tilefit.callsites.checks import join_labels, literal_edit, where_literal
 
     if s.scope == "failing":
-        labels = sorted({v.variant.label for v in over if v.variant.label})
+        labels = join_labels(sorted({v.variant.label for v in over if v.variant.label}))
         need = sorted({v.outcome.shared for v in over})
-        when = f" when {' or '.join(labels)}" if labels else ""
+        when = f" when {labels}" if labels else ""
         return (f"use {s.name}={s.new}{when} and the device has < {need[-1]} bytes of shared memory per block "
                 f"(a device-aware guard; other variants fit)")
     where = where_literal(s.literal)

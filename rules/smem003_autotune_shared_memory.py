@@ -67,14 +67,17 @@ class SMEM003(Rule):
     )
 
     def check(self, ctx: CallsiteContext):
+        from tilefit.callsites.checks import arch_key, join_labels
+
         site = ctx.site
         if site.kind != "autotune" or not site.configs:
             return
         checks = ctx.checks
         per_config = {c.index: checks.config(site, c) for c in site.configs}
         classes = checks.classes
-        # error: for some device class and variant, no config fits
+        # error: for some device class and variant, no config fits (merged over equal figures)
         reported_all = set()
+        errors: dict[tuple, list] = {}
         for dclass in classes:
             variants = []
             for vs in per_config.values():
@@ -96,18 +99,22 @@ class SMEM003(Rule):
                     needs = sorted(v.outcome.shared for vs in per_config.values() for v in vs
                                    if v.dclass is dclass and v.variant == variant and v.over)
                     reported_all.add((id(dclass), variant))
-                    label = f" with {variant.label}" if variant.label else ""
-                    yield Finding(
-                        f"every autotune config of {site.kernel.name} overflows {format_targets(dclass.devices)}"
-                        f"{label}: shared memory Required: {needs[0]}..{needs[-1]}, Hardware limit: "
-                        f"{dclass.first.smem_per_block_optin} ({len(decided)} configs, {dclass.first.arch}); "
-                        f"the autotuner has nothing to run there",
-                        severity=Severity.ERROR,
-                        data={"targets": [d.key for d in dclass.devices], "variant": variant.label or None,
-                              "min_required_bytes": needs[0], "limit_bytes": dclass.first.smem_per_block_optin,
-                              "configs": len(decided), "kernel": site.kernel.key},
-                        identity=f"{site.identity}|all|{variant.label}|{dclass.first.arch}",
-                    )
+                    key = (needs[0], needs[-1], dclass.first.smem_per_block_optin, len(decided))
+                    errors.setdefault(key, []).append((dclass, variant))
+        for (low, high, limit, n), pairs in errors.items():
+            devices = list(dict.fromkeys(d for dclass, _ in pairs for d in dclass.devices))
+            archs = sorted({dclass.first.arch for dclass, _ in pairs}, key=arch_key)
+            label = join_labels([variant.label for _, variant in pairs])
+            need = f"{low}" if low == high else f"{low}..{high}"
+            yield Finding(
+                f"every autotune config of {site.kernel.name} overflows {format_targets(devices)}"
+                f"{f' with {label}' if label else ''}: shared memory, Required: {need}, Hardware limit: {limit} "
+                f"({n} configs, {'/'.join(archs)}); the autotuner has nothing to run there",
+                severity=Severity.ERROR,
+                data={"targets": [d.key for d in devices], "variant": label or None, "archs": archs,
+                      "min_required_bytes": low, "limit_bytes": limit, "configs": n, "kernel": site.kernel.key},
+                identity=f"{site.identity}|all|{label}|{'/'.join(archs)}",
+            )
         # warnings: single configs that overflow where others fit
         for config in site.configs:
             vs = per_config[config.index]
@@ -115,12 +122,9 @@ class SMEM003(Rule):
             if not over:
                 continue
             worst = max(over, key=lambda v: v.outcome.shared - v.limit)
-            devices = []
-            for v in over:
-                for d in v.dclass.devices:
-                    if d not in devices:
-                        devices.append(d)
-            label = f" with {worst.variant.label}" if worst.variant.label else ""
+            devices = list(dict.fromkeys(d for v in over for d in v.dclass.devices))
+            label = join_labels([v.variant.label for v in over if v.outcome.shared == worst.outcome.shared])
+            label = f" with {label}" if label else ""
             msg = (f"autotune config #{config.index + 1} of {site.kernel.name} ({_config_text(site, config)}) "
                    f"overflows {format_targets(devices)}{label}: shared memory, Required: {worst.outcome.shared}, "
                    f"Hardware limit: {worst.limit}; the autotuner compiles it for nothing there")

@@ -112,7 +112,10 @@ class SiteChecks:
             return None
         over_classes = {id(v.dclass) for v in over}
         every_variant_fails = all(v.over or not v.outcome.ok for v in mine if id(v.dclass) in over_classes)
-        if every_variant_fails:
+        # Variants of the default sweep are guesses, not the dtypes the code runs with: a fix must
+        # fit them all. Declared variants ([tool.tilefit.kernels]) that fit deserve a guard.
+        declared = any(v.variant.explicit for v in mine)
+        if every_variant_fails or not declared:
             scope = "all"
             pairs = [(v.variant, v.dclass) for v in mine if v.outcome.status != "unsupported"]
         else:
@@ -181,3 +184,22 @@ def where_literal(lit: Lit | None) -> str:
     if lit.loc is not None:
         parts.append(f"{lit.loc}")
     return f" ({'; '.join(parts)})" if parts else ""
+
+
+def join_labels(labels: list[str]) -> str:
+    """``["kv=bf16", "kv=fp16"]`` -> ``"kv=bf16/fp16"``; other lists joined with ``; ``."""
+    labels = [lab for lab in dict.fromkeys(labels) if lab]
+    if not labels:
+        return ""
+    keys = {lab.rpartition("=")[0] for lab in labels}
+    if len(keys) == 1 and all("=" in lab and ", " not in lab for lab in labels):
+        key = keys.pop()
+        return f"{key}=" + "/".join(lab.rpartition("=")[2] for lab in labels)
+    return "; ".join(labels)
+
+
+def arch_key(arch: str):
+    import re
+
+    m = re.match(r"^([a-z_]+?)(\d+)(.*)$", arch)
+    return (m.group(1), int(m.group(2)), m.group(3)) if m else (arch, 0, "")

@@ -393,7 +393,7 @@ class CallsiteEvaluator:
             src = Source("scratch", scratch.name, kernel.name, scratch.hash, scratch=scratch)
         except ExtractError as exc:
             reason = exc.reason + (f" (line {exc.line})" if exc.line else "")
-            if exc.path != os.path.abspath(kernel.module.path):
+            if os.path.abspath(exc.path) != os.path.abspath(kernel.module.path):
                 reason += f" in {exc.path}"
             src = Source("none", reason=reason)
             if self.allow_import:

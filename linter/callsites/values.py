@@ -217,18 +217,20 @@ def local_assignments(fn) -> dict[str, list[_Assigned]]:
     def add(name, value, line, why=""):
         out.setdefault(name, []).append(_Assigned(value, line, why))
 
-    def target(t, value, line):
+    def target(t, value, line, why=""):
         if isinstance(t, ast.Name):
-            add(t.id, value, line)
+            add(t.id, value, line, why)
         elif isinstance(t, (ast.Tuple, ast.List)):
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts):
                 for tt, vv in zip(t.elts, value.elts):
                     target(tt, vv, line)
             else:
+                text = ast.unparse(value) if value is not None else "a value"
+                text = text if len(text) <= 40 else text[:39] + "\u2026"
                 for tt in t.elts:
-                    target(tt, None, line)
+                    target(tt, None, line, f"unpacked from `{text}`")
         elif isinstance(t, ast.Starred):
-            target(t.value, None, line)
+            target(t.value, None, line, why or "unpacked")
 
     stack = list(fn.body)
     while stack:
@@ -245,11 +247,11 @@ def local_assignments(fn) -> dict[str, list[_Assigned]]:
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             add(node.target.id, None, node.lineno, "changed in place")
         elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
-            target(node.target, None, getattr(node, "lineno", 0))
+            target(node.target, None, getattr(node, "lineno", 0), "a loop variable")
         elif isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 if item.optional_vars is not None:
-                    target(item.optional_vars, None, node.lineno)
+                    target(item.optional_vars, None, node.lineno, "bound by `with`")
         elif isinstance(node, ast.NamedExpr) and isinstance(node.target, ast.Name):
             add(node.target.id, node.value, node.lineno)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -371,6 +373,9 @@ class Evaluator:
         if isinstance(node, ast.Name):
             return self.name(frame, node.id, node)
         if isinstance(node, ast.IfExp):
+            test = self._expr(frame, node.test)
+            if isinstance(test, Lit):  # the condition folds: one arm
+                return self._expr(frame, node.body if test.value else node.orelse)
             cond = self.seg(m, node.test)
             return Arms(((f"if {cond}", self._expr(frame, node.body)),
                          (f"if not {cond}", self._expr(frame, node.orelse))))

@@ -472,7 +472,7 @@ def _check_safe(st: _State, module, node: ast.expr, name: str) -> list[tuple[str
                     isinstance(root, ast.Name) and root.id in _ALLOWED_EXTERNAL:
                 names.append((root.id, root.lineno))
                 return
-            raise bad("an attribute of a non-Triton object")
+            raise bad(f"Python code (an attribute of {ast.unparse(root)})")
         if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List)):
             for child in ast.iter_child_nodes(n):
                 if isinstance(child, (ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)):
@@ -490,8 +490,8 @@ def _check_safe(st: _State, module, node: ast.expr, name: str) -> list[tuple[str
                 for kw in n.keywords:
                     walk(kw.value)
                 return
-            raise bad(f"a call of {ast.unparse(n.func)}")
-        raise bad(f"a {type(n).__name__} expression")
+            raise bad(f"Python code (a call of {ast.unparse(n.func)})")
+        raise bad(f"Python code (a {type(n).__name__} expression)")
 
     walk(node)
     return names
