@@ -33,7 +33,7 @@ from .kernels import Gemm, MoeShape, Parallel, dense_gemms, moe_shape
 from .lookup import (Lookup, PackageSource, gemm_file_name, device_file_name, moe_file_name, nearest_key,
                      package_source, search_gemm, search_moe)
 from .model import ModelShape
-from .profiles import Profile, first_case
+from .profiles import Profile, first_case, full_env
 
 DEFAULT_BATCH_RANGE = (1, 4096)
 # Kernel variants' dtype strings (tilefit.variants._DTYPE_PATH keys) of each dtype path.
@@ -291,11 +291,11 @@ def gemm_specs(model: ModelShape, entry: Mapping, target: Target, engine: str) -
 def _env_for(model: ModelShape, target: Target, M: int, E: int, N: int, K: int, top_k: int) -> dict:
     q = model.quant
     block = q.block or (0, 0)
-    return {"M": M, "E": E, "N": N, "K": K, "TOPK": top_k, "BN_Q": block[0], "BK_Q": block[1],
+    return full_env({"M": M, "E": E, "N": N, "K": K, "TOPK": top_k, "BN_Q": block[0], "BK_Q": block[1],
             "GROUP": q.group_size or 0, "FP8": int(q.dtype == "fp8_w8a8"), "INT8": int(q.dtype == "int8_w8a8"),
             "WNA16": int(q.scheme == "group"), "BLOCK": int(q.block is not None),
             "PER_CHANNEL": int(q.scheme == "per_channel"), "HIP": int(target.device.vendor == "AMD"),
-            "GFX1250": int(target.device.arch == "gfx1250"), "SMEM": target.limit or 0}
+            "GFX1250": int(target.device.arch == "gfx1250"), "SMEM": target.limit or 0})
 
 
 def batch_list(options: Options) -> list[int]:
@@ -314,6 +314,23 @@ def _append(rows: list[Row], m: int, row: Row) -> None:
         rows.append(row)
 
 
+class RowBuilder:
+    """Rows over the judged batch sizes: a new row is built (and judged) only when what the
+    engine picks changes; equal neighbouring rows are merged."""
+
+    def __init__(self, make: Callable[[int, tuple], Row]):
+        self.rows: list[Row] = []
+        self._make = make
+        self._last: tuple | None = None
+
+    def add(self, m: int, pick: tuple) -> None:
+        if self.rows and pick == self._last:
+            self.rows[-1].m_to = m
+            return
+        self._last = pick
+        _append(self.rows, m, self._make(m, pick))
+
+
 def _sorted_configs(cfg: Mapping) -> dict:
     order = list(TILE_KEYS) + ["GROUP_SIZE_M", "num_warps", "num_stages"]
     out = {k: cfg[k] for k in order if k in cfg}
@@ -328,6 +345,8 @@ class Doctor:
         self.judge = Judge(estimator, self.options.triton_version)
         self.estimator = estimator
         self._memo: dict[tuple, tuple] = {}
+        self._defaults: dict[tuple, tuple] = {}
+        self._envs: dict[tuple, dict] = {}
 
     # -- public ------------------------------------------------------------------------------
     def run(self, profiles: Sequence[Profile], targets: Sequence[Target]) -> list[Section]:
@@ -419,26 +438,34 @@ class Doctor:
         down_keys = list(down_table) if down_table else []
         drop = set(rules.get("drop_keys", []))
         force_bm = bool(rules.get("down_forces_up_block_m"))
+        down_detail = "_down table; BLOCK_SIZE_M forced to the gate/up entry's" if force_bm else "_down table"
+
+        def strip(cfg):
+            return {k: v for k, v in cfg.items() if k not in drop} if isinstance(cfg, dict) and drop else cfg
+
+        def make(m, pick, detail=""):
+            src, key, case, cfg = pick
+            return self._row(m, src, cfg, key, case, target, profile, "moe", detail=detail)
+
+        ups, downs = RowBuilder(make), RowBuilder(lambda m, pick: make(m, pick, down_detail))
         for m in batch_list(self.options):
             if up_table is not None:
                 key = nearest_key(up_keys, m)
-                cfg, src, case = up_table[key], "file", None
+                pick = ("file", key, None, strip(up_table[key]))
             else:
-                key = None
-                case_obj, cfg = self._moe_default(profile, target, moe, m)
-                src, case = "default", case_obj
-            up_cfg = {k: v for k, v in cfg.items() if k not in drop} if isinstance(cfg, dict) else cfg
-            _append(up.rows, m, self._row(m, src, up_cfg, key, case, target, profile, "moe"))
-            if down_table is not None:
-                dkey = nearest_key(down_keys, m)
-                dcfg = down_table[dkey]
-                dcfg = {k: v for k, v in dcfg.items() if k not in drop} if isinstance(dcfg, dict) else dcfg
-                if force_bm and isinstance(dcfg, dict) and isinstance(up_cfg, dict) and "BLOCK_SIZE_M" in up_cfg:
-                    dcfg = {**dcfg, "BLOCK_SIZE_M": up_cfg["BLOCK_SIZE_M"]}
-                _append(down.rows, m, self._row(m, "file", dcfg, dkey, None, target, profile, "moe",
-                                                detail="_down table; BLOCK_SIZE_M forced to the gate/up entry's" if force_bm else ""))
-            else:
-                _append(down.rows, m, self._row(m, src, up_cfg, key, case, target, profile, "moe"))
+                case, cfg = self._moe_default(profile, target, moe, m)
+                pick = ("default", None, case, cfg)
+            ups.add(m, pick)
+            if down_table is None:
+                downs.add(m, pick)
+                continue
+            dkey = nearest_key(down_keys, m)
+            dcfg = strip(down_table[dkey])
+            up_cfg = pick[3]
+            if force_bm and isinstance(dcfg, dict) and isinstance(up_cfg, dict) and "BLOCK_SIZE_M" in up_cfg:
+                dcfg = {**dcfg, "BLOCK_SIZE_M": up_cfg["BLOCK_SIZE_M"]}
+            downs.add(m, ("file", dkey, None, dcfg))
+        up.rows, down.rows = ups.rows, downs.rows
         return [up, down]
 
     def _funcs(self, profile: Profile):
@@ -451,9 +478,27 @@ class Doctor:
             got = funcs.moe_default(m, moe, self.model.quant)
             if got is not None:
                 return "engine's get_default_config (--allow-import)", got
-        env = _env_for(self.model, target, m, moe.E, moe.N, moe.K, moe.top_k)
-        case, cfg = first_case(profile.moe.defaults, env)
-        return case.case, cfg
+        return self._default(profile.moe.defaults, self._env(target, m, moe.E, moe.N, moe.K, moe.top_k))
+
+    def _env(self, target: Target, m: int, E: int, N: int, K: int, top_k: int) -> dict:
+        """The formula environment at batch size ``m`` (the rest is built once per target and shape)."""
+        key = (target.key, target.limit, E, N, K, top_k)
+        base = self._envs.get(key)
+        if base is None:
+            base = self._envs[key] = _env_for(self.model, target, 0, E, N, K, top_k)
+        env = dict(base)
+        env["M"] = m
+        return env
+
+    def _default(self, cases, env: Mapping) -> tuple[str, dict]:
+        """The first matching default case (memoised: many batch sizes share an environment
+        up to M, and most cases do not read M at all)."""
+        key = (id(cases), tuple(env.values()))
+        hit = self._defaults.get(key)
+        if hit is None:
+            case, cfg = first_case(cases, env)
+            hit = self._defaults[key] = (case.case, cfg)
+        return hit[0], dict(hit[1])
 
     # -- block GEMM --------------------------------------------------------------------------
     def _gemms(self, profile: Profile, target: Target, source: PackageSource, moe: MoeShape | None) -> list[KernelReport]:
@@ -486,32 +531,34 @@ class Doctor:
                 continue
             table = k.lookup.table
             keys = list(table) if table else []
+
+            def make(m, pick):
+                src, key, case, cfg = pick
+                if cfg is None:
+                    return Row(m, m, "file", {}, FITS, key=key,
+                               detail="null entry: the engine keeps its non-Triton kernel here")
+                return self._row(m, src, self._gemm_adjust(profile, target, cfg), key, case, target, profile, "gemm")
+
+            rows = RowBuilder(make)
             for m in batch_list(self.options):
                 if table is not None:
                     key = nearest_key(keys, m)
-                    cfg, src, case = table[key], "file", None
-                    if cfg is None:
-                        _append(k.rows, m, Row(m, m, "file", {}, FITS, key=key,
-                                               detail="null entry: the engine keeps its non-Triton kernel"))
-                        continue
+                    rows.add(m, ("file", key, None, table[key]))
                 else:
-                    env = _env_for(self.model, target, m, 0, g.N, g.K, 0)
-                    case_obj, cfg = first_case(rules.defaults, env)
-                    key, src, case = None, "default", case_obj.case
-                cfg = self._gemm_adjust(profile, target, cfg)
-                _append(k.rows, m, self._row(m, src, cfg, key, case, target, profile, "gemm"))
+                    case, cfg = self._default(rules.defaults, self._env(target, m, 0, g.N, g.K, 0))
+                    rows.add(m, ("default", None, case, cfg))
+            k.rows = rows.rows
             out.append(k)
         return out
 
     def _gemm_adjust(self, profile: Profile, target: Target, cfg: Any) -> Any:
-        raise_form = profile.block_gemm.get("bk_raise")
-        if not raise_form or not isinstance(cfg, dict) or not isinstance(cfg.get("BLOCK_SIZE_K"), int):
+        """SGLang's fp8 loader raises BLOCK_SIZE_K to block_k where the profile says so."""
+        form = profile.block_gemm.bk_raise
+        if form is None or not isinstance(cfg, dict) or not isinstance(cfg.get("BLOCK_SIZE_K"), int):
             return cfg
-        from .profiles import Formula
-
         env = _env_for(self.model, target, 0, 0, 0, 0, 0)
         env["BK"] = cfg["BLOCK_SIZE_K"]
-        bk = int(Formula(raise_form, "bk_raise")(env))
+        bk = int(form(env))
         return cfg if bk == cfg["BLOCK_SIZE_K"] else {**cfg, "BLOCK_SIZE_K": bk}
 
     # -- MLA decode --------------------------------------------------------------------------

@@ -66,8 +66,18 @@ class Formula:
     def __call__(self, env: Mapping[str, float]) -> Any:
         if self._const is not None:
             return self._const
-        values = {name: env.get(name, 0) for name in VARIABLES}
-        return self._fn(**values)
+        if len(env) != len(VARIABLES):  # fast path for complete environments (full_env)
+            env = full_env(env)
+        return self._fn(**env)
+
+
+def full_env(values: Mapping[str, float] | None = None, **more: float) -> dict[str, float]:
+    """Every formula variable, 0 unless given."""
+    env = dict.fromkeys(VARIABLES, 0)
+    if values:
+        env.update((k, v) for k, v in values.items() if k in env)
+    env.update((k, v) for k, v in more.items() if k in env)
+    return env
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,7 @@ class TableRules:
 
     raw: Mapping[str, Any]
     defaults: tuple[DefaultCase, ...]
+    bk_raise: Formula | None = None  # block GEMM: BLOCK_SIZE_K as the loader adjusts it
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.raw.get(key, default)
@@ -187,9 +198,9 @@ def profile_from_dict(data: Mapping, source: str) -> Profile:
         if engine not in ENGINES:
             raise ProfileError(f"{source}: unknown engine {engine!r}")
         moe = TableRules(data["moe"], _cases(data["moe"]["defaults"], f"{source}: moe.defaults"))
-        gemm = TableRules(data["block_gemm"], _cases(data["block_gemm"]["defaults"], f"{source}: block_gemm.defaults"))
-        if gemm.get("bk_raise"):
-            Formula(gemm.get("bk_raise"), f"{source}: block_gemm.bk_raise")
+        raw_raise = data["block_gemm"].get("bk_raise")
+        gemm = TableRules(data["block_gemm"], _cases(data["block_gemm"]["defaults"], f"{source}: block_gemm.defaults"),
+                          Formula(raw_raise, f"{source}: block_gemm.bk_raise") if raw_raise else None)
         mla = data["mla_decode"]
         launch = tuple((k, Formula(v, f"{source}: mla_decode.launch.{k}")) for k, v in mla["launch"].items())
         return Profile(name=data["name"], engine=engine, version=str(data["version"]), raw=data, moe=moe,
