@@ -402,3 +402,61 @@ def test_no_engine_import_by_default(cli):
     cli("doctor", FIX / "qwen3-30b-a3b-fp8", "-t", "rtx4090", "--batch-sizes", "1", "--estimator", "analytic")
     after = {m for m in sys.modules if m.split(".")[0] in ("sglang", "vllm")}
     assert after == before
+
+
+# -- --device local ----------------------------------------------------------------------------------
+
+
+def _fake_torch(name: str | None, cc=(8, 9)):
+    torch = types.ModuleType("torch")
+    cuda = types.SimpleNamespace(
+        is_available=lambda: name is not None,
+        get_device_name=lambda i=0: name,
+        get_device_capability=lambda i=0: cc,
+        get_device_properties=lambda i=0: types.SimpleNamespace(gcnArchName=""),
+    )
+    torch.cuda = cuda
+    torch.version = types.SimpleNamespace(hip=None)
+    return torch
+
+
+def test_device_local_uses_the_runtime_name(monkeypatch, cli):
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch("NVIDIA GeForce RTX 4090"))
+    r = cli("doctor", FIX / "qwen3-30b-a3b-fp8", "--device", "local", "--engine", "sglang", "--engine-version", "old",
+            "--batch-sizes", "4096", "--estimator", "analytic", "--output-format", "json")
+    assert r.exit_code == 1
+    sec = json.loads(r.output)["sections"][0]
+    assert sec["target"] == "rtx4090" and sec["runtime_device_name"] == "NVIDIA GeForce RTX 4090"
+
+
+def test_device_local_unknown_card_falls_back_to_its_architecture(monkeypatch, cli):
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch("NVIDIA RTX 9000 Prototype", (12, 0)))
+    r = cli("doctor", FIX / "qwen3-30b-a3b-fp8", "--device", "local", "--engine", "vllm",
+            "--batch-sizes", "1", "--estimator", "analytic", "--output-format", "json")
+    sec = json.loads(r.output)["sections"][0]
+    assert sec["target"] == "sm_120" and sec["limit_bytes"] == 101376
+    # the engine still spells the real name into the file name it looks for
+    assert "device_name=NVIDIA_RTX_9000_Prototype" in sec["kernels"][0]["lookup"]["name"]
+
+
+def test_device_local_without_gpu_is_a_usage_error(monkeypatch, cli):
+    monkeypatch.setitem(sys.modules, "torch", _fake_torch(None))
+    r = cli("doctor", FIX / "qwen3-30b-a3b-fp8", "--device", "local")
+    assert r.exit_code == 2 and "torch sees no GPU" in r.output
+
+
+def test_engine_path_with_an_older_package_layout(tmp_path, cli):
+    # older SGLang releases kept the MoE tables in srt/layers/moe/fused_moe_triton/configs/triton_X_Y_Z/
+    name = "E=128,N=768,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.json"
+    d = tmp_path / "sglang" / "srt" / "layers" / "moe" / "fused_moe_triton" / "configs" / "triton_3_3_1"
+    d.mkdir(parents=True)
+    (d / name).write_text('{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, '
+                          '"num_warps": 4, "num_stages": 3}}\n')
+    (tmp_path / "sglang-0.5.12.dist-info").mkdir()
+    r = cli("doctor", FIX / "qwen3-30b-a3b-fp8", "-t", "rtx4090", "--engine", "sglang", "--engine-path", tmp_path,
+            "--triton-version", "3.3.1", "--estimator", "analytic", "--output-format", "json")
+    assert r.exit_code == 0, r.output
+    sec = json.loads(r.output)["sections"][0]
+    assert sec["profile"] == "sglang-0.5.12"
+    assert sec["kernels"][0]["lookup"]["loaded"] == str(d / name)
+    assert sec["kernels"][0]["rows"] == [{**sec["kernels"][0]["rows"][0], "batch_sizes": [1, 4096]}]

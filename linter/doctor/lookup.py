@@ -154,8 +154,13 @@ class PackageSource:
     root: Path | None = None  # folder holding the top-level package (site-packages style)
     index: ShippedIndex | None = None
 
-    def place(self, package_dir: str) -> Place | None:
+    def place(self, package_dir: str, alternatives: Sequence[str] = ()) -> Place | None:
+        """The folder; on disk, the first of ``package_dir`` and its ``alternatives`` (the layouts
+        of other releases) that exists."""
         if self.kind == "path" and self.root is not None:
+            for rel in (package_dir, *alternatives):
+                if (self.root / rel).is_dir():
+                    return Place(str(self.root / rel), disk=self.root / rel)
             return Place(str(self.root / package_dir), disk=self.root / package_dir)
         if self.kind == "index" and self.index is not None:
             return Place(f"<{self.label}>/{package_dir}", index=self.index, index_dir=package_dir)
@@ -301,7 +306,7 @@ def search_moe(profile: Profile, name: str, source: PackageSource, env: Mapping[
             places.append(Place(f"${env_var}={override}", disk=Path(override)))
         else:
             result.probes.append(Probe(f"${env_var}", False, "not set"))
-        pkg = source.place(rules.package_dir)
+        pkg = source.place(rules.package_dir, rules.get("package_dir_alternatives", ()))
         if pkg is not None:
             places.append(pkg)
         else:
@@ -320,7 +325,7 @@ def search_moe(profile: Profile, name: str, source: PackageSource, env: Mapping[
         result.probes.append(Probe(f"${env_var}={override} (replaces the package folder)", True))
     else:
         result.probes.append(Probe(f"${env_var}", False, "not set: the package folder is used"))
-        base = source.place(rules.package_dir)
+        base = source.place(rules.package_dir, rules.get("package_dir_alternatives", ()))
         if base is None:
             result.probes.append(Probe(f"package {rules.package_dir}", False, source.label))
             return result
@@ -359,7 +364,7 @@ def search_moe(profile: Profile, name: str, source: PackageSource, env: Mapping[
 def search_gemm(profile: Profile, name: str, source: PackageSource) -> Lookup:
     rules = profile.block_gemm
     result = Lookup(name)
-    place = source.place(rules.package_dir)
+    place = source.place(rules.package_dir, rules.get("package_dir_alternatives", ()))
     if place is None:
         result.probes.append(Probe(f"package {rules.package_dir}", False, source.label))
         return result
