@@ -305,6 +305,17 @@ def batch_list(options: Options) -> list[int]:
     return list(range(lo, hi + 1))
 
 
+def batch_ranges(values: Sequence[int]) -> list[list[int]]:
+    """[1, 2, 3, 8] -> [[1, 3], [8, 8]]."""
+    out: list[list[int]] = []
+    for v in values:
+        if out and v == out[-1][1] + 1:
+            out[-1][1] = v
+        else:
+            out.append([v, v])
+    return out
+
+
 def _append(rows: list[Row], m: int, row: Row) -> None:
     """Extend the last row when ``row`` is equal and follows it in the judged batch sizes (rows
     are appended in batch-size order, so the last row always ends at the previous size)."""
@@ -692,7 +703,7 @@ class DoctorReport:
             "parallel": {"tp_size": o.parallel.tp, "ep_size": o.parallel.ep, "moe_tp_size": o.parallel.moe_tp},
             "triton_version": o.triton_version, "triton_version_from": o.triton_version_origin,
             "estimator": self.estimator_mode, "exact_estimator_available": self.exact_available,
-            "batch_sizes": list(o.batch_sizes) if o.batch_sizes else list(DEFAULT_BATCH_RANGE),
+            "batch_sizes": batch_ranges(batch_list(o)),
             "overflows": self.overflows, "exit_code": self.exit_code, "notes": self.notes,
             "sections": [s.to_json() for s in self.sections],
             "written": [w.to_json() for w in self.written], "write_problems": self.write_problems,
