@@ -19,7 +19,25 @@ the latent (K and V alike): the loaded tiles are dequantised to fp32 inside the 
 ``q K^T`` runs in the query dtype and ``p V`` in fp32 (tf32), which is what makes the fp8 cache
 need *more* shared memory than bf16 (the fp32 V operand is staged in shared memory). This is
 the structure of vLLM's ``_fwd_grouped_kernel_stage1`` (``triton_decode_attention``), itself
-the grouped decode kernel SGLang and lightllm share. Launcher :func:`mla_decode_stage1`, references
+the grouped decode kernel SGLang and lightllm share. Shared memory (BLOCK_N 32, BLOCK_H 16, 4 warps, 16 heads, Lk 576 / Lv 512; Triton 3.5.1-3.9,
+the same on sm_89/sm_90/sm_121; on an H200 equal to the JIT's ``metadata.shared``):
+
+============  ======  ======  ======  ======
+KV cache      s=1     s=2     s=3     s=4
+============  ======  ======  ======  ======
+bf16          52224   89088   89472   89472
+fp8 e4m3      86016   120832  121216  121216
+============  ======  ======  ======  ======
+
+vLLM PR#54013 reports 59392 / 63488 / 63616 / 63616 (bf16) and 83968 / 102400 / 102656 / 102656
+(fp8) for vLLM's kernel on GB10 (sm_121, Triton 3.7): the same ordering (fp8 needs more than
+bf16, stages > 2 add a page-table buffer only) but in our compiles the ``K`` tile is pipelined
+at 2 stages where theirs apparently is not; Triton 3.7.1 compiles of this kernel for sm_121
+give our figures, so the difference is in something of that launch we do not know. On sm_70
+(fp32 staging) the figures equal the compiler numbers of 1Cat-vLLM PR#211 exactly: 102400 with
+BLOCK_N 32, 69632 with BLOCK_N 16, independent of num_stages.
+
+Launcher :func:`mla_decode_stage1`, references
 :func:`mla_decode_stage1_ref` and :func:`mla_decode_ref`; torch is imported lazily.
 """
 
