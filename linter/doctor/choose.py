@@ -1,11 +1,11 @@
-"""Choosing the config the doctor writes for one batch key.
+"""Choosing the configs the doctor writes.
 
-:func:`choose_entry` is the single switch point between the project's fixer (``tilefit.fix``,
-a candidate graph plus a performance model that picks the fastest config that fits every
-target) and the fallback repair ladder below, used while the fixer's public API is not
-available.
+:func:`fixer_table` hands a whole table to the project's fixer (``tilefit.fix.run_fix``: a
+config graph searched from each offending entry, ranked by the performance model, re-checked
+by the rules, verified and written atomically). Entries the fixer leaves overflowing (or every
+entry, when the fixer cannot be imported or fails) go to :func:`choose_entry`, the repair ladder.
 
-The fallback keeps the engine's own choice when it fits, and otherwise searches the configs
+The ladder keeps the engine's own choice when it fits, and otherwise searches the configs
 reachable from it by lowering ``num_stages`` and halving ``BLOCK_SIZE_K``, ``BLOCK_SIZE_N`` and
 ``BLOCK_SIZE_M`` (the repair ladder of oor_cases.md section 7: stages first, then blocks),
 keeping quantisation-block and group divisibility, and takes the best by a simple order that
@@ -68,27 +68,7 @@ def ladder_candidates(start: Mapping, c: Constraints) -> list[dict]:
     return out
 
 
-def _fixer_choose(start: Mapping, fits: Fits, c: Constraints, context: Mapping) -> dict | None:
-    """The project's fixer, when its public API is importable; None to use the ladder.
-
-    The fixer (``tilefit.fix``) had no public API for choosing one config when this was
-    written; this hook is where it plugs in.
-    """
-    try:
-        import tilefit.fix as fix
-    except ImportError:
-        return None
-    chooser = getattr(fix, "choose_config", None)
-    if chooser is None:
-        return None
-    try:
-        chosen = chooser(dict(start), fits=fits, context=dict(context))
-    except TypeError:
-        return None
-    return dict(chosen) if chosen is not None and fits(dict(chosen)) else None
-
-
-def choose_entry(start: Mapping, fits: Fits, constraints: Constraints, context: Mapping | None = None) -> tuple[dict | None, str]:
+def choose_entry(start: Mapping, fits: Fits, constraints: Constraints) -> tuple[dict | None, str]:
     """(config to write, how it was chosen); None when nothing reachable fits."""
     start = dict(start)
     if "num_warps" not in start:
@@ -97,9 +77,6 @@ def choose_entry(start: Mapping, fits: Fits, constraints: Constraints, context: 
         start["num_stages"] = 3
     if fits(start):
         return start, "kept (fits)"
-    picked = _fixer_choose(start, fits, constraints, context or {})
-    if picked is not None:
-        return picked, "fixer"
     for cfg in ladder_candidates(start, constraints):
         if fits(cfg):
             return cfg, "repair ladder"
@@ -107,33 +84,36 @@ def choose_entry(start: Mapping, fits: Fits, constraints: Constraints, context: 
 
 
 def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode: str = "auto") -> tuple[dict | None, str]:
-    """Ask the project's fixer for replacements of the overflowing entries of a table.
+    """Let the project's fixer repair the overflowing entries of a table.
 
     Writes ``start`` to ``path`` (the name and folder the engine reads, so the fixer sees the
-    right engine and device), runs ``tilefit check`` on it for the targets and lets the fix
-    planner (``tilefit.fix.planner.FixPlanner``) plan the offending entries. Returns
-    ({batch key: entry}, note) or (None, why the fallback ladder is used).
+    right engine and device) and runs ``tilefit.fix.run_fix`` on it for the targets, unsafe
+    fixes allowed (the table is new: there is no earlier numerical behaviour to keep). Returns
+    ({batch key: entry} as the fixer left the file, note), or (None, why the repair ladder is
+    used instead).
     """
-    try:
-        from tilefit.fix.planner import FixPlanner
-    except ImportError:
-        return None, "the fixer (tilefit.fix.planner) is not available: entries chosen by the doctor's repair ladder"
     import json
     from pathlib import Path
 
-    from tilefit.api import CheckOptions, run_check
+    try:
+        from tilefit.fix import run_fix
+    except ImportError:
+        return None, "the fixer (tilefit.fix.run_fix) is not available: entries chosen by the doctor's repair ladder"
+    from tilefit.api import CheckOptions
     from tilefit.config import Settings
 
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(json.dumps({str(k): dict(v) for k, v in start.items()}, indent=4) + "\n")
-        result = run_check([str(p)], CheckOptions(targets=list(target_keys), estimator=estimator_mode), Settings())
-        table = next(iter(result.tables.values()), None)
-        if table is None:
-            return None, "the fixer saw no table: entries chosen by the doctor's repair ladder"
-        plan = FixPlanner(result.engine).plan_table(table, result.diagnostics)
-        out = {int(k): dict(v.entry) for k, v in plan.plans.items()}
-        return out, f"overflowing entries planned by the fixer (tilefit.fix.planner) where it found a fit ({len(out)})"
+        result = run_fix([str(p)], CheckOptions(targets=list(target_keys), estimator=estimator_mode,
+                                                unsafe_fixes=True), Settings(), write=True)
+        fixed = json.loads(p.read_text())
+        out = {int(k): dict(v) for k, v in fixed.items() if isinstance(v, dict)}
+        n = sum(sum(f.fixed.values()) for f in result.files)
+        note = f"overflowing entries repaired by the fixer (tilefit.fix.run_fix, perf-model ranked): {n} fixed"
+        if result.errors:
+            note += f"; fixer errors: {'; '.join(result.errors)}"
+        return out, note
     except Exception as exc:  # noqa: BLE001 - the fixer is optional here; the ladder always works
         return None, f"the fixer failed ({type(exc).__name__}: {exc}): entries chosen by the doctor's repair ladder"

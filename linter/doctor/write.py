@@ -69,8 +69,9 @@ def _repair(doctor: Doctor, entries: dict[int, dict], fits, constraints: Constra
     changed = 0
     problems = []
     for key, start in entries.items():
-        if fixer_entries and key in fixer_entries and fits(fixer_entries[key]):
-            cfg, how = dict(fixer_entries[key]), "fixer"
+        fixed = (fixer_entries or {}).get(key)
+        if fixed is not None and fits(fixed):
+            cfg, how = dict(fixed), ("kept (fits)" if fixed == dict(start) else "fixer")
         else:
             cfg, how = choose_entry(start, fits, constraints)
         if cfg is None:
