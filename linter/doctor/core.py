@@ -29,7 +29,7 @@ from tilefit.smem.launch import mla_block_sizes
 from tilefit.smem.spec import KernelSpec, make_spec
 from tilefit.variants import TILE_KEYS, effective_launch, kernel_variants
 
-from .kernels import Gemm, MoeShape, Parallel, dense_gemms, moe_shape
+from .kernels import MoeShape, Parallel, dense_gemms, moe_shape
 from .lookup import (Lookup, PackageSource, gemm_file_name, device_file_name, moe_file_name, nearest_key,
                      package_source, search_gemm, search_moe)
 from .model import ModelShape
@@ -709,5 +709,3 @@ class DoctorReport:
             "written": [w.to_json() for w in self.written], "write_problems": self.write_problems,
         }
 
-
-Callback = Callable[[str], None]

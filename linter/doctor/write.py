@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .choose import Constraints, choose_entry, fixer_table
-from .core import Doctor, Section, Written, batch_list, gemm_specs, moe_specs
+from .core import Doctor, Section, Written, gemm_specs, moe_specs
 from .lookup import triton_folder_name
 from .profiles import Profile, first_case
 
@@ -95,7 +95,7 @@ def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Pat
             continue
         groups.setdefault((s.profile.name, s.device_name), []).append(s)
     done_paths: set[Path] = set()
-    for (_, _), group in groups.items():
+    for group in groups.values():
         first = group[0]
         profile = first.profile
         targets = [s.target for s in group]
