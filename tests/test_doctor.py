@@ -287,3 +287,30 @@ def test_shape_option_alone(cli):
     assert rep["batch_sizes"] == [[1, 256]]
     rows = kernel(rep["sections"][0], "moe_up")["rows"]
     assert [row["batch_sizes"] for row in rows] == [[1, 128], [129, 256]]
+
+
+def test_overflowing_block_gemm_table_is_reported_and_rewritten(cli, tmp_path):
+    # an installed vLLM whose block-FP8 GEMM table for the RTX 4090 has a 131072-byte entry
+    folder = tmp_path / "site" / "vllm" / "model_executor" / "layers" / "quantization" / "utils" / "configs"
+    folder.mkdir(parents=True)
+    name = "N=7168,K=2048,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8,block_shape=[128,128].json"
+    (folder / name).write_text(json.dumps({
+        "1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
+              "num_stages": 3},
+        "4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 8,
+                 "num_stages": 5}}))
+    out = tmp_path / "out"
+    r, rep = doctor_json(cli, FIX / "deepseek-v3-fp8", "-t", "rtx4090", "--engine", "vllm", "--tp-size", "8",
+                         "--engine-path", tmp_path / "site", "--estimator", "analytic", "--write", out)
+    assert r.exit_code == 1
+    sec = rep["sections"][0]
+    o_proj = next(k for k in sec["kernels"] if k["role"] == "block_gemm" and k["shape"] == "N=7168, K=2048")
+    assert o_proj["lookup"]["loaded"] == str(folder / name)
+    bad = [row for row in o_proj["rows"] if row["verdict"] == "overflow"]
+    assert bad and bad[0]["shared_bytes"] == 131072 and bad[0]["file_key"] == 4096
+    gemm = next(w for w in rep["written"] if Path(w["path"]).parent.name == "block_gemm")
+    assert Path(gemm["path"]) == out / "block_gemm" / name and gemm["check_exit"] == 0
+    assert any("copy this file to <vllm package>/vllm/model_executor/layers/quantization/utils/configs/" in n
+               for n in gemm["notes"])
+    fixed = json.loads(Path(gemm["path"]).read_text())
+    assert fixed["1"]["num_stages"] == 3 and fixed["4096"] != json.loads((folder / name).read_text())["4096"]
