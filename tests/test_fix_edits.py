@@ -364,3 +364,19 @@ def test_applicability_of_planned_fixes(tmp_path):
     fixes = {id(d.fix): d.fix for d in result.diagnostics if d.fix is not None}
     assert fixes and all(f.applicability == Applicability.SAFE for f in fixes.values())
     assert all(f.expected and list(f.expected) == ["/256"] for f in fixes.values())
+
+
+def test_sglang_down_pairs_keep_block_m(tmp_path):
+    """SGLang's down GEMM runs with the up entry's BLOCK_SIZE_M: neither table of a pair moves it."""
+    folder = tmp_path / "sglang" / "configs" / "triton_3_4_0"
+    folder.mkdir(parents=True)
+    up = folder / "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
+    down = folder / "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8_down.json"
+    table = {str(m): dict(OFFENDING) for m in (256, 1024, 4096)}
+    up.write_bytes(dump(table, 4))
+    down.write_bytes(dump(table, 4))
+    result = run_fix([str(folder)], opts())
+    assert result.exit_code == 0 and len(result.files) == 2
+    for path in (up, down):
+        for entry in json.loads(path.read_bytes()).values():
+            assert entry["BLOCK_SIZE_M"] == 128

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 
@@ -155,6 +156,17 @@ class FixPlanner:
         # A private engine for re-checks: its own memo tables and statistics.
         self.checker = Engine(db=engine.db, estimator=est, selection=engine.selection,
                               extra_targets=engine.extra_targets)
+        # Candidates are judged by the entry and target rules the user selected (file rules see
+        # the same file either way).
+        from tilefit.rules import RULES, Scope
+        from tilefit.selection import Selection
+
+        sel = engine.selection
+        entry_codes = [code for code, cls in RULES.items()
+                       if cls.scope is not Scope.FILE and sel.decides(code, cls.default_enabled)]
+        self.prober = Engine(db=engine.db, estimator=est, extra_targets=engine.extra_targets,
+                             selection=Selection(select=entry_codes,
+                                                 per_file_ignores=sel.per_file_ignores))
         self.coefficients = coefficients
         self._need_memo: dict[tuple, int | None] = {}
         self._pred_memo: dict[tuple, object] = {}
@@ -300,10 +312,10 @@ class FixPlanner:
             return "an earlier entry with this key offends; json.load keeps only this last one, which fits"
         vendor = ctx.named.vendor if ctx.named is not None else None
         max_warps = min((g.max_threads for g in ctx.groups if g.max_threads), default=32)
-        space = ConfigSpace.for_entry(meta, entry, vendor, max_warps)
+        space = ConfigSpace.for_entry(meta, entry, vendor, max_warps, lock_block_m=shares_block_m(table))
         memo_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.E, meta.N,
                     meta.K, meta.down, key, freeze(entry), ctx.groups, tuple(d.key for d, _ in ctx.ranking),
-                    self.unsafe)
+                    self.unsafe, space.domain)
         found = self._plan_memo.get(memo_key)
         if found is None:
             found = self._search(table, ctx, key, entry, space)
@@ -384,23 +396,24 @@ class FixPlanner:
             hidden = unsafe_first[0]
         preds = {}
         for dev, _w in ctx.ranking:
-            row = {"chosen": self._predict(ctx, key, M, chosen, dev).time_us,
-                   "original": self._predict(ctx, key, M, entry, dev).time_us}
+            row = {"chosen": self._predict(ctx, key, M, chosen, dev),
+                   "original": self._predict(ctx, key, M, entry, dev)}
             if naive is not None:
-                row["naive"] = self._predict(ctx, key, M, naive, dev).time_us
+                row["naive"] = self._predict(ctx, key, M, naive, dev)
             preds[dev.key] = row
         return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds
 
     # -- ranking -------------------------------------------------------------------------------
-    def _predict(self, ctx, key, M, entry, dev):
-        from tilefit.perf import predict
+    def _predict(self, ctx, key, M, entry, dev) -> float:
+        """Predicted microseconds (memoised)."""
+        from tilefit.perf import predict_time
 
         shape = ctx.shape(key, M)
         k = (shape, dev.key, cfg_key(entry))
         hit = self._pred_memo.get(k)
         if hit is None:
             smem = self.need(ctx.meta, entry, dev.arch, dev.vendor)
-            hit = predict(entry, shape, dev, self._coeffs(dev), smem_bytes=smem or 0)
+            hit = predict_time(entry, shape, dev, self._coeffs(dev), smem_bytes=smem or 0)
             self._pred_memo[k] = hit
         return hit
 
@@ -427,13 +440,13 @@ class FixPlanner:
             return sorted(((c, float(depth_of[cfg_key(c)])) for c in candidates), key=lambda r: r[1])
         total = sum(w for _, w in ctx.ranking)
         named = ctx.named.key if ctx.named is not None else None
-        base = {dev.key: math.log(self._predict(ctx, key, M, original, dev).time_us) for dev, _ in ctx.ranking
+        base = {dev.key: math.log(self._predict(ctx, key, M, original, dev)) for dev, _ in ctx.ranking
                 if dev.key == named}
         out = []
         for cand in candidates:
             s = 0.0
             for dev, w in ctx.ranking:
-                t = math.log(self._predict(ctx, key, M, cand, dev).time_us)
+                t = math.log(self._predict(ctx, key, M, cand, dev))
                 b = base.get(dev.key)
                 if b is not None and t < b:
                     t = b + TUNED_PRIOR * (t - b)
@@ -452,7 +465,7 @@ class FixPlanner:
         data = json.dumps({key: entry}).encode()
         probe = ConfigTable(table.path, table.meta, data, JsonDocument.parse(data))
         sig = set()
-        for d in self.checker.check_table(probe):
+        for d in self.prober.check_table(probe):
             targets = d.data.get("targets") if isinstance(d.data, Mapping) else None
             for t in targets or [d.target]:
                 sig.add((d.code, d.pointer, t))
@@ -491,6 +504,22 @@ class _TableContext:
     def shape_model(self, key: str) -> str | None:
         s = self._shapes.get(key)
         return s.model if s is not None else None
+
+
+def shares_block_m(table: ConfigTable) -> bool:
+    """SGLang runs the down GEMM with the up entry's BLOCK_SIZE_M: a ``_down`` table, and an up
+    table with a ``_down`` twin beside it, keep BLOCK_SIZE_M."""
+    meta = table.meta
+    if meta.family != "fused_moe":
+        return False
+    if meta.down:
+        return True
+    if meta.engine == "vllm":
+        return False
+    path = table.path
+    if not path.endswith(".json"):
+        return False
+    return os.path.exists(path[: -len(".json")] + "_down.json")
 
 
 def batch_size(key: str) -> int | None:

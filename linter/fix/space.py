@@ -20,11 +20,15 @@ Constraints on the values a fix may *set* (values the entry keeps are never judg
   and BLOCK_SIZE_M must stay <= 64 when it was (the same kernel's ``BLOCK_SIZE_M <= 64``);
 * ``num_warps`` a power of two from 2 to 16 with ``num_warps * warp_size`` within every target's
   threads per block;
-* ``num_stages`` from 2 to 6.
+* ``num_stages`` from 2 to 6;
+* SGLang's ``_down`` tables and the gate/up tables next to one keep BLOCK_SIZE_M: at run time
+  the down GEMM takes the up entry's BLOCK_SIZE_M (one token sort serves both), so a new value
+  in the down table would do nothing and one in the up table would change the down kernel.
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Mapping
@@ -53,12 +57,20 @@ def _with(values, original) -> tuple[int, ...]:
 @lru_cache(maxsize=256)
 def lattice(domain: tuple[tuple[int, ...], ...]) -> nx.Graph:
     """The lattice of every config in ``domain`` (one value tuple per dimension); an edge joins
-    configs that differ in one dimension by one position of that dimension's sorted values."""
-    # grid_graph takes the sizes last dimension first and labels nodes by index tuples in
-    # dimension order; relabel them to value tuples
-    g = nx.grid_graph(dim=[len(v) for v in reversed(domain)])
-    mapping = {idx: tuple(domain[d][i] for d, i in enumerate(idx)) for idx in g.nodes}
-    return nx.relabel_nodes(g, mapping, copy=True)
+    configs that differ in one dimension by one position of that dimension's sorted values
+    (``networkx.grid_graph`` with value labels, built directly)."""
+    g = nx.Graph()
+    nodes = list(itertools.product(*domain))
+    g.add_nodes_from(nodes)
+    nxt = [dict(zip(values, values[1:])) for values in domain]
+    edges = []
+    for node in nodes:
+        for d, step in enumerate(nxt):
+            up = step.get(node[d])
+            if up is not None:
+                edges.append((node, node[:d] + (up,) + node[d + 1:]))
+    g.add_edges_from(edges)
+    return g
 
 
 @dataclass(frozen=True)
@@ -73,7 +85,9 @@ class ConfigSpace:
     has_group: bool
 
     @classmethod
-    def for_entry(cls, meta, entry: Mapping, vendor: str | None, max_warps: int) -> "ConfigSpace":
+    def for_entry(cls, meta, entry: Mapping, vendor: str | None, max_warps: int,
+                  lock_block_m: bool = False) -> "ConfigSpace":
+        """``lock_block_m``: BLOCK_SIZE_M may not change (SGLang's up/down table pairs share it)."""
         path = dtype_path(meta)
         block = meta.block_shape if meta.block_shape and min(meta.block_shape) > 0 else None
         bm, bk = entry.get("BLOCK_SIZE_M"), entry.get("BLOCK_SIZE_K")
@@ -85,6 +99,8 @@ class ConfigSpace:
             bk_values = tuple(v for v in BLOCK_VALUES if v % WNA16_GROUP == 0)
             if type(bm) is int and bm <= 64:
                 bm_values = tuple(v for v in BLOCK_VALUES if v <= 64)
+        if lock_block_m:
+            bm_values = ()
         warps = tuple(w for w in WARP_VALUES if w <= max_warps)
         default_stages = DEFAULT_NUM_STAGES_ROCM if vendor == "AMD" else DEFAULT_NUM_STAGES_CUDA
         w0 = entry.get("num_warps", DEFAULT_NUM_WARPS)

@@ -9,10 +9,10 @@ See :mod:`tilefit.perf.model` for the terms and :mod:`tilefit.perf.coefficients`
 
 from .coefficients import (CoefficientError, Coefficients, coefficient_files, load_coefficients,
                            write_coefficients)
-from .model import Prediction, Ranked, peak_tflops, predict, rank
+from .model import Prediction, Ranked, peak_tflops, predict, predict_time, rank
 from .shapes import GemmShape, moe_model, shape_for
 
 __all__ = [
     "CoefficientError", "Coefficients", "GemmShape", "Prediction", "Ranked", "coefficient_files",
-    "load_coefficients", "moe_model", "peak_tflops", "predict", "rank", "shape_for", "write_coefficients",
+    "load_coefficients", "moe_model", "peak_tflops", "predict", "predict_time", "rank", "shape_for", "write_coefficients",
 ]

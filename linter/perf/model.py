@@ -186,6 +186,14 @@ class _Static:
     t_ovh: float
     epilogue: float
     a_rows: int
+    route_p: float
+    mma_v2_on_wgmma: float
+    base_regs: float
+    spill_penalty: float
+    subpartitions: float
+    l2_reuse: float
+    overlap_p: float
+    launch_us: float
 
 
 _STATIC: dict[tuple, tuple] = {}
@@ -256,6 +264,14 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         t_ovh=c["iter_overhead_cycles"] / clock,
         epilogue=c["epilogue_latency_ns"] * 1e-9,
         a_rows=shape.a_rows_unique if shape.a_rows_unique is not None else rows,
+        route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
+        mma_v2_on_wgmma=c["mma_v2_on_wgmma"],
+        base_regs=c["base_regs_per_thread"],
+        spill_penalty=c["spill_penalty_per_32_regs"],
+        subpartitions=c["tensor_subpartitions"],
+        l2_reuse=c["l2_reuse_fraction"],
+        overlap_p=c["overlap_p"],
+        launch_us=c["launch_overhead_us"],
     )
     if len(_STATIC) > 4096:
         _STATIC.clear()
@@ -263,8 +279,14 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
     return st
 
 
+def predict_time(config: Mapping, shape: GemmShape, device, coefficients: Coefficients | None = None,
+                 smem_bytes: int | None = None) -> float:
+    """Only the predicted microseconds of :func:`predict` (what ranking needs; no breakdown)."""
+    return predict(config, shape, device, coefficients, smem_bytes, _time_only=True)
+
+
 def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficients | None = None,
-            smem_bytes: int | None = None, *, smem: Callable | None = None) -> Prediction:
+            smem_bytes: int | None = None, *, smem: Callable | None = None, _time_only: bool = False):
     """Predicted time of ``config`` (an entry dict) for ``shape`` on ``device`` (a device_db Device).
 
     ``smem_bytes`` is the block's shared memory as the estimator computes it; without it,
@@ -280,7 +302,7 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
 
     # -- rows, experts and padding (per-expert counts vary: expected padded blocks per expert)
     if shape.experts > 1:
-        blocks_m = shape.experts * expected_blocks(shape.M, min(1.0, shape.top_k / shape.experts), bm)
+        blocks_m = shape.experts * expected_blocks(shape.M, st.route_p, bm)
     else:
         blocks_m = float(-(-rows // bm))
     blocks_m = max(blocks_m, 1.0)
@@ -298,7 +320,7 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     inst_rows = _MMA_ROWS.get(mma, 16)
     label = mma
     if mma == "wgmma" and mm < 64:
-        path_eff = c["mma_v2_on_wgmma"]
+        path_eff = st.mma_v2_on_wgmma
         inst_rows = 16
         label = "mma_v2 (on sm_90)"
     elif swap:
@@ -310,23 +332,22 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     acc = bm * bn / threads
     operands_in_smem = label.startswith("wgmma") or mma == "tcgen05"
     frags = 0.0 if operands_in_smem else (bm * bk * st.a_b + bn * bk * st.b_b) / 4.0 / threads
-    regs = _ceil8(c["base_regs_per_thread"] + acc + frags)
+    regs = _ceil8(st.base_regs + acc + frags)
     cap = min(st.max_regs, st.regs_per_block // max(threads, 1))
     cap = max(8, cap - cap % 8)
     spilled = max(0, regs - cap)
     regs_alloc = min(regs, cap)
-    spill_factor = 1.0 + c["spill_penalty_per_32_regs"] * spilled / 32.0
+    spill_factor = 1.0 + st.spill_penalty * spilled / 32.0
 
     # -- occupancy
-    limits = {
-        "blocks": st.max_blocks,
-        "threads": st.max_threads_sm // max(threads, 1),
-        "regs": st.regs_per_sm // max(regs_alloc * threads, 1),
-    }
-    if smem_bytes and st.smem_per_sm:
-        limits["smem"] = st.smem_per_sm // (smem_bytes + st.reserved)
-    limit_name = min(limits, key=lambda name: (limits[name], name))
-    occupancy = max(1, limits[limit_name])
+    occupancy, limit_name = st.max_blocks, "blocks"
+    for name, value in (("threads", st.max_threads_sm // max(threads, 1)),
+                        ("regs", st.regs_per_sm // max(regs_alloc * threads, 1)),
+                        ("smem", st.smem_per_sm // (smem_bytes + st.reserved) if smem_bytes and st.smem_per_sm
+                         else None)):
+        if value is not None and value < occupancy:
+            occupancy, limit_name = value, name
+    occupancy = max(1, occupancy)
     per_sm = -(-programs // st.sms)
     resident = min(occupancy, per_sm)
     if resident < occupancy:
@@ -334,7 +355,7 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     rounds = -(-per_sm // resident)
 
     # -- per-iteration times on one SM
-    util = min(1.0, resident * warps / c["tensor_subpartitions"])
+    util = min(1.0, resident * warps / st.subpartitions)
     t_mma = flops_iter / (st.peak_per_sm * path_eff * util)
     real_rows = rows / blocks_m
     t_l2 = (real_rows * bk * st.a_b + bn * bk * st.b_b) / st.l2_rate
@@ -354,14 +375,16 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     expert_w = n * k * st.b_b
     g_eff = min(float(group), m_blocks_per_expert)
     passes = math.ceil(m_blocks_per_expert / g_eff - 1e-9)
-    miss = min(1.0, expert_w / (st.l2_size * c["l2_reuse_fraction"]))
+    miss = min(1.0, expert_w / (st.l2_size * st.l2_reuse))
     w_bytes = active * expert_w * (1.0 + (passes - 1) * miss)
     dram_bytes = w_bytes + st.a_rows * k * st.a_b + rows * n * st.c_b
     t_dram = dram_bytes / st.bw
 
-    p = c["overlap_p"]
+    p = st.overlap_p
     core = (t_sm ** p + t_dram ** p) ** (1.0 / p)
-    launch = c["launch_overhead_us"]
+    launch = st.launch_us
+    if _time_only:
+        return launch + core * 1e6
     scale = rounds * k_iters * 1e6
     terms = {"compute": t_compute * scale, "l2": t_l2_share * scale, "latency": t_lat * scale,
              "dram": t_dram * 1e6}
