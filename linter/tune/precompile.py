@@ -31,7 +31,7 @@ def _compile_one(shape_json: str, M: int, config_json: str) -> tuple[str, int, s
     shape = MoEShape(**json.loads(shape_json))
     key = (shape_json, M)
     if key not in _WORKLOADS:
-        _WORKLOADS[key] = MoEWorkload(shape, M, "cuda")
+        _WORKLOADS[key] = MoEWorkload(shape, M, "cuda", materialize=False)
     config = json.loads(config_json)
     try:
         launch, _ = _WORKLOADS[key].prepare(config)

@@ -33,10 +33,56 @@ class MoEShape:
         return f"E={self.E} N={self.N} K={self.K} top_k={self.top_k} {self.dtype}{q}"
 
 
-class MoEWorkload:
-    """Inputs and reference for one (shape, M) on one device."""
+_WEIGHTS: dict = {}
 
-    def __init__(self, shape: MoEShape, M: int, device: str = "cuda", seed: int = 0):
+
+def _weights(shape: MoEShape, device: str, seed: int, materialize: bool):
+    """Quantised weights (and their scales) of a shape: built once per process and shared by
+    every batch size, so a sweep over M holds one copy (E x N x K is hundreds of MB)."""
+    import torch
+
+    from tilefit.kernels import checks
+
+    key = (shape, device, seed, materialize)
+    hit = _WEIGHTS.get(key)
+    if hit is not None:
+        return hit
+    gen = torch.Generator(device=device).manual_seed(seed + 1)
+    if not materialize:  # compile-only: the right dtypes and strides, no values
+        dt = {"fp16": torch.float16, "fp32": torch.float32}.get(shape.dtype, torch.bfloat16)
+        if shape.dtype == "fp8_w8a8":
+            dt = torch.float8_e4m3fn
+        elif shape.dtype in ("int8_w8a8", "int8_w8a16"):
+            dt = torch.int8
+        B = torch.empty((shape.E, shape.N, shape.K), dtype=dt, device=device)
+        out = (B, None)
+    elif shape.dtype in ("fp16", "bf16", "fp32"):
+        dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[shape.dtype]
+        B = torch.empty((shape.E, shape.N, shape.K), dtype=dt, device=device)
+        for e in range(shape.E):  # one expert at a time keeps fp32 temporaries small
+            B[e] = (torch.randn((shape.N, shape.K), generator=gen, device=device) / shape.K ** 0.5).to(dt)
+        out = (B, None)
+    else:
+        w = torch.randn((shape.E, shape.N, shape.K), generator=gen, device=device, dtype=torch.bfloat16)
+        w = w / shape.K ** 0.5
+        kind = "fp8" if shape.dtype == "fp8_w8a8" else "int8"
+        quant = shape.quant if shape.quant not in ("none",) else "per_tensor"
+        if shape.dtype == "int8_w8a16":
+            quant = "per_channel"
+        bs = list(shape.block_shape) if shape.block_shape else None
+        out = checks._quant_weight(w, kind, quant, bs)
+        del w
+    _WEIGHTS[key] = out
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+    return out
+
+
+class MoEWorkload:
+    """Inputs and reference for one (shape, M) on one device. ``materialize=False`` allocates
+    inputs without values, for compile-only launches."""
+
+    def __init__(self, shape: MoEShape, M: int, device: str = "cuda", seed: int = 0, materialize: bool = True):
         import torch
 
         from tilefit.kernels import checks
@@ -44,7 +90,7 @@ class MoEWorkload:
         self.shape, self.M, self.device = shape, M, device
         gen = torch.Generator().manual_seed(seed)
         a = torch.randn((M, shape.K), generator=gen)
-        w = torch.randn((shape.E, shape.N, shape.K), generator=gen) / shape.K ** 0.5
+        B_all, B_scale_all = _weights(shape, device, seed, materialize)
         logits = torch.rand((M, shape.E), generator=gen)
         ids = torch.argsort(logits, dim=-1)[:, : shape.top_k]  # distinct experts, uniform
         weights = torch.softmax(torch.randn((M, shape.top_k), generator=gen), dim=-1)
@@ -53,14 +99,16 @@ class MoEWorkload:
         self.kw: dict = {}
         if shape.dtype in ("fp16", "bf16", "fp32"):
             dt = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[shape.dtype]
-            self.A, self.B = a.to(dt).to(device), w.to(dt).to(device)
+            self.A, self.B = a.to(dt).to(device), B_all
             self.ref_kw = {}
         elif shape.dtype in ("fp8_w8a8", "int8_w8a8"):
             kind = "fp8" if shape.dtype == "fp8_w8a8" else "int8"
             quant = shape.quant if shape.quant != "none" else "per_tensor"
             bs = list(shape.block_shape) if shape.block_shape else None
             A, A_scale = checks._quant_act(a.to(device), kind, quant, bs)
-            B, B_scale = checks._quant_weight(w.to(device), kind, quant, bs)
+            B = B_all
+            B_scale = B_scale_all if B_scale_all is not None else torch.ones(
+                _scale_shape(shape, quant), dtype=torch.float32, device=device)
             self.A, self.B = A, B
             self.kw = dict(A_scale=A_scale, B_scale=B_scale, use_fp8_w8a8=kind == "fp8",
                            use_int8_w8a8=kind == "int8", per_channel_quant=quant == "per_channel",
@@ -68,9 +116,9 @@ class MoEWorkload:
             self.ref_kw = dict(A_scale=A_scale, B_scale=B_scale, quant=quant, block_shape=bs)
         elif shape.dtype == "int8_w8a16":
             self.A = a.to(torch.bfloat16).to(device)
-            B, B_scale = checks._quant_weight(w.to(device), "int8", "per_channel")
-            self.B = B
-            B_scale = B_scale.reshape(shape.E, shape.N).contiguous()
+            self.B = B_all
+            B_scale = (B_scale_all if B_scale_all is not None else torch.ones(
+                (shape.E, shape.N), dtype=torch.float32, device=device)).reshape(shape.E, shape.N).contiguous()
             self.kw = dict(B_scale=B_scale, use_int8_w8a16=True)
             self.ref_kw = dict(B_scale=B_scale, quant="per_channel")
         else:
@@ -80,6 +128,7 @@ class MoEWorkload:
 
     @property
     def reference(self):
+        """fp32 result from the dequantised inputs (computed on first use, then kept)."""
         if self._ref is None:
             import torch
 
@@ -133,3 +182,12 @@ class MoEWorkload:
     @property
     def tolerance(self) -> float:
         return TOLERANCE.get(self.shape.dtype, 2e-2)
+
+
+def _scale_shape(shape: MoEShape, quant: str) -> tuple:
+    if quant == "per_channel":
+        return (shape.E, shape.N, 1)
+    if quant == "block" and shape.block_shape:
+        bn, bk = shape.block_shape
+        return (shape.E, -(-shape.N // bn), -(-shape.K // bk))
+    return (shape.E,)
