@@ -175,6 +175,7 @@ class FixPlanner:
         self._named_memo: dict[tuple, object] = {}
         self._coeff_memo: dict[str, object] = {}
         self._fit_memo: dict[tuple, bool] = {}
+        self._families: dict[str, str] = {}
         self._by_fix: dict[int, EntryPlan] = {}
         self.hidden_unsafe = 0
 
@@ -259,8 +260,12 @@ class FixPlanner:
         """Worst shared memory of the entry's kernel variants on ``arch`` (search estimator);
         None when no calibrated estimate exists."""
         c = cfg_key(entry)
-        # GROUP_SIZE_M is not in any shared-memory form
-        k = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, arch, vendor,
+        # The analytic forms are per arch family (sm_86/89/120 share mma_v2's), and GROUP_SIZE_M
+        # is in none of them.
+        fam = self._families.get(arch)
+        if fam is None:
+            fam = self._families[arch] = self.search_estimator.model.family_of(arch) or arch
+        k = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, fam, vendor,
              c[0], c[1], c[2], c[4], c[5])
         if k in self._need_memo:
             return self._need_memo[k]

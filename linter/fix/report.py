@@ -21,8 +21,9 @@ def _ratio(new: float | None, old: float | None) -> str:
         return "–"
     r = new / old
     pct = (r - 1.0) * 100.0
-    word = "slower" if pct > 0.05 else ("faster" if pct < -0.05 else "same")
-    return f"{r:.2f}× ({abs(pct):.0f} % {word})" if word != "same" else "1.00× (same)"
+    if abs(pct) < 0.5:
+        return "1.00× (same)"
+    return f"{r:.2f}× ({abs(pct):.0f} % {'slower' if pct > 0 else 'faster'})"
 
 
 def _change(plan) -> str:
@@ -38,13 +39,18 @@ def _change(plan) -> str:
 
 
 def _needs(plan) -> str:
-    out = []
+    """Bytes before -> after / limit, one line per distinct figure (archs with equal figures
+    share a line)."""
+    rows: dict[tuple, list[str]] = {}
     for n in plan.needs:
         if n.group.limit is None:
             continue
-        before = "?" if n.before is None else str(n.before)
-        after = "?" if n.after is None else str(n.after)
-        out.append(f"{n.group.arch}: {before} → {after} / {n.group.limit}")
+        rows.setdefault((n.before, n.after, n.group.limit), []).append(n.group.arch)
+    out = []
+    for (before, after, limit), archs in rows.items():
+        b = "?" if before is None else str(before)
+        a = "?" if after is None else str(after)
+        out.append(f"{'/'.join(sorted(archs))}: {b} → {a} / {limit}")
     return "<br>".join(out) or "–"
 
 
