@@ -84,19 +84,26 @@ def fix_summary(result) -> list[str]:
 
 
 def fix_hints(result, required: int) -> str:
-    """For a plain ``check`` with planned fixes: ``[*] N fixable with the --fix option``."""
-    fixable = sum(1 for d in result.diagnostics if d.fix is not None and int(d.fix.applicability) >= required)
-    hidden = sum(1 for d in result.diagnostics if d.fix is not None and int(d.fix.applicability) < required
-                 and d.fix.applicability >= Applicability.UNSAFE)
+    """For a plain ``check`` with planned fixes: ``[*] N fixable with the --fix option`` and how
+    many more need ``--unsafe-fixes`` (counted per fix, i.e. per entry)."""
+    fixable = len({id(d.fix) for d in result.diagnostics
+                   if d.fix is not None and int(d.fix.applicability) >= required})
+    fixable_diags = sum(1 for d in result.diagnostics if d.fix is not None and int(d.fix.applicability) >= required)
+    hidden = len({id(d.fix) for d in result.diagnostics if d.fix is not None
+                  and int(d.fix.applicability) < required and d.fix.applicability >= Applicability.UNSAFE})
     planner = getattr(result, "planner", None)
+    faster = 0
     if planner is not None and required > int(Applicability.UNSAFE):
-        hidden += planner.hidden_unsafe
+        faster = planner.faster_unsafe(result.diagnostics)
     parts = []
     if fixable:
-        parts.append(f"[*] {fixable} fixable with the `--fix` option.")
+        parts.append(f"[*] {fixable_diags} fixable with the `--fix` option.")
     if hidden:
         parts.append(f"({hidden} hidden fix{'es' if hidden != 1 else ''} can be enabled with the "
                      f"`--unsafe-fixes` option.)")
+    if faster:
+        parts.append(f"({faster} entr{'y has' if faster == 1 else 'ies have'} a faster unsafe fix with "
+                     f"`--unsafe-fixes`.)")
     return " ".join(parts)
 
 

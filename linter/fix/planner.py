@@ -177,7 +177,6 @@ class FixPlanner:
         self._fit_memo: dict[tuple, bool] = {}
         self._families: dict[str, str] = {}
         self._by_fix: dict[int, EntryPlan] = {}
-        self.hidden_unsafe = 0
 
     # -- public --------------------------------------------------------------------------------
     def attach(self, table: ConfigTable, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -194,6 +193,17 @@ class FixPlanner:
 
     def plan_for(self, fix: Fix) -> EntryPlan | None:
         return self._by_fix.get(id(fix))
+
+    def faster_unsafe(self, diagnostics: Iterable[Diagnostic]) -> int:
+        """How many of the diagnostics' (distinct) safe fixes have a faster unsafe alternative."""
+        seen = set()
+        for d in diagnostics:
+            if d.fix is None or id(d.fix) in seen:
+                continue
+            plan = self.plan_for(d.fix)
+            if plan is not None and plan.hidden_unsafe is not None:
+                seen.add(id(d.fix))
+        return len(seen)
 
     def plan_table(self, table: ConfigTable, diagnostics: Sequence[Diagnostic]) -> TablePlan:
         result = TablePlan(table.path)
@@ -335,8 +345,6 @@ class FixPlanner:
                            self.need(meta, chosen, g.arch, g.vendor) if g.limit else None) for g in ctx.groups)
         fix = Fix(title=fix_title(entry, changes, needs), edits=edits, applicability=applicability,
                   expected={pointer_to_str((key,)): dict(chosen)})
-        if hidden is not None:
-            self.hidden_unsafe += 1
         return EntryPlan(path=table.path, key=key, original=dict(entry), entry=dict(chosen), changes=changes,
                          applicability=applicability, fix=fix, needs=needs, depth=depth, predicted=preds,
                          naive=naive, hidden_unsafe=hidden, shape_model=ctx.shape_model(key),

@@ -59,7 +59,6 @@ class FixResult:
     files: list[FileFix]  # files that change
     errors: list[str]  # fixes that did not verify, files that could not be written
     required: Applicability
-    hidden_unsafe: int = 0  # UNSAFE fixes available (or faster) but not applied
 
     @property
     def changed(self) -> bool:
@@ -78,10 +77,10 @@ class FixResult:
 
     @property
     def unsafe_available(self) -> int:
-        """Remaining diagnostics whose fix needs ``--unsafe-fixes``, plus faster unsafe fixes hidden."""
-        n = sum(1 for d in self.check.diagnostics
-                if d.fix is not None and not d.fix.applies(self.required) and d.fix.applies(Applicability.UNSAFE))
-        return n + self.hidden_unsafe
+        """Remaining diagnostics whose only fix needs ``--unsafe-fixes``."""
+        return len({id(d.fix) for d in self.check.diagnostics
+                    if d.fix is not None and not d.fix.applies(self.required)
+                    and d.fix.applies(Applicability.UNSAFE)})
 
     @property
     def exit_code(self) -> int:
@@ -132,8 +131,7 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
         diagnostics.extend(fresh)
         diagnostics.sort(key=lambda d: d.sort_key)
         result = replace(result, diagnostics=diagnostics, baselined=result.baselined + hidden)
-    hidden_unsafe = planner.hidden_unsafe if planner is not None and not unsafe else 0
-    return FixResult(check=result, files=files, errors=errors, required=required, hidden_unsafe=hidden_unsafe)
+    return FixResult(check=result, files=files, errors=errors, required=required)
 
 
 def _baselined(diagnostics: list[Diagnostic], opts: CheckOptions, settings: Settings):
