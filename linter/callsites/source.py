@@ -112,8 +112,12 @@ class SourceFile:
 
     def segment(self, node: ast.AST, limit: int = 120) -> str:
         """The source text of ``node`` on one line, shortened to ``limit`` characters."""
-        text = ast.get_source_segment(self.text, node) or ast.unparse(node)
-        text = " ".join(text.split())
+        try:
+            span = self.span(node)
+            text = self.data[span.start_offset:span.end_offset].decode("utf-8", "replace")
+        except (AttributeError, IndexError, TypeError):
+            text = ""
+        text = " ".join((text or ast.unparse(node)).split())
         return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
     # -- noqa --------------------------------------------------------------------------------
