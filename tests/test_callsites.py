@@ -346,3 +346,83 @@ def test_json_only_folders_are_unchanged(tmp_path):
         '"num_warps": 4, "num_stages": 3}}')
     result = run_check([str(tmp_path)], CheckOptions(estimator="analytic"), Settings())
     assert result.files_checked == 1 and result.diagnostics == []
+
+
+# -- launch-like plans (no compile) -------------------------------------------------------------------
+
+def test_launch_like_plan_of_the_mla_launch(sites, project):
+    from tilefit.callsites.evaluate import CallsiteEvaluator, launch_cases
+
+    key = "engine.attention.mla_decode:_mla_grouped_stage1"
+    ev = CallsiteEvaluator(project, kernels={key: {"kv_cache": ["bf16", "fp8e4nv"], "kv_group_num": [16],
+                                                   "q_head_num": [16], "NUM_KV_SPLITS": [4]}}, triton=False)
+    (site,) = _site(sites, "_mla_grouped_stage1")
+    (case,) = launch_cases(site)
+    fp8 = ev.variants(site.kernel)[1]
+    args, warps, stages, options = ev.plan(case, fp8, "sm_89")
+    got = {a.name: (a.kind, a.value) for a in args}
+    assert [a.name for a in args] == [p.name for p in site.kernel.params]  # every argument, in order
+    assert got["Q"] == ("ptr", "bf16") and got["kv_cache"] == ("ptr", "fp8e4nv")
+    assert got["Req_to_tokens"] == ("ptr", "i32") and got["kv_scale"] == ("ptr", "fp32")
+    assert got["Att_Out"] == ("ptr", "bf16")  # an output beside a table: bf16 unless the table says
+    assert got["sm_scale"][0] == "float" and got["stride_qh"] == ("int", 4096)
+    assert got["BLOCK_N"] == ("constexpr", 32) and got["kv_group_num"] == ("constexpr", 16)
+    assert (warps, stages, options) == (4, 2, ())
+    # without Triton, a kernel that is not one of ours cannot be evaluated: the reason says so
+    from tilefit.device_db import load_database
+
+    out = ev.run(case, fp8, load_database().get("rtx4090"))
+    assert out.status == "unknown" and "Triton is not installed" in out.detail
+
+
+def test_heuristics_are_folded_statically(tmp_path):
+    from tilefit.callsites.evaluate import CallsiteEvaluator, launch_cases
+
+    (tmp_path / "h.py").write_text(
+        "import triton\nimport triton.language as tl\n"
+        "@triton.heuristics({'EVEN_K': lambda args: args['K'] % args['BLOCK_K'] == 0,\n"
+        "                    'BLOCK_N': lambda args: triton.next_power_of_2(args['N'])})\n"
+        "@triton.jit\ndef k(x_ptr, K, N, BLOCK_K: tl.constexpr, EVEN_K: tl.constexpr, BLOCK_N: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK_K)\n"
+        "    tl.store(x_ptr + offs, tl.load(x_ptr + offs))\n"
+        "def run(x, n):\n"
+        "    k[(1,)](x, 4000, 100, BLOCK_K=64)\n"
+        "    k[(1,)](x, 4096, n, BLOCK_K=64)\n")
+    project = Project.scan([str(tmp_path / "h.py")])
+    first, second = build_sites(project).launches
+    ev = CallsiteEvaluator(project, triton=False)
+    variant = ev.variants(first.kernel)[0]
+    args, *_ = ev.plan(launch_cases(first)[0], variant, "sm_89")
+    got = {a.name: a.value for a in args}
+    assert got["EVEN_K"] is False and got["BLOCK_N"] == 128 and got["K"] == 4000
+    # N unknown at the second launch: its launch-like value is used (4096 -> BLOCK_N 4096)
+    args, *_ = ev.plan(launch_cases(second)[0], variant, "sm_89")
+    got = {a.name: a.value for a in args}
+    assert got["EVEN_K"] is True and got["BLOCK_N"] == 4096
+
+
+def test_reference_kernel_names_fall_back_to_the_analytic_model(tmp_path):
+    from tilefit.callsites.evaluate import CallsiteEvaluator, launch_cases
+    from tilefit.device_db import load_database
+    from tilefit.estimate import Estimator
+
+    (tmp_path / "moe.py").write_text(
+        "import torch\nimport triton\nimport triton.language as tl\n"
+        "LIMIT = torch.finfo(torch.float8_e4m3fn).max\n"
+        "@triton.jit\ndef fused_moe_kernel(a_ptr, b_ptr, c_ptr, K, BLOCK_SIZE_M: tl.constexpr,\n"
+        "                     BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr,\n"
+        "                     GROUP_SIZE_M: tl.constexpr, use_fp8_w8a8: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK_SIZE_K)\n"
+        "    a = tl.load(a_ptr + offs[:, None] + offs[None, :])\n"
+        "    b = tl.load(b_ptr + offs[:, None] + offs[None, :])\n"
+        "    tl.store(c_ptr + offs[:, None] + offs[None, :], tl.dot(a, b) * LIMIT)\n"
+        "def launch(a, b, c):\n"
+        "    fused_moe_kernel[(1,)](a, b, c, 4096, BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128,\n"
+        "                           GROUP_SIZE_M=32, use_fp8_w8a8=True, num_warps=8, num_stages=4)\n")
+    project = Project.scan([str(tmp_path / "moe.py")])
+    (site,) = build_sites(project).launches
+    ev = CallsiteEvaluator(project, estimator=Estimator("analytic"), triton=False,
+                           kernels={"moe:fused_moe_kernel": {"a_ptr,b_ptr": ["fp8e4nv"]}})
+    out = ev.run(launch_cases(site)[0], ev.variants(site.kernel)[0], load_database().get("rtx4090"))
+    # SGLang's fp8 default on sm_89: (4 - 1) * (128 + 256) * 128 bytes (sglang PR#28038)
+    assert out.ok and out.shared == 147456 and out.estimator.startswith("analytic")

@@ -238,12 +238,19 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
     return out
 
 
-def _signature(inst: list[Instance]) -> tuple:
-    def one(v):
-        return ("L", repr(v.value)) if isinstance(v, Lit) else ("U", type(v).__name__)
+def _signature(kernel: KernelDef, inst: list[Instance]) -> tuple:
+    """What decides the compile: constexprs and options by value, other arguments by the way a
+    launch specialises them (None, 1, a multiple of 16, other)."""
+    def one(name, v):
+        if not isinstance(v, Lit):
+            return ("U", type(v).__name__)
+        p = kernel.param(name)
+        if p is not None and not p.constexpr and isinstance(v.value, int) and not isinstance(v.value, bool):
+            return ("I", 1 if v.value == 1 else 16 if v.value % 16 == 0 else 0)
+        return ("L", repr(v.value))
 
-    return tuple((i.label, tuple(sorted((k, one(v)) for k, v in i.args.items())),
-                  tuple(sorted((k, one(v)) for k, v in i.options.items()))) for i in inst)
+    return tuple((i.label, tuple(sorted((k, one(k, v)) for k, v in i.args.items())),
+                  tuple(sorted((k, one(k, v)) for k, v in i.options.items()))) for i in inst)
 
 
 def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ...]]:
@@ -274,17 +281,15 @@ def build_sites(project: Project) -> Sites:
                     caller_cache[key] = _callers(project, scope, module)
                 callers = caller_cache[key]
             kernels = _kernels_of(callee)
-            default_sig = None
-            made_default = False
+            default_sigs: dict[int, tuple] = {}
             if kernels:
                 for _, kernel in kernels:
                     args, options, problems = _map_launch(project, launch, kernel, frame)
                     inst = _instances(kernel, args, options, problems)
-                    default_sig = _signature(inst)
+                    default_sigs[id(kernel)] = _signature(kernel, inst)
                     anchor, lines = _anchor(module, launch)
                     launches.append(LaunchSite(kernel, launch, module, anchor, lines, inst, problems,
                                                arg_exprs=_arg_exprs(launch, kernel)))
-                    made_default = True
             for caller_module, rec in callers:
                 bindings, cproblems = _caller_bindings(project, scope, caller_module, rec)
                 cframe = Frame(module, scope, bindings, before_line=launch.line)
@@ -292,9 +297,8 @@ def build_sites(project: Project) -> Sites:
                 for _, kernel in ckernels:
                     args, options, problems = _map_launch(project, launch, kernel, cframe)
                     inst = _instances(kernel, args, options, problems + cproblems)
-                    if made_default and _signature(inst) == default_sig and \
-                            any(s.kernel is kernel and s.launch is launch for s in launches):
-                        continue  # the caller passes nothing that changes the launch
+                    if default_sigs.get(id(kernel)) == _signature(kernel, inst):
+                        continue  # the caller passes nothing that changes the compile
                     span = caller_module.source.span(rec.node.func)
                     launches.append(LaunchSite(kernel, launch, caller_module, span, (rec.node.lineno,), inst,
                                                problems + cproblems, caller=rec,
