@@ -177,8 +177,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--phases", default="calibrate,tune,sweep,final")
     ap.add_argument("--dtypes", default="fp8_w8a8,bf16")
-    ap.add_argument("--top-k", type=int, default=8)
+    ap.add_argument("--seed", type=int, default=8, help="model favourites measured first")
+    ap.add_argument("--budget", type=int, default=24, help="measurements per entry")
     ap.add_argument("--sample", type=int, default=40)
+    ap.add_argument("--tuner-model", choices=("default", "calibrated"), default="default",
+                    help="coefficients the tuner's search is guided by")
     ap.add_argument("--sweep-top", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--state", default=os.environ.get("TILEFIT_BENCH_STATE", "/tmp/tilefit_bench_state"))
@@ -241,24 +244,45 @@ def main(argv=None) -> int:
 
     # -- 2. tune ------------------------------------------------------------------------------
     if "tune" in phases:
+        from tilefit.perf.model import predict
+        from tilefit.tune.search import guided_search
+
+        tuner_coeffs = load_coefficients(h200) if args.tuner_model == "default" else coeffs
         t_tune = time.perf_counter()
         picks = {}
         rows = []
         for d in dtypes:
-            cands = {M: rank(fitting[d], gemm_shape(d, M), h200, args.top_k, smem=smem_oracle(d),
-                             coefficients=coeffs) for M in MS}
-            unique = list({ckey(c): c for M in MS for c in cands[M]}.values())
-            summary.setdefault("compile_s", {})[f"tune/{d}"] = bench.precompile(d, unique, MS, "/tmp/tc_tune")
+            # Candidates and compiles: everything the search may touch is compiled up front in
+            # parallel (the search's order is only known while measuring).
+            need = sm89_need(table, d)
+            prev: list = []
+            compiled: set = set()
             for M in MS:
-                meas = [bench.measure(d, M, c, "tune") for c in cands[M]]
-                rows.extend(meas)
-                ok = [r for r in meas if r["status"] == "ok"]
-                best = min(ok, key=lambda r: r["time_us"]) if ok else None
-                picks[f"{d}/{M}"] = best["config"] if best else None
+                shape = gemm_shape(d, M)
+
+                def model(cfg, shape=shape):
+                    return predict(cfg, shape, h200, tuner_coeffs, smem_bytes=need(cfg)).time_us
+
+                def run(cfg, M=M):
+                    r = bench.measure(d, M, cfg, "tune")
+                    rows.append(r)
+                    return r["time_us"] if r["status"] == "ok" else None
+
+                ranked = sorted(fitting[d], key=model)
+                warm = list({ckey(c): c for c in prev + ranked[:args.budget * 3]}.values())
+                new = [c for c in warm if ckey(c) not in compiled]
+                summary.setdefault("compile_s", {})[f"tune/{d}/{M}"] = bench.precompile(d, new, MS, "/tmp/tc_tune")
+                compiled.update(ckey(c) for c in new)
+                best, times = guided_search(fitting[d], model, run, seed=args.seed, budget=args.budget,
+                                            seeds=prev)
+                prev = [c for c in sorted((c for c in fitting[d] if times.get(ckey(c)) is not None),
+                                          key=lambda c: times[ckey(c)])[:2]]
+                picks[f"{d}/{M}"] = best
         write_jsonl(out / "tune.jsonl", rows)
         (state / "tune_picks.json").write_text(json.dumps(picks))
         summary["tune"] = {"measurements": len(rows), "wall_s": time.perf_counter() - t_tune,
-                           "gpu_s": bench.gpu_seconds.get("tune", 0.0), "picks": picks}
+                           "gpu_s": bench.gpu_seconds.get("tune", 0.0), "picks": picks,
+                           "model": args.tuner_model, "seed": args.seed, "budget": args.budget}
         log("tune:", {k: v for k, v in summary["tune"].items() if k != "picks"})
         summary_path.write_text(json.dumps(summary, indent=1))
 

@@ -28,6 +28,7 @@ class Measurement:
     required_bytes: int | None = None
     message: str = ""
     gpu_seconds: float = 0.0  # wall time spent on the GPU for this measurement
+    compile_seconds: float = 0.0  # the first launch: loading (or compiling) the kernel
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -41,6 +42,10 @@ def measure(workload: MoEWorkload, config: dict, warmup_ms: float = 5, rep_ms: f
     m = Measurement(config=dict(config), M=workload.M, status="ok")
     try:
         launch, C = workload.prepare(config)
+        launch()  # compiles or loads the kernel: not GPU time
+        torch.cuda.synchronize()
+        m.compile_seconds = time.perf_counter() - start
+        start = time.perf_counter()
         C.fill_(float("nan"))
         launch()
         torch.cuda.synchronize()
