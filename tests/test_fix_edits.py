@@ -135,8 +135,9 @@ def test_missing_num_stages_is_inserted_in_the_entry_style(tmp_path, indent, new
     assert result.exit_code == 0, (result.errors, [d.message for d in result.check.diagnostics])
     new = path.read_bytes()
     entry = json.loads(new)["1"]
-    assert entry == {**NO_STAGES, "num_stages": 2}
-    assert list(entry)[-1] == "num_stages"
+    assert entry == result.files[0].plans[0].entry
+    assert entry["num_stages"] == 2 and entry["BLOCK_SIZE_K"] == 1024  # safe: BK kept
+    assert list(entry)[:5] == list(NO_STAGES) and list(entry)[-1] == "num_stages"
     assert_only_values_changed(data, new, result.files[0].fixes)
     if indent is not None:
         pad = (" " * 2 * indent).encode()
@@ -183,7 +184,7 @@ def test_duplicate_parameter_key_edits_the_occurrence_json_load_keeps(tmp_path):
     assert result.exit_code == 1  # KEY002 stays: the fixer does not remove keys
     assert {d.code for d in result.check.diagnostics} == {"KEY002"}
     assert b'"num_stages": 2,\n' in new  # the first occurrence is untouched
-    assert json.loads(new)["256"]["num_stages"] != 4
+    assert json.loads(new)["256"] == result.files[0].plans[0].entry != {**OFFENDING, "num_stages": 4}
     assert_only_values_changed(text, new, result.files[0].fixes)
 
 

@@ -235,3 +235,32 @@ def test_bad_coefficient_files(tmp_path, monkeypatch):
     bad.write_text(json.dumps({"format": 1, "kind": "perf_coefficients", "coefficients": {}}))
     with pytest.raises(CoefficientError, match="provenance"):
         load_coefficients()
+
+
+def test_two_stages_expose_latency_for_big_tiles(h200):
+    """Measured on the H200 (fp8, M=4096): 128/256/128/w8 at 2 stages is ~1.35x slower than at 3.
+    A stage's load takes latency plus its own transfer, and one stage in flight cannot hide that."""
+    shape = qwen3("fp8_w8a8", 4096)
+    s2 = predict(cfg("128/256/128/G16/w8/s2"), shape, h200, smem_bytes=98304)
+    s3 = predict(cfg("128/256/128/G16/w8/s3"), shape, h200, smem_bytes=147456)
+    assert s2.time_us > 1.05 * s3.time_us
+    assert s2.latency_us > s3.latency_us
+
+
+def test_short_row_segments_cost_dram_bandwidth(h200):
+    """fp8 with BLOCK_SIZE_K=64 reads 64-byte row segments: measured ~1.5x slower at M=16..256."""
+    shape = qwen3("fp8_w8a8", 64)
+    short = predict(cfg("16/256/64/G16/w4/s3"), shape, h200)
+    full = predict(cfg("16/256/128/G16/w4/s3"), shape, h200)
+    assert short.dram_us > 1.5 * full.dram_us
+    bf16 = qwen3("bf16", 64)  # 2-byte elements: BK=64 is a whole 128-byte line
+    assert predict(cfg("16/256/64/G16/w4/s3"), bf16, h200).dram_us == pytest.approx(
+        predict(cfg("16/256/128/G16/w4/s3"), bf16, h200).dram_us, rel=0.01)
+
+
+def test_littles_law_caps_bandwidth_for_few_shallow_programs(h200):
+    """A dense GEMM with one row block and 2 stages cannot keep enough bytes in flight."""
+    shape = GemmShape("block_gemm", "bf16", 16, n=2048, k=8192)
+    shallow = predict(cfg("16/128/64/G1/w4/s2"), shape, h200)
+    deep = predict(cfg("16/128/64/G1/w4/s5"), shape, h200)
+    assert shallow.dram_us > deep.dram_us

@@ -55,6 +55,8 @@ RULE_CHECK_TRIES = 12
 # On the file's own device the original entry was measured best by a tuner: a predicted gain
 # over it counts this fraction (in log space).
 TUNED_PRIOR = 0.5
+# Weight of the file's own device in the ranking (the rest is shared by the targets' families).
+NAMED_WEIGHT = 0.75
 # Relative cost of each edit beyond the nearest layer of fitting configs.
 EDIT_PENALTY = 0.01
 
@@ -144,13 +146,16 @@ class FixPlanner:
     """Plans fixes for the tables an engine checks. One planner serves a whole run (memo tables)."""
 
     def __init__(self, engine: Engine, *, margin: int = 0, unsafe: bool = False, max_depth: int = 6,
-                 extra_depth: int = 1, max_nodes: int = 3000, coefficients=None):
+                 extra_depth: int = 1, max_nodes: int = 3000, coefficients=None, beam_width: int = 4,
+                 beam_steps: int = 12):
         self.engine = engine
         self.margin = int(margin or 0)
         self.unsafe = unsafe
         self.max_depth = max_depth
         self.extra_depth = extra_depth
         self.max_nodes = max_nodes
+        self.beam_width = beam_width
+        self.beam_steps = beam_steps
         est = engine.estimator
         self.search_estimator = est if est.mode == "analytic" else Estimator("analytic", model=est.model)
         # A private engine for re-checks: its own memo tables and statistics.
@@ -356,11 +361,13 @@ class FixPlanner:
         fitting: list[tuple[dict, int]] = []
         first = None
         visited = 0
+        seen: set = set()
         for depth, layer in enumerate(space.layers(self.max_depth)):
             if first is not None and depth > first + self.extra_depth:
                 break
             for node in layer:
                 visited += 1
+                seen.add(node)
                 cand = space.to_entry(node, group0)
                 if depth and self.fits(ctx, cand):
                     fitting.append((cand, depth))
@@ -378,6 +385,9 @@ class FixPlanner:
             depth_of[cfg_key(naive)] = space.distance(naive)
             fitting.append((naive, depth_of[cfg_key(naive)]))
         ranked = self._rank(ctx, key, M, [c for c, _ in fitting], entry, depth_of, first)
+        # beam search: climb from the best few along the graph while the model sees gains
+        if self.beam_width and ranked and M is not None:
+            ranked = self._climb(ctx, key, M, entry, space, ranked, seen, depth_of, first)
         # GROUP_SIZE_M one step on the best few: same bytes, same rules, maybe faster
         if space.has_group and ranked:
             extra = []
@@ -415,6 +425,32 @@ class FixPlanner:
                 row["naive"] = self._predict(ctx, key, M, naive, dev)
             preds[dev.key] = row
         return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds
+
+    def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
+        g = space.graph()
+        frontier = [c for c, _ in ranked[:self.beam_width]]
+        for _ in range(self.beam_steps):
+            new = []
+            for cand in frontier:
+                node = space.node_of(cand)
+                if node not in g:
+                    continue
+                for nb in g.neighbors(node):
+                    if nb in seen:
+                        continue
+                    seen.add(nb)
+                    alt = space.to_entry(nb, cand.get("GROUP_SIZE_M") if space.has_group else None)
+                    if self.fits(ctx, alt):
+                        depth_of[cfg_key(alt)] = space.distance(alt)
+                        new.append(alt)
+            if not new:
+                break
+            ranked = sorted(ranked + self._rank(ctx, key, M, new, entry, depth_of, first), key=lambda r: r[1])
+            top = [c for c, _ in ranked[:self.beam_width]]
+            if [cfg_key(c) for c in top] == [cfg_key(c) for c in frontier]:
+                break
+            frontier = top
+        return ranked
 
     # -- ranking -------------------------------------------------------------------------------
     def _predict(self, ctx, key, M, entry, dev) -> float:
@@ -572,8 +608,8 @@ def ranking_devices(named, devices: Sequence, meta) -> list[tuple[object, float]
         reps.append(full[(len(full) - 1) // 2] if full else devs[0])
     out: list[tuple[object, float]] = []
     if named is not None and _supports(named, meta):
-        out.append((named, 0.5 if reps else 1.0))
-        out.extend((r, 0.5 / len(reps)) for r in reps)
+        out.append((named, NAMED_WEIGHT if reps else 1.0))
+        out.extend((r, (1.0 - NAMED_WEIGHT) / len(reps)) for r in reps)
     else:
         out.extend((r, 1.0 / len(reps)) for r in reps)
     return out

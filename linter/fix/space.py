@@ -127,6 +127,10 @@ class ConfigSpace:
         return (e["BLOCK_SIZE_M"], e["BLOCK_SIZE_N"], e["BLOCK_SIZE_K"], e.get("num_warps", self.default_warps),
                 e.get("num_stages", self.default_stages))
 
+    def node_of(self, entry: Mapping) -> Node:
+        return (entry["BLOCK_SIZE_M"], entry["BLOCK_SIZE_N"], entry["BLOCK_SIZE_K"],
+                entry.get("num_warps", self.default_warps), entry.get("num_stages", self.default_stages))
+
     def graph(self) -> nx.Graph:
         return lattice(self.domain)
 

@@ -34,14 +34,20 @@ engines do for BM < 64 and BN >= 64), which makes BN the MMA's row count.
 ``c.l2_bytes_per_clk_per_sm * boost_clock * c.l2_efficiency`` per SM.
 
 **Pipelining depth** (Triton's software pipeliner keeps ``num_stages - 1`` loads in flight):
-each iteration waits at least ``c.load_latency_ns / max(num_stages - 1, 1)``; one stage has no
-overlap at all. Per iteration the program takes the largest of its share of tensor time (plus
+a stage's load completes ``c.load_latency_ns`` plus its own transfer time after it is issued,
+so each iteration waits at least ``(latency + transfer) / max(num_stages - 1, 1)``; one stage
+has no overlap at all. Per iteration the program takes the largest of its share of tensor time (plus
 ``c.iter_overhead_cycles``), its share of L2 traffic, and that latency bound; a program adds one
 latency to fill the pipeline and an epilogue.
 
 **DRAM roofline** (device_db ``memory_bandwidth_gbps`` times ``c.dram_efficiency``): the weights
 of the touched experts, re-read once per group of ``GROUP_SIZE_M`` M blocks when an expert's
 weights do not stay in ``c.l2_reuse_fraction`` of the L2 (``l2_bytes``), plus A once and C once.
+Rows of a tile are contiguous along K for BK elements; a row segment shorter than
+``c.dram_segment_bytes`` costs a whole segment (DRAM bursts and L2 lines are 64-128 bytes).
+The bandwidth is capped by Little's law: resident programs x ``(num_stages - 1)`` stages in
+flight x bytes per stage, over ``c.load_latency_ns`` (few or shallow programs cannot keep enough
+loads in flight to saturate DRAM).
 
 **Total**: ``c.launch_overhead_us + (t_sm^p + t_dram^p)^(1/p)`` with ``p = c.overlap_p``: a soft
 roofline (p = infinity would be the classic ``max``; real kernels overlap memory and compute
@@ -194,6 +200,7 @@ class _Static:
     l2_reuse: float
     overlap_p: float
     launch_us: float
+    segment: float
 
 
 _STATIC: dict[tuple, tuple] = {}
@@ -272,6 +279,7 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         l2_reuse=c["l2_reuse_fraction"],
         overlap_p=c["overlap_p"],
         launch_us=c["launch_overhead_us"],
+        segment=c["dram_segment_bytes"],
     )
     if len(_STATIC) > 4096:
         _STATIC.clear()
@@ -358,12 +366,14 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     util = min(1.0, resident * warps / st.subpartitions)
     t_mma = flops_iter / (st.peak_per_sm * path_eff * util)
     real_rows = rows / blocks_m
-    t_l2 = (real_rows * bk * st.a_b + bn * bk * st.b_b) / st.l2_rate
+    stage_bytes = real_rows * bk * st.a_b + bn * bk * st.b_b
+    t_l2 = stage_bytes / st.l2_rate
     latency = st.latency
+    # one stage's load completes after the latency plus its own transfer; S-1 are in flight
     if stages <= 1:
-        t_lat = latency + t_mma + st.t_ovh
+        t_lat = latency + t_l2 + t_mma + st.t_ovh
     else:
-        t_lat = latency / max(stages - 1, 1)
+        t_lat = (latency + t_l2) / max(stages - 1, 1)
     t_compute = resident * (t_mma + st.t_ovh)
     t_l2_share = resident * t_l2
     t_iter = max(t_compute, t_l2_share, t_lat) * spill_factor
@@ -377,8 +387,13 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     passes = math.ceil(m_blocks_per_expert / g_eff - 1e-9)
     miss = min(1.0, expert_w / (st.l2_size * st.l2_reuse))
     w_bytes = active * expert_w * (1.0 + (passes - 1) * miss)
-    dram_bytes = w_bytes + st.a_rows * k * st.a_b + rows * n * st.c_b
-    t_dram = dram_bytes / st.bw
+    # K-contiguous rows of BK elements: segments shorter than c.dram_segment_bytes waste bursts
+    seg_b = min(1.0, bk * st.b_b / st.segment)
+    seg_a = min(1.0, bk * st.a_b / st.segment)
+    dram_bytes = w_bytes / seg_b + st.a_rows * k * st.a_b / seg_a + rows * n * st.c_b
+    # Little's law: the bandwidth reached is at most the bytes in flight over the latency
+    in_flight = min(programs, st.sms * occupancy) * max(stages - 1, 1) * stage_bytes
+    t_dram = dram_bytes / min(st.bw, in_flight / latency)
 
     p = st.overlap_p
     core = (t_sm ** p + t_dram ** p) ** (1.0 / p)
