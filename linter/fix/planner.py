@@ -9,9 +9,10 @@ After :meth:`tilefit.engine.Engine.check_table` the planner groups the fixable d
    target's threads per block. The search uses the analytic estimator (fast); it stops
    ``extra_depth`` edits after the first layer that has a fitting config, and at ``max_depth``;
 2. ranks them with the performance model (:mod:`tilefit.perf`) at the entry's batch size on the
-   file's own device (half the weight) and one representative of each tensor-core family among
-   the targets (the other half; see :func:`ranking_devices`), then moves ``GROUP_SIZE_M`` one
-   step on the best few;
+   file's own device (``NAMED_WEIGHT``) and one representative of each tensor-core family among
+   the targets (the rest; see :func:`ranking_devices`), then climbs the graph from the best
+   ``beam_width`` fitting configs while the model predicts gains (a beam search), and moves
+   ``GROUP_SIZE_M`` one step on the best few;
 3. takes the best one whose class of safety is allowed (see below) and that the engine's own
    rules accept: with the engine's estimator the candidate raises no fixable diagnostic and no
    diagnostic the original entry did not have;
@@ -592,8 +593,8 @@ def _complete(dev) -> bool:
 
 
 def ranking_devices(named, devices: Sequence, meta) -> list[tuple[object, float]]:
-    """The devices candidates are ranked on, with weights: the file's own device (half the
-    weight: it is where the engine loads the file) and, for the other half, one representative
+    """The devices candidates are ranked on, with weights: the file's own device
+    (``NAMED_WEIGHT``: it is where the engine loads the file) and, for the rest, one representative
     per tensor-core family of the targets (mma.sync, wgmma, tcgen05, MFMA, ...): the device with
     the median memory bandwidth among those with complete data. Devices that cannot run the
     table's dtype (fp8 before sm_89) are left out."""
