@@ -54,6 +54,12 @@ roofline (p = infinity would be the classic ``max``; real kernels overlap memory
 imperfectly).
 
 Devices with missing facts fall back to ``c.default_*``. Nothing here imports torch or triton.
+
+**Checks** with the default (unfitted) coefficients: the 36 H200 times of
+``shared/docs/perf_reference.md`` are ordered right in 37 of 40 pairs that differ by more than
+2 % (``tests/test_perf_model.py``); on an H200 sweep of every config that fits sm_89 (Qwen3-30B-A3B
+gate/up, fp8 and bf16, 6 batch sizes, ``bench/bench_fix.py --sweep``) the rank correlation with
+the measured times is about 0.83 per batch size.
 """
 
 from __future__ import annotations
