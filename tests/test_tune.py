@@ -1,0 +1,173 @@
+"""tilefit tune: the re-tuning path without a GPU (fake timings), the search on real H200 data,
+resume, interrupts, perf-model calibration from recorded measurements; GPU runs when present."""
+
+from __future__ import annotations
+
+import collections
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tilefit.device_db import load_database
+from tilefit.tune.runner import TuneOptions, tune_files
+from tilefit.tune.search import config_key, guided_search
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = REPO / "bench" / "data"
+FP8 = "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
+PARAMS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+
+
+def fake_time(shape, cfg, M):
+    """A deterministic stand-in for a GPU: smaller M prefers small BLOCK_SIZE_M."""
+    ideal = 16 if M <= 16 else 64 if M <= 256 else 128
+    return 50.0 + abs(cfg["BLOCK_SIZE_M"] - ideal) + 3 * cfg["num_stages"] + cfg["BLOCK_SIZE_K"] / 64
+
+
+@pytest.fixture
+def h200():
+    return load_database().get("h200")
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / FP8
+    data = json.loads((DATA / "offending" / FP8).read_text())
+    data["8192"] = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+                    "num_warps": 4, "num_stages": 3}  # fits an RTX 4090: must stay untouched
+    path.write_text(json.dumps(data, indent=2))  # no final newline
+    return path
+
+
+def test_only_offending_entries_are_retuned_and_the_file_passes_check(table, h200, tmp_path):
+    from tilefit.api import CheckOptions, run_check
+    from tilefit.config import Settings
+
+    before = table.read_bytes()
+    result = tune_files([str(table)], TuneOptions(emulate="rtx4090", estimator="analytic"),
+                        measure_fn=fake_time, local=h200)
+    assert not result.errors
+    assert sorted(r.job.key for r in result.results) == ["1", "1024", "16", "256", "4096", "64"]
+    assert all(r.measured <= 24 for r in result.results)
+    assert result.emulated == "rtx4090"
+    after = json.loads(table.read_text())
+    original = json.loads(before)
+    assert after["8192"] == original["8192"] and list(after) == list(original)
+    assert after["1"]["BLOCK_SIZE_M"] == 16 and after["4096"]["BLOCK_SIZE_M"] == 128
+    assert not table.read_bytes().endswith(b"\n")  # formatting kept
+    check = run_check([str(table)], CheckOptions(targets=["rtx4090"], estimator="analytic"), Settings())
+    assert [d for d in check.diagnostics if d.code == "SMEM001"] == []
+
+
+def test_interrupted_run_leaves_files_unchanged_and_resumes_from_the_log(table, h200, tmp_path):
+    log = tmp_path / "results.jsonl"
+    before = table.read_bytes()
+    calls = []
+
+    def flaky(shape, cfg, M):
+        calls.append(M)
+        if len(calls) == 30:
+            raise KeyboardInterrupt
+        return fake_time(shape, cfg, M)
+
+    opts = TuneOptions(emulate="rtx4090", estimator="analytic", results=str(log))
+    with pytest.raises(KeyboardInterrupt):
+        tune_files([str(table)], opts, measure_fn=flaky, local=h200)
+    assert table.read_bytes() == before
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(logged) == 24  # the one entry finished before the interrupt
+    calls.clear()
+
+    def counting(shape, cfg, M):
+        calls.append(M)
+        return fake_time(shape, cfg, M)
+
+    result = tune_files([str(table)], opts, measure_fn=counting, local=h200)
+    assert len(calls) == 5 * 24  # the finished entry is not measured again
+    assert not result.errors and table.read_bytes() != before
+
+
+def test_tune_without_a_gpu_exits_2_with_a_message(table, cli):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    r = cli("tune", table, "--emulate", "rtx4090", "--isolated")
+    assert r.exit_code == 2 and "no CUDA GPU" in r.output
+
+
+def _h200_sweep():
+    by = collections.defaultdict(dict)
+    for line in (DATA / "h200_sweep.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        if r["status"] == "ok":
+            by[(r["dtype"], r["M"])][config_key(r["config"])] = (r["config"], r["time_us"])
+    return by
+
+
+def test_guided_search_finds_the_sweeps_best_on_measured_h200_data(h200):
+    """Replays the search on the H200 sweep (every fitting config timed at every M): with 24
+    measurements per entry it must reach 0.97 of the sweep's best everywhere."""
+    from tilefit.perf.model import predict
+    from tilefit.perf.shapes import GemmShape
+
+    sweep = _h200_sweep()
+    assert len(sweep) == 12
+    measured_total = 0
+    for dtype in ("fp8_w8a8", "bf16"):
+        prev = []
+        for M in (1, 16, 64, 256, 1024, 4096):
+            points = sweep[(dtype, M)]
+            configs = [c for c, _ in points.values()]
+            shape = GemmShape("fused_moe", dtype, M, n=1536, k=2048, experts=128, top_k=8, a_rows_unique=M)
+            best, times = guided_search(configs, lambda c: predict(c, shape, h200).time_us,
+                                        lambda c: points[config_key(c)][1], seeds=prev)
+            measured_total += len(times)
+            assert min(t for _, t in points.values()) / times[config_key(best)] >= 0.97, (dtype, M)
+            prev = sorted((points[k][0] for k in times), key=lambda c: times[config_key(c)])[:2]
+    sweep_total = sum(len(v) for v in sweep.values())
+    assert sweep_total / measured_total >= 20
+
+
+def test_calibrate_perf_from_recorded_measurements(tmp_path):
+    from click.testing import CliRunner
+
+    from tilefit.perf.coefficients import load_coefficients
+    from tilefit.tune.calibrate_perf import perf
+
+    out = tmp_path / "device-h200.json"
+    r = CliRunner().invoke(perf, ["--from", str(DATA / "h200_calibrate.jsonl"), "--device", "h200",
+                                  "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(out.read_text())
+    assert doc["applies_to"] == {"device": "h200"} and doc["provenance"]["measurements"] == 480
+    assert doc["provenance"]["loss_after"] < doc["provenance"]["loss_before"]
+    coeffs = load_coefficients(load_database().get("h200"), extra_files=[out])
+    assert coeffs["mma_efficiency"] == doc["coefficients"]["mma_efficiency"]
+    r = CliRunner().invoke(perf, ["--from", str(DATA / "h200_calibrate.jsonl")])
+    assert r.exit_code == 2 and "--device" in r.output
+
+
+def test_ray_backend_runs_the_same_jobs(table, h200):
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
+    try:
+        result = tune_files([str(table)], TuneOptions(emulate="rtx4090", estimator="analytic", backend="ray",
+                                                      write=False), measure_fn=fake_time, local=h200)
+    finally:
+        ray.shutdown()
+    assert len(result.results) == 6 and not result.errors
+
+
+@pytest.mark.gpu
+def test_tune_on_the_local_gpu(tmp_path):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    path = tmp_path / "E=8,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
+    path.write_text(json.dumps({"64": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128,
+                                       "GROUP_SIZE_M": 1, "num_warps": 8, "num_stages": 4}}))
+    result = tune_files([str(path)], TuneOptions(emulate="rtx4090", budget=6, seed=3,
+                                                 model_shape="E=8,N=256,K=512,topk=2"))
+    assert not result.errors and len(result.results) == 1 and result.results[0].best is not None
