@@ -381,3 +381,16 @@ def test_sglang_down_pairs_keep_block_m(tmp_path):
     for path in (up, down):
         for entry in json.loads(path.read_bytes()).values():
             assert entry["BLOCK_SIZE_M"] == 128
+
+
+def test_settings_unsafe_fixes_and_fix_margin(tmp_path, cli):
+    """``unsafe-fixes`` and ``fix-margin`` from [tool.tilefit]; the command line wins."""
+    path = write(tmp_path, BF16_H200, dump({"1": UNSAFE_ONLY}, 4))
+    config = tmp_path / "pyproject.toml"
+    config.write_text('[tool.tilefit]\nunsafe-fixes = true\nfix-margin = 1024\nestimator = "analytic"\n'
+                      'targets = ["rtx4090"]\n')
+    res = cli("check", "--fix", "--no-unsafe-fixes", "--config", str(config), str(path))
+    assert res.exit_code == 1 and json.loads(path.read_bytes())["1"] == UNSAFE_ONLY
+    res = cli("check", "--fix", "--config", str(config), str(path))
+    assert res.exit_code == 0, res.output
+    assert json.loads(path.read_bytes())["1"]["BLOCK_SIZE_K"] < 2048
