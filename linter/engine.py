@@ -45,17 +45,9 @@ def group_devices(devices: Iterable) -> list[DeviceClass]:
     return [DeviceClass(tuple(v)) for v in groups.values()]
 
 
-def _freeze(entry) -> object:
-    """A hashable identity of an entry's values (types included: 1 and true differ)."""
-    try:
-        if isinstance(entry, dict):
-            frozen = tuple((k, v, type(v)) for k, v in entry.items())
-        else:
-            frozen = ("scalar", entry, type(entry))
-        hash(frozen)
-        return frozen
-    except TypeError:
-        return json.dumps(entry, sort_keys=True, default=str)
+def _freeze(entry) -> str:
+    """A hashable identity of an entry's values: its repr, which tells 1, 1.0 and true apart."""
+    return repr(entry)
 
 
 def _finding_key(rule, finding) -> tuple:
@@ -89,6 +81,8 @@ class Engine:
         self._variant_memo: dict[tuple, tuple] = {}
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}
+        self._class_ids: dict[tuple, int] = {}
+        self._identities: dict[int, str] = {}
 
     # -- public -----------------------------------------------------------------------------
     def check_table(self, table: ConfigTable) -> list[Diagnostic]:
@@ -99,7 +93,7 @@ class Engine:
         whole_ignores, scoped_ignores = self.selection.file_ignores(table.path)
         out: list[Diagnostic] = []
 
-        identities: dict[int, str] = {}
+        identities = self._identities
 
         def emit(rule: Rule, finding: Finding, base: tuple = (), target=None, entry=None, eid=None,
                  message=None, data=None):
@@ -181,7 +175,7 @@ class Engine:
         entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
         target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
         classes = self._targets(fctx.named_device) if target_rules else []
-        class_keys = [class_key(c.first) for c in classes]
+        class_keys = [self._class_ids.setdefault(class_key(c.first), len(self._class_ids)) for c in classes]
         once_seen: set[tuple] = set()
         intern = self._intern
         for key, entry in table.entries():
