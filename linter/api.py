@@ -41,6 +41,7 @@ class CheckOptions:
     fix: bool = False
     unsafe_fixes: bool | None = None
     fix_margin: int | None = None
+    fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
 
 
 @dataclass

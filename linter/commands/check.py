@@ -95,6 +95,8 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     # Fixes are planned when the output shows them ([*] marks, help lines, the json `fix` field).
     opts.fix = not update_baseline and (show_fixes or unsafe_fixes is not None
                                         or (fmt in ("concise", "full", "json") and not statistics))
+    # The concise format only marks fixable diagnostics: the nearest fitting config tells that.
+    opts.fix_rank = fmt in ("full", "json")
     try:
         result = run_check(list(paths) or ["."], opts, settings)
     except UsageError as exc:

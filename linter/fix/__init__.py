@@ -26,7 +26,7 @@ def make_planner(engine, settings=None, opts=None) -> FixPlanner:
     unsafe = getattr(opts, "unsafe_fixes", None)
     if unsafe is None:
         unsafe = bool(getattr(settings, "unsafe_fixes", False))
-    return FixPlanner(engine, margin=margin, unsafe=unsafe)
+    return FixPlanner(engine, margin=margin, unsafe=unsafe, rank=bool(getattr(opts, "fix_rank", True)))
 
 
 def compare_fixes(*args, **kwargs):

@@ -148,7 +148,7 @@ class FixPlanner:
 
     def __init__(self, engine: Engine, *, margin: int = 0, unsafe: bool = False, max_depth: int = 6,
                  extra_depth: int = 1, max_nodes: int = 3000, coefficients=None, beam_width: int = 4,
-                 beam_steps: int = 12):
+                 beam_steps: int = 12, rank: bool = True):
         self.engine = engine
         self.margin = int(margin or 0)
         self.unsafe = unsafe
@@ -156,6 +156,9 @@ class FixPlanner:
         self.extra_depth = extra_depth
         self.max_nodes = max_nodes
         self.beam_width = beam_width
+        # rank=False: take the nearest fitting config the rules accept, without the performance
+        # model (enough to know whether and how safely an entry can be fixed: `check`'s [*] marks)
+        self.rank = rank
         self.beam_steps = beam_steps
         est = engine.estimator
         self.search_estimator = est if est.mode == "analytic" else Estimator("analytic", model=est.model)
@@ -385,12 +388,15 @@ class FixPlanner:
         if naive is not None and cfg_key(naive) not in depth_of:
             depth_of[cfg_key(naive)] = space.distance(naive)
             fitting.append((naive, depth_of[cfg_key(naive)]))
-        ranked = self._rank(ctx, key, M, [c for c, _ in fitting], entry, depth_of, first)
+        if not self.rank:
+            ranked = [(c, float(d)) for c, d in sorted(fitting, key=lambda cd: cd[1])]
+        else:
+            ranked = self._rank(ctx, key, M, [c for c, _ in fitting], entry, depth_of, first)
         # beam search: climb from the best few along the graph while the model sees gains
-        if self.beam_width and ranked and M is not None:
+        if self.rank and self.beam_width and ranked and M is not None:
             ranked = self._climb(ctx, key, M, entry, space, ranked, seen, depth_of, first)
         # GROUP_SIZE_M one step on the best few: same bytes, same rules, maybe faster
-        if space.has_group and ranked:
+        if self.rank and space.has_group and ranked:
             extra = []
             for cand, _ in ranked[:GROUP_REFINE_TOP]:
                 for g in space.group_neighbours(cand["GROUP_SIZE_M"]):
@@ -416,10 +422,10 @@ class FixPlanner:
         if chosen is None:
             return "no fitting candidate passes the other rules"
         hidden = None
-        if not self.unsafe and unsafe_first is not None and safe and unsafe_first[0] is not chosen:
+        if self.rank and not self.unsafe and unsafe_first is not None and safe and unsafe_first[0] is not chosen:
             hidden = unsafe_first[0]
         preds = {}
-        for dev, _w in ctx.ranking:
+        for dev, _w in (ctx.ranking if self.rank else ()):
             row = {"chosen": self._predict(ctx, key, M, chosen, dev),
                    "original": self._predict(ctx, key, M, entry, dev)}
             if naive is not None:
