@@ -74,7 +74,12 @@ def markdown(result, applied: bool = True) -> str:
     if not files:
         lines.append("No entry needed a change.")
         return "\n".join(lines) + "\n"
-    groups = sorted({f"{n.group.arch} ({', '.join(n.group.devices)})" for f in files for p in f.plans for n in p.needs})
+    by_arch: dict[str, set] = {}
+    for f in files:
+        for p in f.plans:
+            for n in p.needs:
+                by_arch.setdefault(n.group.arch, set()).update(n.group.devices)
+    groups = [f"{arch}: {', '.join(sorted(devs))}" for arch, devs in sorted(by_arch.items())]
     lines.append(f"{verb} **{n_entries} entr{'y' if n_entries == 1 else 'ies'}** in **{len(files)} "
                  f"file{'s' if len(files) != 1 else ''}** so that every entry fits each file's own device and "
                  f"the targets:")
