@@ -8,7 +8,8 @@ module-level caches such as the analytic model and the config lattices stay warm
 repetition, as in a long-lived process). Timed, per repetition:
 
 * ``check``: ``run_check`` without fix planning (what CI's plain lint costs);
-* ``check+plan``: ``run_check`` with fixes planned (the concise output's ``[*]`` marks);
+* ``check+marks``: ``run_check`` with fixes planned without ranking (plain ``check``'s ``[*]``);
+* ``check+plan``: ``run_check`` with fixes planned and ranked (``--output-format json``);
 * ``fix``: ``run_fix`` with writes (check, plan, splice, verify, atomic write);
 * ``fix again``: the second, no-op run on the fixed copy.
 
@@ -80,6 +81,9 @@ def one(source: Path, work: Path, targets: list[str], estimator: str) -> dict:
     t = time.perf_counter()
     check = run_check([str(root)], CheckOptions(**opts))
     out["check"] = time.perf_counter() - t
+    t = time.perf_counter()
+    run_check([str(root)], CheckOptions(fix=True, fix_rank=False, **opts))
+    out["check+marks"] = time.perf_counter() - t
     t = time.perf_counter()
     run_check([str(root)], CheckOptions(fix=True, **opts))
     out["check+plan"] = time.perf_counter() - t
@@ -175,7 +179,7 @@ def main(argv=None) -> int:
         source = corpus_root(tmp_path)
         runs = [one(source, tmp_path, targets, args.estimator) for _ in range(max(1, args.repeat))]
         picks = score_picks(args.sweep, tmp_path) if args.sweep else None
-    keys = ("check", "check+plan", "fix", "fix again")
+    keys = ("check", "check+marks", "check+plan", "fix", "fix again")
     first = runs[0]
     rows = [f"| {k} | {first[k]:.2f} | {statistics.median(r[k] for r in runs):.2f} | "
             f"{min(r[k] for r in runs):.2f} |" for k in keys]
