@@ -270,7 +270,7 @@ def test_block_k_change_is_unsafe(tmp_path, cli):
     res = cli("check", "--fix", "--estimator", "analytic", "-t", "rtx4090", str(path))
     assert res.exit_code == 1 and path.read_bytes() == data
     assert "--unsafe-fixes" in res.output
-    plain = cli("check", "--estimator", "analytic", "-t", "rtx4090", str(path))
+    plain = cli("check", "--estimator", "analytic", "-t", "rtx4090", "--show-fixes", str(path))
     assert "SMEM001 [*]" not in plain.output and "hidden fix" in plain.output
     res = cli("check", "--fix", "--unsafe-fixes", "--estimator", "analytic", "-t", "rtx4090", str(path))
     assert res.exit_code == 0, res.output
@@ -280,9 +280,11 @@ def test_block_k_change_is_unsafe(tmp_path, cli):
 
 def test_safe_fix_marked_and_hinted(tmp_path, cli):
     path = write(tmp_path, FP8_H200, dump({"256": OFFENDING}, 4))
-    res = cli("check", "--estimator", "analytic", "-t", "rtx4090", str(path))
+    res = cli("check", "--estimator", "analytic", "-t", "rtx4090", "--show-fixes", str(path))
     assert res.exit_code == 1
     assert "SMEM001 [*] OutOfResources" in res.output
+    plain = cli("check", "--estimator", "analytic", "-t", "rtx4090", str(path))  # the hook's output: no planning
+    assert "SMEM001 OutOfResources" in plain.output and "tilefit check --fix" in plain.output
     assert "[*] 1 fixable with the `--fix` option." in res.output
 
 

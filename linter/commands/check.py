@@ -92,10 +92,11 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
             fail(str(exc))
             return
         sys.exit(code)
-    # Fixes are planned when the output shows them ([*] marks, help lines, the json `fix` field).
+    # Fixes are planned when the output shows them (help lines, the json `fix` field) or when asked
+    # about them. The concise format (the pre-commit hook's) does not plan: on a large audit,
+    # planning a fix for every finding costs several times the check itself.
     opts.fix = not update_baseline and (show_fixes or unsafe_fixes is not None
-                                        or (fmt in ("concise", "full", "json") and not statistics))
-    # The concise format only marks fixable diagnostics: the nearest fitting config tells that.
+                                        or (fmt in ("full", "json") and not statistics))
     opts.fix_rank = fmt in ("full", "json")
     try:
         result = run_check(list(paths) or ["."], opts, settings)
@@ -124,6 +125,9 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         hint = fix_hints(result, required)
         if hint:
             hints.append(hint)
+    elif any(d.code in ("SMEM001", "THR001") for d in result.diagnostics):
+        hints.append("Run `tilefit check --fix` (or `--diff` to preview) to replace offending entries with the "
+                     "fastest config that fits.")
     render(result, fmt, output_file, statistics, quiet, fix_applicability=required if opts.fix else None,
            summary_lines=[summary(result)] + hints)
     print_errors(result)
