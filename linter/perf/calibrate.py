@@ -32,6 +32,7 @@ FIT_BOUNDS: Mapping[str, tuple[float, float]] = {
     "overlap_p": (1.0, 8.0),
     "mma_v2_on_wgmma": (0.1, 1.0),
     "l2_reuse_fraction": (0.05, 1.0),
+    "dram_segment_bytes": (32.0, 1024.0),
 }
 
 

@@ -1,7 +1,9 @@
 """Coefficients of the performance model, as data.
 
-Files live in ``tilefit/data/perf_model/`` (bundled) and in any folder or file named by
-``$TILEFIT_PERF_MODEL_PATH`` (``os.pathsep``-separated) or passed to :func:`load_coefficients`.
+Files live in ``tilefit/data/perf_model/`` (bundled), in the user data folder where ``tilefit
+calibrate perf`` writes (``platformdirs.user_data_dir("tilefit")/perf_model``), and in any folder
+or file named by ``$TILEFIT_PERF_MODEL_PATH`` (``os.pathsep``-separated) or passed to
+:func:`load_coefficients`.
 A file is recognised by its ``kind``, not its name; ``tilefit calibrate perf`` writes
 ``device-<key>.json`` files with :func:`write_coefficients`.
 
@@ -127,8 +129,20 @@ def _bundled() -> list[CoefficientFile]:
     return out
 
 
+def user_folder() -> Path | None:
+    """Where ``tilefit calibrate perf`` writes by default (read automatically)."""
+    try:
+        import platformdirs
+    except ImportError:  # pragma: no cover - a dependency
+        return None
+    return Path(platformdirs.user_data_dir("tilefit")) / "perf_model"
+
+
 def _user_paths(extra: Iterable[str | os.PathLike]) -> list[Path]:
     paths = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
+    folder = user_folder()
+    if folder is not None and folder.is_dir() and not os.environ.get("TILEFIT_ISOLATED_PERF"):
+        paths.insert(0, folder)
     paths += [Path(p) for p in extra]
     files: list[Path] = []
     for p in paths:

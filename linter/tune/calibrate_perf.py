@@ -5,7 +5,7 @@ once, then random fill, among configs that fit the GPU) of fused-MoE configs is 
 spread of batch sizes on a representative shape, or read from an earlier run's JSON lines
 (``--from``: records with ``config``, ``M``, ``dtype``, ``time_us``); the coefficients are fitted
 (:mod:`tilefit.perf.calibrate`) and written as a device coefficient file that the fixer and the
-tuner load (put its folder on ``TILEFIT_PERF_MODEL_PATH``). The report gives the model's mean
+tuner load (by default in the user data folder, which they read). The report gives the model's mean
 Spearman rank correlation with the measured times before and after the fit.
 """
 
@@ -132,10 +132,11 @@ def perf(from_file, device_spec, out, sample_size, dtypes, shape):
         click.echo(f"error: only {len(samples)} usable measurements; need at least 10", err=True)
         sys.exit(2)
     report = fit(samples, device)
+    default_out = out is None
     if out is None:
-        import platformdirs
+        from tilefit.perf.coefficients import user_folder
 
-        folder = Path(platformdirs.user_data_dir("tilefit")) / "perf_model"
+        folder = user_folder()
         folder.mkdir(parents=True, exist_ok=True)
         out = str(folder / f"device-{device.key}.json")
     provenance = {"method": "tilefit calibrate perf: coordinate descent on log time",
@@ -147,4 +148,7 @@ def perf(from_file, device_spec, out, sample_size, dtypes, shape):
     click.echo(f"{len(samples)} measurements on {device.key}: mean rank correlation "
                f"{report.rank_before:.3f} -> {report.rank_after:.3f}, log-loss {report.loss_before:.3f} -> "
                f"{report.loss_after:.3f}")
-    click.echo(f"wrote {out}; use it with: export TILEFIT_PERF_MODEL_PATH={Path(out).parent}")
+    if default_out:
+        click.echo(f"wrote {out}; the fixer and the tuner use it for {device.key} from now on")
+    else:
+        click.echo(f"wrote {out}; use it with: export TILEFIT_PERF_MODEL_PATH={Path(out).parent}")
