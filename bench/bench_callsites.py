@@ -258,8 +258,20 @@ def main(argv=None) -> int:
     ap.add_argument("--static-only", action="store_true", help="time the static scan only")
     ap.add_argument("--keep", metavar="DIR", help="generate into DIR and keep it")
     ap.add_argument("--record", action="store_true", help="append the results to bench/RESULTS.md")
+    ap.add_argument("--tree", metavar="DIR", help="time the static scan of an existing folder instead")
     args = ap.parse_args(argv)
     targets = args.target or ["rtx4090"]
+    if args.tree:
+        scan_s, stats = static_scan(Path(args.tree), args.repeat)
+        print(f"static scan of {args.tree}: {scan_s:.2f} s  {stats}")
+        if args.record:
+            path = HERE / "RESULTS.md"
+            now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+            path.write_text(path.read_text() + (
+                f"\nStatic scan of an existing tree ({now}): `{args.tree}`, {stats['files']} .py files, "
+                f"{stats['parsed']} parsed, {stats['kernels']} kernels, {stats['launch_sites']} launch sites, "
+                f"{stats['autotune_sites']} autotune lists: {scan_s:.2f} s (best of {args.repeat}).\n"))
+        return 0
 
     base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tilefit-bench-"))
     base.mkdir(parents=True, exist_ok=True)

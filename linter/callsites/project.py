@@ -29,6 +29,9 @@ class ScanStats:
     errors: list[str] = field(default_factory=list)
 
 
+_LAUNCH_WORDS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu"})
+
+
 class Project:
     def __init__(self, modules: Iterable[ModuleScan] = (), on_demand: bool = True):
         self.modules: dict[str, list[ModuleScan]] = {}
@@ -85,13 +88,29 @@ class Project:
         self.add(scan_source(SourceFile.from_bytes(path, data), name, is_pkg))
 
     def wrapper_names(self) -> set[str]:
-        """Names of the functions that contain launches (their call sites may bind constants)."""
+        """Names of launcher wrappers: functions with a launch of a kernel (or of a kernel passed
+        as a parameter) whose keyword arguments read the function's parameters, so that their
+        call sites may bind the launch's constants."""
+        from .values import Frame, branches, function_params
+
         out = set()
-        for mods in self.modules.values():
-            for m in mods:
-                for launch in m.launches:
-                    if launch.scope is not None:
-                        out.add(launch.scope.name)
+        for m in self.all_modules():
+            for launch in m.launches:
+                scope = launch.scope
+                if scope is None or scope.name in out or scope.name.startswith("__"):
+                    continue
+                params = set(function_params(scope))
+                callee = launch.callee
+                # a kernel passed in: only when the call looks like a Triton launch
+                looks = any(kw.arg and (kw.arg in _LAUNCH_WORDS or kw.arg.isupper()) for kw in launch.node.keywords)
+                is_param = isinstance(callee, ast.Name) and callee.id in params and looks
+                if not is_param:
+                    val = self.evaluator.expr(Frame(m, scope, before_line=launch.line), callee)
+                    if not any(isinstance(v, Ref) and v.kind == "kernel" for _, v in branches(val)):
+                        continue
+                used = {n.id for kw in launch.node.keywords for n in ast.walk(kw.value) if isinstance(n, ast.Name)}
+                if is_param or used & params:
+                    out.add(scope.name)
         return out
 
     def all_modules(self) -> list[ModuleScan]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 from dataclasses import dataclass, field
 
 from .source import SourceFile
@@ -209,7 +210,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _collect_aliases(self, tree: ast.Module) -> None:
         aliases = self.m.aliases
-        for node in ast.walk(tree):
+        for node in _statements(tree.body):
             if isinstance(node, ast.Import):
                 for a in node.names:
                     if a.name == "triton" or a.name.startswith("triton."):
@@ -328,6 +329,9 @@ class _Scanner(ast.NodeVisitor):
 
     # everything below the top level -----------------------------------------------------------
     def _function(self, fn) -> None:
+        outer = self._scope()
+        if outer is not None:
+            fn._tilefit_outer = outer  # for names a nested function reads from its enclosing one
         self.scopes.append(fn)
         for dec in fn.decorator_list:
             self.visit(dec)
@@ -369,6 +373,18 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
 
+def _statements(body):
+    """Every statement, nested ones included (not the expressions: imports are statements)."""
+    stack = list(reversed(body))
+    while stack:
+        stmt = stack.pop()
+        yield stmt
+        for name in ("body", "orelse", "finalbody", "handlers"):
+            sub = getattr(stmt, name, None)
+            if sub:
+                stack.extend(reversed(sub))
+
+
 def scan_source(source: SourceFile, name: str | None = None, is_package: bool | None = None) -> ModuleScan:
     if name is None or is_package is None:
         guessed, pkg = module_name(source.path)
@@ -385,6 +401,18 @@ def scan_file(path: str, name: str | None = None) -> ModuleScan:
     return scan_source(SourceFile.read(path), name)
 
 
+# `name[grid](`, `obj.k[(a, b[0])](`: a subscript right after a name, then a call (one level of
+# nested brackets; markdown links "[text](url)" in docstrings have a space before the bracket)
+_LAUNCH_TEXT = re.compile(rb"[\w\)]\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\][ \t]*\(")
+
+
+_KERNEL_TEXT = re.compile(rb"@[ \t]*(?:\w+\.)*(?:jit|autotune|heuristics)[ \t]*[(\r\n]")
+
+
 def may_matter(data: bytes) -> bool:
-    """A cheap test on a file's bytes: can it hold a kernel or a launch?"""
-    return b"triton" in data or b"](" in data
+    """A cheap test on a file's bytes: can it hold a kernel (a ``@...jit`` decorator and the word
+    ``triton``) or a launch? Modules that only hold constants or re-exports are read when an
+    import is followed; callers of launcher wrappers in a second pass."""
+    if b"triton" in data and _KERNEL_TEXT.search(data) is not None:
+        return True
+    return b"](" in data and _LAUNCH_TEXT.search(data) is not None

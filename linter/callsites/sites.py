@@ -133,14 +133,28 @@ def _kernels_of(val: Val) -> list[tuple[str, KernelDef]]:
     return out
 
 
-def _callers(project: Project, fn, owner: ModuleScan) -> list[tuple[ModuleScan, CallRecord]]:
+_MAX_CALLERS = 64
+
+
+def _callers(project: Project, fn, owner: ModuleScan, cache: dict) -> list[tuple[ModuleScan, CallRecord]]:
+    """Calls of ``fn`` in the tree (by name, then resolved); attribute calls (``obj.fn()``) only
+    count when ``obj`` is a module."""
     out = []
     for m in project.all_modules():
         for rec in m.calls.get(fn.name, ()):
-            frame = Frame(m, rec.scope, before_line=rec.node.lineno)
-            callee = project.evaluator.expr(frame, rec.node.func)
+            key = id(rec.node)
+            callee = cache.get(key)
+            if callee is None:
+                if isinstance(rec.node.func, ast.Attribute) and not isinstance(rec.node.func.value, ast.Name):
+                    callee = Unknown("not a function of a module")
+                else:
+                    frame = Frame(m, rec.scope, before_line=rec.node.lineno)
+                    callee = project.evaluator.expr(frame, rec.node.func)
+                cache[key] = callee
             if isinstance(callee, Ref) and callee.kind == "function" and callee.target is fn:
                 out.append((m, rec))
+                if len(out) >= _MAX_CALLERS:
+                    return out
     return out
 
 
@@ -268,6 +282,7 @@ def build_sites(project: Project) -> Sites:
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
     caller_cache: dict[int, list] = {}
+    callee_cache: dict[int, Val] = {}
     for module in project.primary_modules():
         for launch in module.launches:
             frame = Frame(module, launch.scope, before_line=launch.line)
@@ -278,7 +293,7 @@ def build_sites(project: Project) -> Sites:
                     scope is not None and _uses_params(project, launch, scope):
                 key = id(scope)
                 if key not in caller_cache:
-                    caller_cache[key] = _callers(project, scope, module)
+                    caller_cache[key] = _callers(project, scope, module, callee_cache)
                 callers = caller_cache[key]
             kernels = _kernels_of(callee)
             default_sigs: dict[int, tuple] = {}

@@ -290,6 +290,8 @@ class Evaluator:
 
     def __init__(self, project):
         self.project = project
+        self._globals: dict[tuple[int, str], Val] = {}  # module-level names do not depend on the frame
+        self._locals: dict[tuple, Val] = {}  # locals of frames without explicit bindings
 
     def loc(self, module, node: ast.AST) -> Loc:
         return Loc(module.path, module.source.span(node))
@@ -308,6 +310,11 @@ class Evaluator:
             params = function_params(fn)
             assigns = [a for a in local_assignments(fn).get(name, ())
                        if frame.before_line is None or a.line < frame.before_line]
+            if len(assigns) > MAX_ARMS:
+                return Unknown(f"{name} is assigned {len(assigns)} times in {fn.name}()")
+            memo_key = (id(fn), name, frame.before_line) if not frame.bindings else None
+            if memo_key is not None and memo_key in self._locals:
+                return self._locals[memo_key]
             if assigns:
                 arms: list[tuple[str, Val]] = []
                 if name in params:
@@ -317,11 +324,15 @@ class Evaluator:
                         return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
                     v = self.expr(frame.child(), a.value)
                     arms.append((f"{name}={self.seg(frame.module, a.value)} (line {a.line})", v))
-                if len(arms) == 1:
-                    return arms[0][1]
-                return Arms(tuple(arms))
+                out = arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
+                if memo_key is not None:
+                    self._locals[memo_key] = out
+                return out
             if name in params:
                 return self._param(frame, fn, name, params[name])
+            outer = getattr(fn, "_tilefit_outer", None)
+            if outer is not None:  # a closure: the enclosing function's locals and parameters
+                return self.name(Frame(frame.module, outer, {}, None, frame.depth + 1), name, node)
         return self.global_name(frame.module, name, frame.depth)
 
     def _param(self, frame: Frame, fn, name: str, default: ast.expr | None) -> Val:
@@ -331,8 +342,18 @@ class Evaluator:
         return _with_via(v, f"default of {name} in {fn.name}()")
 
     def global_name(self, module, name: str, depth: int = 0) -> Val:
+        key = (id(module), name)
+        hit = self._globals.get(key)
+        if hit is not None:
+            return hit
         if depth > MAX_DEPTH:
             return Unknown(f"{name}: names nest too deeply")
+        self._globals[key] = Unknown(f"{name} refers to itself")  # cycle guard while evaluating
+        out = self._global_name(module, name, depth)
+        self._globals[key] = out
+        return out
+
+    def _global_name(self, module, name: str, depth: int = 0) -> Val:
         if name in ("True", "False", "None"):
             return Lit({"True": True, "False": False, "None": None}[name])
         b = module.binding(name)
