@@ -426,3 +426,11 @@ def test_reference_kernel_names_fall_back_to_the_analytic_model(tmp_path):
     out = ev.run(launch_cases(site)[0], ev.variants(site.kernel)[0], load_database().get("rtx4090"))
     # SGLang's fp8 default on sm_89: (4 - 1) * (128 + 256) * 128 bytes (sglang PR#28038)
     assert out.ok and out.shared == 147456 and out.estimator.startswith("analytic")
+
+
+def test_config_dicts_from_a_default_config_function_give_one_instance_per_branch():
+    project = Project.scan([str(ENGINE / "ops" / "default_config.py")])
+    (site,) = build_sites(project).launches
+    got = [(i.label, _lit(i.args["BLOCK_N"]), _lit(i.options["num_stages"])) for i in site.instances]
+    assert got == [("config of line 9", 256, 4), ("config of line 11", 64, 3), ("config of line 13", 128, 3)]
+    assert site.problems == [] and site.kernel.name == "matmul_plain_kernel"  # found on demand in gemm_plain.py

@@ -228,3 +228,13 @@ def test_cli_reports_the_mla_case(cli, tmp_path):
         in result.output
     ok = cli("check", "--config", cfg, "--ignore", "SMEM002", ENGINE / "attention")
     assert ok.exit_code == 0, ok.output
+
+
+def test_default_config_branches_are_reported_per_branch():
+    kernels = {"engine.ops.gemm_plain:matmul_plain_kernel": BF16_ONLY}
+    result = _check([ENGINE / "ops" / "default_config.py"], ["rtx4090"], kernels)
+    (d,) = [d for d in result.diagnostics if d.code == "SMEM002"]
+    assert d.message.endswith("[config of line 9]") or "[config of line 9]" in d.message
+    assert d.data["branch"] == "config of line 9" and d.fix is not None  # num_stages literal in the dict
+    (edit,) = d.fix.edits
+    assert edit.start.line == 9

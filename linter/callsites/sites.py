@@ -180,7 +180,9 @@ def _caller_bindings(project: Project, fn, caller_module: ModuleScan, rec: CallR
 
 
 def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: Frame) -> tuple[dict, dict, list]:
-    """Launch arguments -> ({param: value}, {option: value}, problems)."""
+    """Launch arguments -> ({param: value}, {option: value}, problems). A ``**config`` whose value
+    depends on the branch taken (a default-config function returning different dicts) is kept
+    as ``args["**"]``: a list of (label, DictVal) alternatives."""
     ev = project.evaluator
     args: dict[str, Val] = {}
     options: dict[str, Val] = {}
@@ -199,11 +201,15 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
     for kw in launch.node.keywords:
         if kw.arg is None:
             meta = ev.expr(frame, kw.value)
+            arms = list(branches(meta))
             if isinstance(meta, DictVal):
                 for k, v in meta.items:
                     (options if k in LAUNCH_OPTIONS else args)[k] = v
+            elif len(arms) > 1 and all(isinstance(v, DictVal) for _, v in arms):
+                args.setdefault("**", []).extend(arms)  # type: ignore[union-attr]
             else:
-                problems.append(f"`**{launch.module.source.segment(kw.value, 40)}` is not a static dict")
+                why = next((v.reason for _, v in arms if isinstance(v, Unknown)), "not a static dict")
+                problems.append(f"`**{launch.module.source.segment(kw.value, 40)}`: {why}")
             continue
         target = options if kw.arg in LAUNCH_OPTIONS else args
         target[kw.arg] = ev.expr(frame, kw.value)
@@ -233,6 +239,17 @@ def _relevant(kernel: KernelDef, args: dict[str, Val]) -> dict[str, Val]:
 
 
 def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> list[Instance]:
+    splat = args.pop("**", None)
+    if splat:  # one set of instances per dict a **config can be
+        out: list[Instance] = []
+        for label, d in splat[:MAX_INSTANCES]:
+            a, o = dict(args), dict(options)
+            for k, v in d.items:
+                (o if k in LAUNCH_OPTIONS else a)[k] = v
+            for inst in _instances(kernel, a, o, problems):
+                inst.label = ", ".join(x for x in (label, inst.label) if x)
+                out.append(inst)
+        return out[: MAX_INSTANCES * 2]
     relevant = _relevant(kernel, args)
     keyed = {("a", k): v for k, v in relevant.items()}
     keyed.update({("o", k): v for k, v in options.items()})

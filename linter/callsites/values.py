@@ -259,6 +259,8 @@ def local_assignments(fn) -> dict[str, list[_Assigned]]:
                 add((a.asname or a.name).split(".")[0], None, node.lineno, "imported locally")
         for child in ast.iter_child_nodes(node):
             stack.append(child)
+    for found in out.values():
+        found.sort(key=lambda a: a.line)
     try:
         fn._tilefit_locals = out
     except AttributeError:  # pragma: no cover
@@ -323,7 +325,9 @@ class Evaluator:
                     if a.value is None:
                         return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
                     v = self.expr(frame.child(), a.value)
-                    arms.append((f"{name}={self.seg(frame.module, a.value)} (line {a.line})", v))
+                    text = self.seg(frame.module, a.value)
+                    label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
+                    arms.append((label, v))
                 out = arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
                 if memo_key is not None:
                     self._locals[memo_key] = out
