@@ -238,3 +238,19 @@ def test_default_config_branches_are_reported_per_branch():
     assert d.data["branch"] == "config of line 9" and d.fix is not None  # num_stages literal in the dict
     (edit,) = d.fix.edits
     assert edit.start.line == 9
+
+
+def test_fix_python_applies_literal_edits(tmp_path):
+    from tilefit.callsites.fixes import fix_python
+
+    copy = tmp_path / "engine"
+    shutil.copytree(ENGINE, copy)
+    kernels = {"engine.ops.gemm_plain:matmul_plain_kernel": BF16_ONLY}
+    result = _check([copy / "ops" / "launcher.py"], ["rtx4090"], kernels)
+    fixed = fix_python(result.diagnostics)
+    (only,) = fixed.values()
+    assert only.error is None and len(only.applied) == 1
+    assert b"def _launch(kernel, a, b, c, block_n, num_stages=3):" in only.fixed
+    (copy / "ops" / "launcher.py").write_bytes(only.fixed)
+    again = _check([copy / "ops" / "launcher.py"], ["rtx4090"], kernels)
+    assert not [d for d in again.diagnostics if d.code == "SMEM002"]
