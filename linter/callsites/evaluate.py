@@ -362,10 +362,12 @@ class CallsiteEvaluator:
         return None
 
     def _module_of(self, fn):
+        modules = self.project.all_modules()
         cache = getattr(self, "_owner", None)
-        if cache is None:
+        if cache is None or self._owner_size != len(modules):  # modules loaded on demand since
             cache = self._owner = {}
-            for m in self.project.all_modules():
+            self._owner_size = len(modules)
+            for m in modules:
                 for k in m.all_kernels:
                     cache[id(k.node)] = m
         return cache.get(id(fn))
