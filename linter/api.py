@@ -59,7 +59,8 @@ class CheckResult:
     def exit_code(self) -> int:
         if self.errors or self.missing_paths:
             return 2
-        return 1 if self.diagnostics else 0
+        # info-level diagnostics (e.g. EST002: a call site that could not be evaluated) inform only
+        return 1 if any(d.severity.value != "info" for d in self.diagnostics) else 0
 
 
 def merged_selection(settings: Settings, opts: CheckOptions) -> Selection:

@@ -254,3 +254,23 @@ def test_fix_python_applies_literal_edits(tmp_path):
     (copy / "ops" / "launcher.py").write_bytes(only.fixed)
     again = _check([copy / "ops" / "launcher.py"], ["rtx4090"], kernels)
     assert not [d for d in again.diagnostics if d.code == "SMEM002"]
+
+
+def test_check_fix_writes_call_site_fixes_and_they_hold(cli, tmp_path):
+    copy = tmp_path / "engine"
+    shutil.copytree(ENGINE, copy)
+    cfg = tmp_path / "pyproject.toml"
+    cfg.write_text('[tool.tilefit]\ntargets = ["rtx4090"]\n\n'
+                   '[tool.tilefit.kernels."engine.ops.gemm_plain:matmul_plain_kernel"]\n'
+                   '"a_ptr,b_ptr" = ["bf16"]\n')
+    launcher = copy / "ops" / "launcher.py"
+    before = launcher.read_bytes()
+    safe = cli("check", "--config", cfg, "--fix", launcher)  # call-site fixes are unsafe: nothing written
+    assert safe.exit_code == 1 and launcher.read_bytes() == before
+    res = cli("check", "--config", cfg, "--fix", "--unsafe-fixes", launcher)
+    assert res.exit_code == 0, res.output
+    after = launcher.read_bytes()
+    assert b"num_stages=3):" in after and after != before
+    assert len(after) == len(before)  # one literal replaced, nothing else touched
+    again = cli("check", "--config", cfg, "--fix", "--unsafe-fixes", launcher)
+    assert again.exit_code == 0 and launcher.read_bytes() == after

@@ -86,7 +86,7 @@ class FixResult:
     def exit_code(self) -> int:
         if self.errors or self.check.errors or self.check.missing_paths:
             return 2
-        return 1 if self.check.diagnostics else 0
+        return 1 if any(d.severity.value != "info" for d in self.check.diagnostics) else 0
 
 
 def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None, *,
@@ -124,6 +124,7 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
             ff.written = True
         files.append(ff)
         final[path] = remaining
+    _fix_python_files(result, required, write, files, errors, final, opts, settings)
     if final:
         diagnostics = [d for d in result.diagnostics if d.path not in final]
         fresh = [d for p in final for d in final[p]]
@@ -132,6 +133,33 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
         diagnostics.sort(key=lambda d: d.sort_key)
         result = replace(result, diagnostics=diagnostics, baselined=result.baselined + hidden)
     return FixResult(check=result, files=files, errors=errors, required=required)
+
+
+def _fix_python_files(result, required, write, files, errors, final, opts, settings) -> None:
+    """Call-site fixes (literal num_stages / BLOCK values in .py files): splice, check that the
+    file still parses, write atomically, and re-check the file for what remains."""
+    from tilefit.callsites.fixes import fix_python
+
+    for path, pf in fix_python(result.diagnostics, required).items():
+        if pf.error:
+            errors.append(f"{path}: {pf.error}; the file is left unchanged")
+            continue
+        if pf.fixed == pf.original:
+            continue
+        ff = FileFix(path, pf.original, pf.fixed, list(pf.applied))
+        for d in result.diagnostics:
+            if d.path == path and d.fix is not None and any(d.fix is f for f in pf.applied):
+                ff.fixed[d.code] += 1
+        if write:
+            try:
+                atomic_write(path, pf.original, pf.fixed)
+            except (OSError, FixVerificationError) as exc:
+                errors.append(f"{path}: cannot write the fixed file: {exc}")
+                continue
+            ff.written = True
+            again = run_check([path], replace(opts, fix=False), settings)
+            final[path] = [d for d in again.diagnostics if d.path == path]
+        files.append(ff)
 
 
 def _baselined(diagnostics: list[Diagnostic], opts: CheckOptions, settings: Settings):
