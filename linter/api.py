@@ -17,7 +17,7 @@ from .discovery import discover
 from .engine import Engine
 from .estimate import Estimator
 from .selection import Selection, validate_selectors
-from .tables import read_table
+from .tables import ConfigTable, read_table
 
 
 class UsageError(ValueError):
@@ -42,6 +42,7 @@ class CheckOptions:
     unsafe_fixes: bool | None = None
     fix_margin: int | None = None
     fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
+    use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache); never when fixing
 
 
 @dataclass
@@ -132,8 +133,27 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
     diagnostics = []
     tables = {}
     errors: list[str] = []
+    cache = None
+    if opts.use_cache and planner is None:
+        from .resultcache import ResultCache, run_key
+
+        cache = ResultCache(run_key(engine, settings, opts))
     for path, meta in found.files:
-        table = read_table(path, meta=meta)
+        data = digest = None
+        if cache is not None:
+            try:
+                with open(path, "rb") as fh:
+                    data = fh.read()
+            except OSError:
+                data = None
+            if data is not None:
+                digest = cache.digest(data)
+                hit = cache.get(path, digest)
+                if hit is not None:
+                    tables[path] = ConfigTable(path, meta, data)
+                    diagnostics.extend(hit)
+                    continue
+        table = read_table(path, meta=meta, data=data)
         tables[table.path] = table
         try:
             found_here = engine.check_table(table)
@@ -145,6 +165,8 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
                 found_here = planner.attach(table, found_here)
             except Exception as exc:  # a planner bug leaves the diagnostics without fixes
                 errors.append(f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}")
+        if digest is not None:
+            cache.put(path, digest, found_here)
         diagnostics.extend(found_here)
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
         try:
@@ -153,6 +175,8 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
             errors.extend(run.errors)
         except Exception as exc:
             errors.append(f"internal error while checking Python files: {type(exc).__name__}: {exc}")
+    if cache is not None:
+        cache.save()
     baselined = 0
     baseline = opts.baseline or (resolve_relative(settings, settings.baseline) if settings.baseline else None)
     if baseline:

@@ -117,13 +117,13 @@ def _parse_block_shape(value: str | None, problems: list[str]) -> tuple[tuple[in
     return (int(m.group(1)), int(m.group(3))), bool(m.group(2))
 
 
-def _triton_folder(path: PurePath) -> tuple[int, int, int] | None:
-    m = _TRITON_FOLDER.match(path.parent.name)
+def _triton_folder(parts: list[str]) -> tuple[int, int, int] | None:
+    m = _TRITON_FOLDER.match(parts[-2]) if len(parts) > 1 else None
     return tuple(int(x) for x in m.groups()) if m else None  # type: ignore[return-value]
 
 
-def _engine_from_path(path: PurePath) -> str | None:
-    parts = {p.lower() for p in path.parts}
+def _engine_from_path(parts_list: list[str]) -> str | None:
+    parts = {p.lower() for p in parts_list}
     if "sglang" in parts or any(p.startswith("sglang-") for p in parts):
         return "sglang"
     if "vllm" in parts or any(p.startswith("vllm-") for p in parts):
@@ -133,8 +133,13 @@ def _engine_from_path(path: PurePath) -> str | None:
 
 def classify(path: str | PurePath) -> TableMeta | None:
     """Classify a file by its name and folder; None for JSON files that are no tuning table."""
-    p = PurePath(path)
-    name = p.name
+    # plain string splitting: PurePath costs more than the rest of classify (1000s of files)
+    parts = str(path).replace("\\", "/").split("/")
+    name = parts[-1]
+
+    def parent(n: int) -> str:
+        return parts[-1 - n] if len(parts) > n else ""
+
     if not name.endswith(".json"):
         return None
     stem = name[: -len(".json")]
@@ -143,8 +148,8 @@ def classify(path: str | PurePath) -> TableMeta | None:
         return TableMeta("mxfp8_gemv", stem, engine="sglang", engine_evidence="file name")
     if stem.endswith(".plans"):
         return TableMeta("lora_plans", stem, tag=stem[: -len(".plans")], engine="sglang", engine_evidence="file name")
-    if p.parent.parent.name == "configs" and p.parent.parent.parent.name == "helion":
-        return TableMeta("helion", stem, tag=p.parent.name, device_name=stem, engine="vllm",
+    if parent(2) == "configs" and parent(3) == "helion":
+        return TableMeta("helion", stem, tag=parent(1), device_name=stem, engine="vllm",
                          engine_evidence="helion/configs folder")
     if stem.startswith(("causal_conv1d_", "update_sconv_cache_")):
         return TableMeta("helion_table", stem, engine="sglang", engine_evidence="file name")
@@ -166,8 +171,8 @@ def classify(path: str | PurePath) -> TableMeta | None:
     keys = [k for k, _ in pairs]
     values = dict(pairs)
     problems: list[str] = []
-    folder = _triton_folder(p)
-    path_engine = _engine_from_path(p)
+    folder = _triton_folder(parts)
+    path_engine = _engine_from_path(parts)
 
     def dev(key: str = "device_name") -> str | None:
         return values.get(key)

@@ -49,15 +49,20 @@ class ConfigTable:
         return iter(self.entries())
 
 
-def read_table(path: str, display_path: str | None = None, meta: TableMeta | None = None) -> ConfigTable:
-    """Read and parse one file. Never raises for bad content: the table carries the error."""
+def read_table(path: str, display_path: str | None = None, meta: TableMeta | None = None,
+               data: bytes | None = None) -> ConfigTable:
+    """Read (unless ``data`` is given) and parse one file. Never raises for bad content: the
+    table carries the error."""
     meta = meta or classify(path)
     if meta is None:
         raise ValueError(f"{path} is not a recognised tuning-config file name")
     table = ConfigTable(display_path or path, meta)
     try:
-        with open(path, "rb") as fh:
-            table.data = fh.read()
+        if data is not None:
+            table.data = data
+        else:
+            with open(path, "rb") as fh:
+                table.data = fh.read()
     except IsADirectoryError:
         table.read_error = "is a directory"
         return table

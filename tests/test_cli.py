@@ -218,3 +218,24 @@ def test_pre_commit_hook_runs_through_real_pre_commit(tmp_path):
     (repo / "configs" / RTX_FP8).write_text(OVER.replace('"num_stages": 4}}', '"num_stages": 3}}'))
     r = run(pre_commit, "run", "--all-files")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_result_cache_gives_the_same_results_and_misses_on_change(cli, tmp_path, monkeypatch):
+    import shutil as _shutil
+
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    for name in (H100_FP8, RTX_FP8):
+        (folder / name).write_text(OVER)
+    args = ("check", folder, "--isolated", "-t", "consumer", "--estimator", "analytic", "-q")
+    cold = cli(*args)
+    assert (tmp_path / "cache" / "results").is_dir()  # the concise format (no fix planning) caches
+    warm = cli(*args)
+    uncached = cli(*args, "--no-cache")
+    assert cold.output == warm.output == uncached.output and cold.output.count("SMEM001 ") == 2
+    (folder / RTX_FP8).write_text(OVER.replace('"num_stages": 4}}', '"num_stages": 3}}'))
+    assert cli(*args).output.count("SMEM001") == 1
+    r = cli("check", folder, "--isolated", "-t", "consumer", "--estimator", "analytic", "--ignore", "SMEM,DEV")
+    assert r.exit_code == 0  # a different selection is a different cache key
+    _shutil.rmtree(tmp_path / "cache")

@@ -43,6 +43,7 @@ FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
               help="Read [tool.tilefit] from this pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
+@click.option("--no-cache", is_flag=True, help="Do not reuse the results of unchanged files.")
 @click.option("--allow-import", is_flag=True,
               help="Python files: import a kernel's module when its source cannot be extracted (runs its code).")
 @click.option("--fix/--no-fix", default=False, help="Rewrite offending entries with the fastest config that fits.")
@@ -57,7 +58,8 @@ FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
               help="Write a Markdown summary of the fixes (for a pull-request body).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
-          force_exclude, allow_import, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin, fix_report):
+          force_exclude, no_cache, allow_import, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
+          fix_report):
     """Check tuning-config files against device limits.
 
     Each table is checked against the device its file name names, plus every --target.
@@ -77,6 +79,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         allow_import=allow_import,
         unsafe_fixes=unsafe_fixes,
         fix_margin=fix_margin,
+        use_cache=not no_cache,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:
@@ -157,7 +160,8 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
         else:
             ctx = RenderContext(tool_version=__version__, fix_applicability=fix_applicability)
             if fmt == "full":
-                ctx.sources = {p: t.doc.text for p, t in result.tables.items() if t.doc is not None}
+                ctx.sources = {p: (t.doc.text if t.doc is not None else t.data.decode("utf-8", "replace"))
+                               for p, t in result.tables.items()}
             REPORTERS[fmt](result.diagnostics, stream, ctx)
         if not quiet and fmt in ("concise", "full") and not statistics:
             for line in summary_lines if summary_lines is not None else [summary(result)]:
