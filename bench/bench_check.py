@@ -27,12 +27,12 @@ def bare_loop(paths) -> float:
     return time.perf_counter() - t
 
 
-def check(root: str, targets) -> tuple[float, int]:
+def check(root: str, targets, cache: bool = True) -> tuple[float, int]:
     from tilefit.api import CheckOptions, run_check
     from tilefit.config import Settings
 
     t = time.perf_counter()
-    result = run_check([root], CheckOptions(targets=list(targets), estimator="analytic"), Settings())
+    result = run_check([root], CheckOptions(targets=list(targets), estimator="analytic", use_cache=cache), Settings())
     return time.perf_counter() - t, len(result.diagnostics)
 
 
@@ -53,17 +53,21 @@ def main(argv=None) -> int:
     targets = args.target or ["consumer"]
     paths = [os.path.join(d, f) for d, _, fs in os.walk(args.corpus) for f in fs if f.endswith(".json")]
     check(args.corpus, targets)  # warm the device-DB and schema caches
-    bare, chk, diags = [], [], 0
+    check(args.corpus, [])
+    bare, chk, cold, default, diags = [], [], [], [], 0
     for _ in range(args.rounds):
         bare.append(bare_loop(paths))
         t, diags = check(args.corpus, targets)
         chk.append(t)
-    default, _ = check(args.corpus, [])
+        cold.append(check(args.corpus, targets, cache=False)[0])
+        default.append(check(args.corpus, [])[0])
     wall = [cli_wall(args.corpus, targets) for _ in range(3)]
-    b, c = statistics.median(bare), statistics.median(chk)
-    print(f"files {len(paths)}, diagnostics {diags}, targets {targets}")
-    print(f"bare json.load loop: {b * 1000:.0f} ms   check: {c * 1000:.0f} ms   ratio {c / b:.1f}x")
-    print(f"check without extra targets: {default * 1000:.0f} ms")
+    b, c, k, d = (statistics.median(x) for x in (bare, chk, cold, default))
+    print(f"files {len(paths)}, diagnostics {diags}, targets {targets}, medians of {args.rounds} interleaved rounds")
+    print(f"bare json.load loop: {b * 1000:.0f} ms")
+    print(f"check, warm result cache: {c * 1000:.0f} ms   ratio {c / b:.1f}x")
+    print(f"check, no cache:          {k * 1000:.0f} ms   ratio {k / b:.1f}x")
+    print(f"check without extra targets (each file's own device), warm: {d * 1000:.0f} ms   ratio {d / b:.1f}x")
     print(f"`tilefit check` command wall (incl. interpreter start): {statistics.median(wall):.2f} s")
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     return 0
