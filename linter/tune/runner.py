@@ -402,6 +402,8 @@ def tune_files(paths: Sequence[str], opts: TuneOptions, settings=None,
             on_result(r)
 
     gpus = opts.gpus or _visible_gpus()
+    if measure_fn is None and opts.backend == "local" and jobs:
+        precompile_jobs(jobs)
     results = run_jobs(jobs, gpus, opts.backend, measure_fn=measure_fn, on_result=record)
     out.results = results
     per_table: dict[str, dict] = {}
@@ -417,6 +419,25 @@ def tune_files(paths: Sequence[str], opts: TuneOptions, settings=None,
         elif ff is not None:
             out.written.append(ff)
     return out
+
+
+def precompile_jobs(jobs: Sequence[Job], per_job: int | None = None) -> None:
+    """Compile the candidates the search is likely to measure (each job's best-predicted
+    ``2 * budget``) in a pool of host processes first, so the GPU workers only load kernels."""
+    from .precompile import precompile
+    from .workload import MoEShape
+
+    by_shape: dict = {}
+    for job in jobs:
+        n = per_job or 2 * job.budget
+        order = sorted(range(len(job.candidates)), key=job.predicted.__getitem__)[:n]
+        shape = MoEShape(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in job.shape.items()})
+        items = by_shape.setdefault(shape, {})
+        for i in order:
+            cfg = job.candidates[i]
+            items[(config_key(cfg), 1 if job.M == 1 else 16)] = (cfg, 1 if job.M == 1 else 16)
+    for shape, items in by_shape.items():
+        precompile(shape, list(items.values()))
 
 
 def _visible_gpus() -> int:
