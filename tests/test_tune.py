@@ -151,6 +151,11 @@ def test_calibrate_perf_from_recorded_measurements(tmp_path):
 
 def test_ray_backend_runs_the_same_jobs(table, h200):
     ray = pytest.importorskip("ray")
+    import sys
+
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import the test module
     ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True)
     try:
         result = tune_files([str(table)], TuneOptions(emulate="rtx4090", estimator="analytic", backend="ray",
