@@ -14,7 +14,21 @@ compiles. A form is a formula over these variables:
 ``GN GK``  quantisation block (block_n, block_k); 0 when not block-quantised
 ``SWAP``   1 when the kernel swaps A and B (vLLM's fp8 path on sm_90), else 0
 ``DPE``    MLA decode: BLOCK_DPE, the rope part of the head
+``G``      wNa16 MoE: the weight quantisation group size along K (0 elsewhere)
+``DV``     MLA decode: BLOCK_DV, the value width (0 elsewhere)
+``E``      GEMM kernels: shared memory of the smallest kernel of this tile (num_stages 1,
+           BLOCK_SIZE_K 16) on this arch family, measured by the calibration (``epilogue``
+           table of the file): it holds the epilogue's layout-conversion scratch, whose size
+           Triton's swizzling optimiser decides and no closed form gives. Outside the table:
+           ``BM*BN*c``, an upper bound of that scratch.
 =========  ===================================================================
+
+A file holds, besides the forms: ``status`` per arch family (``calibrated`` when every form of
+the family matched at least 99% of its calibration points exactly, ``uncalibrated`` otherwise;
+``derived`` for hand-derived forms), ``form_status`` per (family, kernel, dtype) when forms of
+one family differ (the estimator uses it first), and ``fits`` with the calibration's figures.
+Estimates of an ``uncalibrated`` form are re-checked exactly when Triton is installed
+(``--estimator auto``), or reported as EST001 when it is not.
 
 Nothing here imports triton or torch.
 """
@@ -31,7 +45,7 @@ from typing import Callable, Mapping
 from .formula import compile_formula
 from .spec import KernelSpec
 
-VARIABLES = ("S", "W", "BM", "BN", "BK", "a", "b", "c", "GN", "GK", "SWAP", "DPE")
+VARIABLES = ("S", "W", "BM", "BN", "BK", "a", "b", "c", "GN", "GK", "SWAP", "DPE", "G", "DV", "E")
 
 _TRITON_DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8e4nv": 1, "fp8e5": 1, "i8": 1, "u8": 1}
 
@@ -63,6 +77,13 @@ class AnalyticModel:
         except (KeyError, TypeError) as exc:
             raise ModelError(f"{source}: missing or malformed field {exc}") from None
         self.status: dict[str, str] = {}
+        self.form_status: dict[tuple[str, str, str], str] = {}
+        for family, kernels in (table.get("form_status") or {}).items():
+            for kernel, per_dtype in kernels.items():
+                for dtype, status in per_dtype.items():
+                    self.form_status[(family, kernel, dtype)] = str(status)
+        self.fits: Mapping = table.get("fits", {})
+        self.epilogue = EpilogueTables(table.get("epilogue") or {})
         self._forms: dict[tuple[str, str, str], Callable] = {}
         self.texts: dict[tuple[str, str, str], str] = {}
         for family, kernels in formulas.items():
@@ -102,25 +123,84 @@ class AnalyticModel:
         key = self._form_key(family, spec)
         if key is None:
             raise ModelError(f"no {family} form for kernel {spec.kernel!r} ({spec.dtype}) in {self.source}")
-        value = self._forms[key](**self.variables(spec))
-        est = Estimate(int(round(value)), "analytic", arch, self.status.get(family, "uncalibrated"), self.texts[key])
+        value = self._forms[key](**self.variables(spec, family, arch))
+        est = Estimate(int(round(value)), "analytic", arch, self.status_of(key), self.texts[key])
         self._memo[memo_key] = est
         return est
 
-    def variables(self, spec: KernelSpec) -> dict[str, float]:
+    def status_of(self, key: tuple[str, str, str]) -> str:
+        """The status of one form: its own (``form_status``), else its family's."""
+        status = self.form_status.get(key)
+        if status is None:
+            status = self.status.get(key[0], "uncalibrated")
+        return status
+
+    def form_key(self, spec: KernelSpec, arch: str) -> tuple[str, str, str] | None:
+        """``(family, kernel, dtype)`` of the form that answers for ``spec`` on ``arch``."""
+        family = self.arch_families.get(arch)
+        return None if family is None else self._form_key(family, spec)
+
+    def variables(self, spec: KernelSpec, family: str | None = None, arch: str | None = None) -> dict[str, float]:
+        """The formula variables of ``spec`` (``E`` from the epilogue table of ``arch``, else of
+        ``family``'s default arch)."""
         tile = spec.tile_dict
         if spec.kernel == "mla_decode":
-            kv = _TRITON_DTYPE_BYTES.get(spec.kv_dtype or "bf16", 2)
+            from .launch import mla_block_sizes, triton_type
+
+            kv = _TRITON_DTYPE_BYTES.get(triton_type(spec.kv_dtype or "bf16"), 2)
+            q = _TRITON_DTYPE_BYTES.get(triton_type(spec.dtype), 2)
+            p = spec.problem_dict
+            blocks = mla_block_sizes(p.get("Lk", 576), p.get("Lv", 512))
             return dict(S=spec.num_stages, W=spec.num_warps, BM=tile.get("BLOCK_H", 16),
-                        BN=tile.get("BLOCK_N", 32), BK=tile.get("BLOCK_DMODEL", 512), a=2, b=kv, c=4,
-                        GN=0, GK=0, SWAP=0, DPE=tile.get("BLOCK_DPE", 0))
+                        BN=tile.get("BLOCK_N", 32), BK=tile.get("BLOCK_DMODEL", blocks["BLOCK_DMODEL"]), a=q,
+                        b=kv, c=4, GN=0, GK=0, SWAP=0, DPE=tile.get("BLOCK_DPE", blocks["BLOCK_DPE"]), G=0,
+                        DV=tile.get("BLOCK_DV", blocks["BLOCK_DV"]), E=0)
         bytes_ = self.operand_bytes.get(spec.dtype)
         if bytes_ is None:
             raise ModelError(f"no operand sizes for dtype path {spec.dtype!r} in {self.source}")
         gn, gk = spec.block_shape if spec.block_shape else (0, 0)
-        return dict(S=spec.num_stages, W=spec.num_warps, BM=tile["BLOCK_SIZE_M"], BN=tile["BLOCK_SIZE_N"],
-                    BK=tile["BLOCK_SIZE_K"], a=bytes_["a"], b=bytes_["b"], c=bytes_["c"], GN=gn, GK=gk,
-                    SWAP=1 if spec.swap_ab else 0, DPE=0)
+        group = 0
+        if spec.kernel == "fused_moe_wna16":
+            group = int(gk) if gk else int(dict(spec.extra).get("group_size", 128))
+            if group <= 0:  # channel-wise: one group spans K
+                group = spec.problem_dict.get("K", 4096)
+            gn, gk = 0, 0
+        bm, bn, c = tile["BLOCK_SIZE_M"], tile["BLOCK_SIZE_N"], bytes_["c"]
+        return dict(S=spec.num_stages, W=spec.num_warps, BM=bm, BN=bn, BK=tile["BLOCK_SIZE_K"], a=bytes_["a"],
+                    b=bytes_["b"], c=c, GN=gn, GK=gk, SWAP=1 if spec.swap_ab else 0, DPE=0, G=group, DV=0,
+                    E=self.epilogue.lookup(arch, family, c, bm, bn, spec.num_warps))
+
+
+class EpilogueTables:
+    """The measured ``E`` per arch: ``{"axes": {"BM": [...], "BN": [...], "W": [...]},
+    "archs": {arch: {"<c>": [[[bytes per W] per BN] per BM]}}, "family_default": {family:
+    arch}}``. An arch without a table uses its family's default arch."""
+
+    def __init__(self, data: Mapping):
+        axes = data.get("axes", {})
+        self._index = tuple({v: i for i, v in enumerate(axes.get(k, ()))} for k in ("BM", "BN", "W"))
+        self._archs: dict[str, dict[int, list]] = {
+            arch: {int(c): grid for c, grid in per_c.items()} for arch, per_c in (data.get("archs") or {}).items()}
+        self._default: dict[str, str] = dict(data.get("family_default") or {})
+
+    def table_arch(self, arch: str | None, family: str | None) -> str | None:
+        if arch in self._archs:
+            return arch
+        default = self._default.get(family or "")
+        return default if default in self._archs else None
+
+    def covers(self, arch: str | None, family: str | None, c: float, bm: int, bn: int, w: int) -> bool:
+        t = self.table_arch(arch, family)
+        ibm, ibn, iw = self._index
+        return t is not None and int(c) in self._archs[t] and bm in ibm and bn in ibn and w in iw
+
+    def lookup(self, arch: str | None, family: str | None, c: float, bm: int, bn: int, w: int) -> int:
+        """The table's value, or the full tile ``bm*bn*c`` (an upper bound) outside it."""
+        if not self.covers(arch, family, c, bm, bn, w):
+            return int(bm * bn * c)
+        ibm, ibn, iw = self._index
+        grid = self._archs[self.table_arch(arch, family)][int(c)]
+        return int(grid[ibm[bm]][ibn[bn]][iw[w]])
 
 
 def _model_files() -> dict[str, object]:

@@ -1,0 +1,99 @@
+"""``tilefit calibrate``: regenerate model tables from compiles (``smem``) or GPU measurements.
+
+A click group; each model has its subcommand (``smem`` here, ``perf`` added by the performance
+model), registered with ``calibrate.add_command``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import click
+
+from .common import fail
+
+
+@click.group()
+def calibrate() -> None:
+    """Regenerate model tables from compiles or GPU measurements."""
+
+
+@click.command("smem")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
+              help="Compiler processes. [default: all cores]")
+@click.option("--scale", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
+              help="Multiply the points of the fit grid per path and arch.")
+@click.option("--family", "families", multiple=True, metavar="FAMILY",
+              help="Calibrate only these arch families (mma_v2, wgmma, tcgen05, ...). Repeatable.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
+              help="Write the model here instead of tilefit/data/smem_model/triton-<major>.<minor>.json.")
+@click.option("--dry-run", is_flag=True, help="Fit and report, write nothing.")
+@click.option("--proof-points", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Also compile the held-out proof set (a different design, plus real tables from "
+                   "--proof-corpus) and write its points as compact JSON.")
+@click.option("--proof-corpus", multiple=True, type=click.Path(exists=True), metavar="DIR",
+              help="Tuning tables whose kernels join the proof set. Repeatable.")
+@click.option("--proof-per-arch", type=click.IntRange(min=0), default=150, show_default=True,
+              help="Kernels per arch taken from --proof-corpus.")
+@click.option("--proof-only", is_flag=True, help="Only compile and write the proof set.")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="Compile cache folder. [default: $TILEFIT_CACHE_DIR or the user cache]")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
+def smem(jobs, scale, families, out, dry_run, proof_points, proof_corpus, proof_per_arch, proof_only, cache_dir,
+         quiet):
+    """Regenerate the analytic shared-memory model for the installed Triton.
+
+    Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
+    num_warps x num_stages x arch) ahead of time, chooses one closed form per (arch family,
+    kernel, dtype path) from a library of candidates by exact matches, and writes
+    triton-<major>.<minor>.json with the figures of the fit. A form matching at least 99% of its
+    points exactly (and no verdict against a device limit wrong) is `calibrated`.
+    """
+    from tilefit.smem import calibrate as cal
+    from tilefit.smem.exact import TritonUnavailable
+
+    unknown = sorted(set(families) - set(cal.CALIBRATION_ARCHS))
+    if unknown:
+        fail(f"unknown arch family {', '.join(unknown)}; known: {', '.join(cal.CALIBRATION_ARCHS)}")
+
+    def log(msg: str) -> None:
+        if not quiet:
+            click.echo(msg, err=True)
+
+    command = "tilefit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "tilefit calibrate smem"
+    try:
+        if not proof_only:
+            result = cal.calibrate_smem(jobs=jobs, scale=scale, families=list(families) or None, cache_dir=cache_dir,
+                                        out=out, write=not dry_run, command=command, log=log)
+            _report(result)
+        if proof_points:
+            from tilefit.smem.exact import triton_version
+
+            pts = cal.proof_points(jobs=jobs, corpus=list(proof_corpus), per_arch=proof_per_arch,
+                                   cache_dir=cache_dir, log=log)
+            doc = cal.dump_points(pts, triton_version=triton_version() or "unknown",
+                                  design="held out: seeded random grid (seed 2) without the fit grid's points, plus "
+                                         f"up to {proof_per_arch} distinct kernels per arch from real tuning tables",
+                                  extra={"command": command})
+            cal.write_points(doc, proof_points)
+            click.echo(f"wrote {len(doc['points'])} proof points to {proof_points}")
+    except TritonUnavailable as exc:
+        fail(str(exc))
+
+
+def _report(result) -> None:
+    rows = [("family", "kernel", "dtype", "points", "exact", "verdict err", "max err", "status")]
+    for r in result.results:
+        rows.append((r.family, r.kernel, r.dtype, str(r.points), f"{r.rate:.1%}", str(r.verdict_errors),
+                     str(r.max_error), r.status))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    prov = result.table["provenance"]
+    where = f" -> {result.path}" if result.path else " (not written)"
+    click.echo(f"Triton {prov['triton']}: {prov['fit_points']} fit points, {prov['exact_match_rate']:.2%} exact, "
+               f"{prov['seconds']:.0f} s{where}")
+
+
+calibrate.add_command(smem)

@@ -1,0 +1,144 @@
+"""``tilefit probe``: compile a kernel over a sweep and show its shared memory per target."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .common import fail
+
+
+@click.command()
+@click.argument("kernel", type=click.Choice(["fused_moe", "fused_moe_wna16", "block_gemm", "mla_decode"]))
+@click.option("--dtype", "dtypes", multiple=True, metavar="PATHS",
+              help="Dtype paths (bf16, fp16, fp32, fp8_w8a8, int8_w8a8, int8_w8a16, int4_w4a16); MLA decode: the "
+                   "query dtype. Comma-separated or repeated.")
+@click.option("--kv-dtype", "kv_dtypes", multiple=True, metavar="DTYPES",
+              help="MLA decode: KV-cache dtypes (bf16, fp16, fp8). Comma-separated or repeated.")
+@click.option("--quant", type=click.Choice(["none", "per_tensor", "per_channel", "block", "group"]), default=None,
+              help="Quantisation of the 8-bit paths. [default: per_tensor, block with --block-shape]")
+@click.option("--block-shape", default=None, metavar="N,K",
+              help="Block quantisation (block_n,block_k); wNa16: 0,GROUP.")
+@click.option("--tile", default=None, metavar="BM,BN,BK[,GROUP]",
+              help="GEMM tile BLOCK_SIZE_M,N,K (and GROUP_SIZE_M); MLA decode: BLOCK_N,BLOCK_H.")
+@click.option("--warps", default=None, metavar="LIST", help="num_warps values (4 or 4,8 or 2..8). [default: 4]")
+@click.option("--stages", default=None, metavar="LIST",
+              help="num_stages values. [default: 3 on CUDA, 2 on ROCm]")
+@click.option("--sweep", "sweeps", multiple=True, metavar="NAME=VALUES",
+              help="Sweep a parameter: num_stages=1..5, num_warps=4,8, BLOCK_SIZE_K=32..256, BLOCK_N=16..64. "
+                   "Repeatable (the product is probed).")
+@click.option("--arch", "archs", multiple=True, metavar="ARCHS",
+              help="Archs to compile for (sm_89,sm_90,gfx942). [default: those of --target, else sm_89]")
+@click.option("--target", "-t", "targets", multiple=True, metavar="DEVICE",
+              help="Judge against these devices or groups (rtx4090, consumer, datacenter) instead of every "
+                   "device of the arch. Repeatable.")
+@click.option("--heads", default="576,512", show_default=True, metavar="LK,LV",
+              help="MLA decode: head sizes (latent + rope, value).")
+@click.option("--swap-ab", is_flag=True, help="fused_moe fp8: the swapped kernel (vLLM on sm_90, BLOCK_SIZE_M < 64).")
+@click.option("--estimator", type=click.Choice(["auto", "exact", "analytic"]), default="auto", show_default=True,
+              help="exact: compile (needs Triton); analytic: closed forms; auto: exact when Triton is installed.")
+@click.option("--triton-version", default=None, metavar="X.Y", help="Analytic model of this Triton version.")
+@click.option("--jobs", "-j", type=click.IntRange(min=1), default=None, help="Compiler processes.")
+@click.option("--engine-kernels", default=None, metavar="PATH|installed",
+              help="Also compile the engine's own kernel (a file, a source tree, or `installed`/`vllm`/`sglang`) "
+                   "and show where it differs from ours.")
+@click.option("--launch", is_flag=True, help="Also launch every point on the local GPU and report the outcome.")
+@click.option("--device-file", "device_files", multiple=True, type=click.Path(dir_okay=False),
+              help="Extra device database file (JSON). Repeatable.")
+@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sweeps, archs, targets, heads, swap_ab,
+          estimator, triton_version, jobs, engine_kernels, launch, device_files, output_format):
+    """Compile KERNEL over a sweep and show its shared memory per arch, and which devices fit.
+
+    \b
+    tilefit probe fused_moe --dtype fp8_w8a8 --tile 128,256,128 --sweep num_stages=1..5 \\
+        --arch sm_89,sm_90,sm_120
+    tilefit probe mla_decode --kv-dtype bf16,fp8 --sweep num_stages=1..4 --arch sm_121
+    """
+    from tilefit.device_db import DeviceDBError, UnknownTarget, load_database
+    from tilefit.smem import probe as P
+
+    try:
+        db = load_database(list(device_files))
+    except DeviceDBError as exc:
+        fail(str(exc))
+    local = None
+    if launch:
+        local = P.local_gpu_arch()
+        if local is None:
+            fail("--launch needs a local GPU (torch with CUDA or ROCm); none was found. Run without --launch "
+                 "for the compile-only figures.")
+    try:
+        arch_list = P.split_list(archs)
+        if not arch_list and targets:
+            seen = []
+            for t in targets:
+                for d in db.resolve_target(t):
+                    if d.arch not in seen and d.smem_per_block_optin:
+                        seen.append(d.arch)
+            arch_list = seen
+        if not arch_list:
+            arch_list = [local] if local else ["sm_89"]
+        bs = None
+        if block_shape:
+            parts = P.parse_values(block_shape) if ".." in block_shape else [int(x) for x in block_shape.split(",")]
+            if len(parts) != 2:
+                raise P.ProbeError("--block-shape takes N,K")
+            bs = (parts[0], parts[1])
+        hk = [int(x) for x in heads.split(",")]
+        if len(hk) != 2:
+            raise P.ProbeError("--heads takes LK,LV")
+        req = P.ProbeRequest(
+            kernel=kernel, dtypes=P.split_list(dtypes), kv_dtypes=P.split_list(kv_dtypes), quant=quant,
+            block_shape=bs, tile=[int(x) for x in tile.split(",")] if tile else [],
+            warps=P.parse_values(warps) if warps else [], stages=P.parse_values(stages) if stages else [],
+            sweeps=P.parse_sweep(sweeps), archs=arch_list, swap_ab=swap_ab, heads=(hk[0], hk[1]))
+        points = P.build_points(req)
+        devices = P.arch_devices(db, arch_list, list(targets))
+    except (P.ProbeError, ValueError, UnknownTarget) as exc:
+        fail(str(exc))
+        return
+    from tilefit.smem.analytic import installed_triton_version
+    from tilefit.smem.exact import TritonUnavailable, UnsupportedArch
+
+    if estimator == "exact" and installed_triton_version() is None:
+        fail("--estimator exact needs Triton (pip install 'tilefit[triton]')")
+    try:
+        mode = P.estimate_points(points, estimator, jobs=jobs, triton_version=triton_version)
+    except (TritonUnavailable, UnsupportedArch, ValueError) as exc:
+        fail(str(exc))
+        return
+    if mode == "analytic" and estimator == "auto":
+        click.echo("note: Triton is not installed; figures come from the analytic model, not from compiles",
+                   err=True)
+    engine_desc = None
+    if engine_kernels:
+        if installed_triton_version() is None:
+            fail("--engine-kernels compiles the engine's kernel and needs Triton")
+        from tilefit.smem.engine_kernels import EngineKernelError
+
+        try:
+            engine_desc = P.compare_engine(points, engine_kernels)
+        except EngineKernelError as exc:
+            fail(str(exc))
+    if launch:
+        for p in points:
+            if p.arch == local:
+                p.launch = P.launch_point(p.spec)
+            else:
+                p.launch = {"outcome": "not launched", "detail": f"the local GPU is {local}"}
+    triton = installed_triton_version() if mode == "exact" else (triton_version or installed_triton_version())
+    all_devices = [d for devs in devices.values() for d in devs]
+    if output_format == "json":
+        doc = {"kernel": kernel, "estimator": mode, "triton_version": triton,
+               "devices": {a: [{"key": d.key, "name": d.name, "limit": d.smem_per_block_optin} for d in devs]
+                           for a, devs in devices.items()},
+               "engine_kernels": engine_desc, "local_gpu": local,
+               "points": [p.to_json(all_devices) for p in points]}
+        json.dump(doc, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        click.echo(P.render_text(points, devices, req, mode, triton, engine_desc, local if launch else None), nl=False)
+    sys.exit(0)

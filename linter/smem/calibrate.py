@@ -1,0 +1,1105 @@
+"""Calibrating the analytic shared-memory model against the installed Triton.
+
+``tilefit calibrate smem`` compiles a designed grid of kernel specialisations with the exact
+estimator (ahead of time, for every arch family of the model), fits one closed form per (arch
+family, kernel, dtype path) by choosing, from a library of candidate forms, the one that matches
+the most points exactly (ties: fewest fits/overflows verdict errors against the device limits,
+then the simplest), and writes ``tilefit/data/smem_model/triton-<major>.<minor>.json`` with its
+provenance.
+
+The pieces, each usable alone:
+
+* :class:`Path` -- a dtype path of one kernel (``fused_moe`` fp8 block-quantised, ``mla_decode``
+  with an fp8 KV cache, ...), :data:`PATHS` the calibrated ones;
+* :func:`fit_grid` / :func:`proof_grid` -- the two point designs (the fit grid is stratified so
+  every tile size, warp count and stage count appears for every path and arch; the proof grid is
+  a different, seeded random design plus the tiles of real tuning tables, so a proof never
+  re-uses the points a form was chosen on);
+* :func:`collect` -- compiles points (cache, spawn pool) into :class:`Point` records;
+* :mod:`candidates <tilefit.smem.calibrate>` -- :func:`candidate_forms` builds the library;
+  :func:`fit_forms` chooses per group; :func:`build_table` writes the model;
+* :func:`dump_points` / :func:`load_points` -- the compact JSON of compiled points the proof test
+  reads (``tests/data/smem_points_triton-<v>.json``).
+
+Nothing here imports triton at module level; only :func:`collect` compiles.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import itertools
+import json
+import math
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+from typing import Callable, Iterable, Mapping, Sequence
+
+from .formula import compile_formula
+from .spec import KernelSpec, make_spec
+
+# ------------------------------------------------------------------------------------------------
+# arch families
+
+
+# Every arch the model maps, by family. The calibration compiles the archs of CALIBRATION_ARCHS;
+# the others of a family inherit its forms (same lowering of tl.dot).
+ARCH_FAMILIES: Mapping[str, str] = {
+    "sm_70": "fma", "sm_75": "fma",
+    "sm_80": "mma_v2", "sm_86": "mma_v2", "sm_87": "mma_v2", "sm_89": "mma_v2",
+    "sm_120": "mma_v2", "sm_121": "mma_v2",
+    "sm_90": "wgmma",
+    "sm_100": "tcgen05", "sm_110": "tcgen05", "sm_103": "tcgen05_sm103",
+    "gfx90a": "cdna3", "gfx942": "cdna3", "gfx950": "cdna4",
+    "gfx1100": "rdna", "gfx1151": "rdna", "gfx1201": "rdna",
+}
+
+# archs compiled per family, the first one with the most points
+CALIBRATION_ARCHS: Mapping[str, tuple[str, ...]] = {
+    "fma": ("sm_75",),
+    "mma_v2": ("sm_89", "sm_80", "sm_86", "sm_120", "sm_121"),
+    "wgmma": ("sm_90",),
+    "tcgen05": ("sm_100",),
+    "tcgen05_sm103": ("sm_103",),
+    "cdna3": ("gfx942",),
+    "cdna4": ("gfx950",),
+    "rdna": ("gfx1100", "gfx1201"),
+}
+
+# archs whose Triton has no fp8e4nv (sm_70/75/80/86: fp8e4b15/fp8e5 only; gfx90a, gfx1100: none)
+NO_FP8 = frozenset({"sm_70", "sm_75", "sm_80", "sm_86", "sm_87", "gfx90a", "gfx1100"})
+
+
+def family_archs(family: str) -> tuple[str, ...]:
+    return tuple(a for a, f in ARCH_FAMILIES.items() if f == family)
+
+
+# ------------------------------------------------------------------------------------------------
+# dtype paths
+
+
+@dataclass(frozen=True)
+class Path:
+    """One dtype path of one kernel: what a form is fitted for (``dtype`` is the model's key)."""
+
+    kernel: str
+    dtype: str  # the form's dtype key (for MLA decode: the KV-cache dtype)
+    quant: str = "none"
+    block_shape: tuple[int, int] | None = None
+    kv_dtype: str | None = None
+    swap_ab: bool = False
+
+    @property
+    def name(self) -> str:
+        parts = [self.kernel, self.dtype]
+        if self.quant not in ("none",):
+            parts.append(self.quant)
+        if self.block_shape:
+            parts.append("%dx%d" % self.block_shape)
+        if self.swap_ab:
+            parts.append("swap_ab")
+        return "/".join(parts)
+
+    def to_json(self) -> dict:
+        out: dict = {"kernel": self.kernel, "dtype": self.dtype}
+        if self.quant != "none":
+            out["quant"] = self.quant
+        if self.block_shape:
+            out["block_shape"] = list(self.block_shape)
+        if self.kv_dtype:
+            out["kv_dtype"] = self.kv_dtype
+        if self.swap_ab:
+            out["swap_ab"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping) -> "Path":
+        bs = d.get("block_shape")
+        return cls(d["kernel"], d["dtype"], d.get("quant", "none"), tuple(bs) if bs else None,
+                   d.get("kv_dtype"), bool(d.get("swap_ab", False)))
+
+    @property
+    def fp8(self) -> bool:
+        return self.dtype == "fp8_w8a8" or (self.kv_dtype or "").startswith("fp8")
+
+    def runs_on(self, arch: str) -> bool:
+        """Whether the engines launch this path on ``arch`` (fp8 needs sm_89+ / gfx942+, the swap
+        of A and B is vLLM's on sm_90 only)."""
+        if self.fp8 and arch in NO_FP8:
+            return False
+        if self.swap_ab and arch != "sm_90":
+            return False
+        return True
+
+
+MOE_PATHS: tuple[Path, ...] = (
+    Path("fused_moe", "bf16"),
+    Path("fused_moe", "fp16"),
+    Path("fused_moe", "fp32"),
+    Path("fused_moe", "fp8_w8a8", "per_tensor"),
+    Path("fused_moe", "fp8_w8a8", "per_channel"),
+    Path("fused_moe", "fp8_w8a8", "block", (128, 128)),
+    Path("fused_moe", "fp8_w8a8", "per_tensor", swap_ab=True),
+    Path("fused_moe", "fp8_w8a8", "block", (128, 128), swap_ab=True),
+    Path("fused_moe", "int8_w8a8", "per_tensor"),
+    Path("fused_moe", "int8_w8a8", "per_channel"),
+    Path("fused_moe", "int8_w8a8", "block", (128, 128)),
+    Path("fused_moe", "int8_w8a16", "per_channel"),
+)
+WNA16_PATHS: tuple[Path, ...] = (
+    Path("fused_moe_wna16", "int4_w4a16", "group", (0, 128)),
+    Path("fused_moe_wna16", "int8_w8a16", "group", (0, 128)),
+    Path("fused_moe_wna16", "int4_w4a16", "group", (0, 64)),
+    Path("fused_moe_wna16", "int4_w4a16", "group", (0, 32)),
+)
+GEMM_PATHS: tuple[Path, ...] = (
+    Path("block_gemm", "fp8_w8a8", "block", (128, 128)),
+    Path("block_gemm", "int8_w8a8", "block", (128, 128)),
+)
+MLA_PATHS: tuple[Path, ...] = (
+    Path("mla_decode", "bf16", kv_dtype="bf16"),
+    Path("mla_decode", "fp8", kv_dtype="fp8"),
+)
+PATHS: tuple[Path, ...] = MOE_PATHS + WNA16_PATHS + GEMM_PATHS + MLA_PATHS
+
+# the tile space of the GEMM kernels (the engines' tuning space, 16..256 in powers of two)
+GEMM_BM = (16, 32, 64, 128, 256)
+GEMM_BN = (32, 64, 128, 256)
+GEMM_BK = (32, 64, 128, 256)
+WARPS = (4, 8)
+STAGES = (1, 2, 3, 4, 5)
+# MLA decode: (Lk, Lv) of DeepSeek-V2/V3/Kimi (576/512) and MiniCPM3-style (288/256) heads
+MLA_HEADS = ((576, 512), (288, 256))
+MLA_BN = (16, 32, 64, 128)
+MLA_BH = (16, 32, 64)
+MLA_STAGES = (1, 2, 3, 4)
+
+# A point whose operand ring alone exceeds this is out of the model's domain: it overflows every
+# device (the largest per-block limit is 232448 bytes) whatever the form says.
+DOMAIN_BYTES = 4 * 131072
+
+
+@dataclass(frozen=True)
+class Point:
+    """One compiled point: a path, a tile, num_warps, num_stages, an arch and the result."""
+
+    path: Path
+    tile: tuple[int, ...]  # GEMM: (BM, BN, BK); MLA decode: (BLOCK_N, BLOCK_H, Lk, Lv)
+    num_warps: int
+    num_stages: int
+    arch: str
+    shared: int | None = None  # None: not compiled (or failed, see error)
+    error: str | None = None
+
+    def spec(self) -> KernelSpec:
+        return point_spec(self.path, self.tile, self.num_warps, self.num_stages)
+
+    @property
+    def family(self) -> str:
+        return ARCH_FAMILIES.get(self.arch, "?")
+
+
+def point_spec(path: Path, tile: Sequence[int], num_warps: int, num_stages: int) -> KernelSpec:
+    """The spec a table entry (or a call site) of ``path`` with this tile produces."""
+    if path.kernel == "mla_decode":
+        from .launch import mla_block_sizes
+
+        block_n, block_h, lk, lv = tile
+        blocks = mla_block_sizes(lk, lv)
+        t = {"BLOCK_N": block_n, "BLOCK_H": block_h, "BLOCK_DMODEL": blocks["BLOCK_DMODEL"],
+             "BLOCK_DPE": blocks["BLOCK_DPE"], "BLOCK_DV": blocks["BLOCK_DV"]}
+        return make_spec("mla_decode", "bf16", t, num_warps=num_warps, num_stages=num_stages,
+                         kv_dtype=path.kv_dtype, problem={"Lk": lk, "Lv": lv})
+    bm, bn, bk = tile
+    t = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": 1}
+    return make_spec(path.kernel, path.dtype, t, num_warps=num_warps, num_stages=num_stages,
+                     quant=path.quant, block_shape=path.block_shape, swap_ab=path.swap_ab)
+
+
+_ELT = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8_w8a8": 1, "int8_w8a8": 1, "int8_w8a16": 2, "int4_w4a16": 2}
+
+
+def ring_lower_bound(path: Path, tile: Sequence[int], num_stages: int) -> int:
+    """A cheap lower bound of the operand buffers (the domain filter of the grids)."""
+    if path.kernel == "mla_decode":
+        block_n, block_h, lk, _ = tile
+        return block_n * lk * 2
+    bm, bn, bk = tile
+    e = _ELT.get(path.dtype, 2)
+    return max(num_stages - 1, 1) * (bm + bn) * bk * e // 2
+
+
+def _gemm_tiles() -> list[tuple[int, int, int, int, int]]:
+    return list(itertools.product(GEMM_BM, GEMM_BN, GEMM_BK, WARPS, STAGES))
+
+
+def _mla_tiles() -> list[tuple[tuple[int, int, int, int], int, int]]:
+    out = []
+    for (lk, lv), bn, bh, w, s in itertools.product(MLA_HEADS, MLA_BN, MLA_BH, WARPS, MLA_STAGES):
+        out.append(((bn, bh, lk, lv), w, s))
+    return out
+
+
+def _applies(path: Path, tile: Sequence[int]) -> bool:
+    if path.swap_ab:  # vLLM swaps only for BLOCK_SIZE_M < 64 <= BLOCK_SIZE_N
+        return tile[0] < 64 <= tile[1]
+    if path.kernel == "fused_moe_wna16":  # the engines' wNa16 needs BLOCK_SIZE_K | group size or v.v.
+        g = path.block_shape[1] if path.block_shape else 128
+        return tile[2] % g == 0 or g % tile[2] == 0
+    return True
+
+
+def _stratified(rng: random.Random, pool: list, n: int, keys: Sequence[Callable]) -> list:
+    """``n`` items of ``pool`` such that every value of every key appears (as far as ``n``
+    allows), the rest uniformly at random."""
+    if n >= len(pool):
+        return list(pool)
+    chosen: list = []
+    seen = set()
+    for key in keys:
+        values = sorted({key(p) for p in pool}, key=repr)
+        for v in values:
+            cands = [p for p in pool if key(p) == v and id(p) not in seen]
+            if cands and len(chosen) < n:
+                pick = rng.choice(cands)
+                chosen.append(pick)
+                seen.add(id(pick))
+    rest = [p for p in pool if id(p) not in seen]
+    rng.shuffle(rest)
+    chosen.extend(rest[: max(0, n - len(chosen))])
+    return chosen
+
+
+def _points_for(path: Path, arch: str, n: int, rng: random.Random) -> list[Point]:
+    if not path.runs_on(arch):
+        return []
+    if path.kernel == "mla_decode":
+        pool = [(t, w, s) for t, w, s in _mla_tiles()]
+        keys = [lambda p: p[0][0], lambda p: p[0][1], lambda p: p[0][2:], lambda p: p[1], lambda p: p[2]]
+    else:
+        pool = [((bm, bn, bk), w, s) for bm, bn, bk, w, s in _gemm_tiles()
+                if _applies(path, (bm, bn, bk)) and ring_lower_bound(path, (bm, bn, bk), s) <= DOMAIN_BYTES]
+        keys = [lambda p: p[0][0], lambda p: p[0][1], lambda p: p[0][2], lambda p: p[1], lambda p: p[2]]
+    picked = _stratified(rng, pool, n, keys)
+    return [Point(path, tuple(t), w, s, arch) for t, w, s in picked]
+
+
+# points per (path, arch): the first arch of a family gets the most
+FIT_PER_PATH = {"main": 60, "other": 16}
+PROOF_PER_PATH = {"main": 24, "other": 10}
+
+
+# families sampled more thinly (an arch of a family calibrated elsewhere, or families whose
+# lowering the library does not capture yet)
+FAMILY_SCALE = {"fma": 0.5, "tcgen05_sm103": 0.5, "cdna4": 0.5, "rdna": 0.5}
+
+
+def _design(seed: int, per_path: Mapping[str, int], families: Iterable[str] | None,
+            paths: Sequence[Path], scale: float, archs: Mapping[str, Sequence[str]] | None = None) -> list[Point]:
+    archs = archs or CALIBRATION_ARCHS
+    fams = list(families) if families is not None else list(archs)
+    points: list[Point] = []
+    for fam in fams:
+        for i, arch in enumerate(archs.get(fam, ())):
+            n = per_path["main" if i == 0 else "other"]
+            for path in paths:
+                rng = random.Random(f"{seed}:{path.name}:{arch}")
+                k = max(4, int(round(n * scale * FAMILY_SCALE.get(fam, 1.0))))
+                if path.kernel == "mla_decode":
+                    k = max(4, int(round(k * 1.5)))
+                points.extend(_points_for(path, arch, k, rng))
+    return points
+
+
+def fit_grid(families: Iterable[str] | None = None, paths: Sequence[Path] = PATHS, scale: float = 1.0) -> list[Point]:
+    """The design the forms are chosen on (stratified over every factor; seed 1)."""
+    return _design(1, FIT_PER_PATH, families, paths, scale)
+
+
+# the archs the proof covers (the brief's NVIDIA set; AMD where calibrated)
+PROOF_ARCHS: Mapping[str, tuple[str, ...]] = {
+    "mma_v2": ("sm_89", "sm_80", "sm_86", "sm_120"),
+    "wgmma": ("sm_90",),
+    "tcgen05": ("sm_100",),
+    "cdna3": ("gfx942",),
+}
+
+
+def proof_grid(families: Iterable[str] | None = None, paths: Sequence[Path] = PATHS, scale: float = 1.0,
+               exclude: Iterable[Point] = (), archs: Mapping[str, Sequence[str]] | None = None) -> list[Point]:
+    """A different design (seed 2, uniform random), without the points of ``exclude``."""
+    taken = {_ident(p) for p in exclude}
+    pts = _design(2, PROOF_PER_PATH, families, paths, scale, archs or PROOF_ARCHS)
+    return [p for p in pts if _ident(p) not in taken]
+
+
+def _ident(p: Point) -> tuple:
+    return (p.path, p.tile, p.num_warps, p.num_stages, p.arch)
+
+
+# ------------------------------------------------------------------------------------------------
+# compiling
+
+
+def collect(points: Sequence[Point], jobs: int | None = None, cache_dir=None,
+            progress: Callable[[int, int], None] | None = None) -> list[Point]:
+    """Compile every point (exact estimator, cached); returns the points with ``shared`` or
+    ``error`` filled in."""
+    from .cache import ExactEstimator
+
+    est = ExactEstimator(cache_dir)
+    items = [(p.spec(), p.arch) for p in points]
+    results = est.many(items, jobs=jobs, progress=progress)
+    out = []
+    for p, item in zip(points, items):
+        r = results[item]
+        if r.error is None:
+            out.append(Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, int(r.shared_bytes)))
+        else:
+            out.append(Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, None,
+                             (r.error_stage or "?") + ": " + _first_error_line(r.error)))
+    return out
+
+
+def _first_error_line(text: str) -> str:
+    for line in text.splitlines():
+        if "error" in line.lower() and len(line) < 300:
+            return line.strip()
+    return text.strip().splitlines()[-1][:300] if text.strip() else "?"
+
+
+# ------------------------------------------------------------------------------------------------
+# compact JSON of points
+
+
+def dump_points(points: Sequence[Point], *, triton_version: str, design: str, extra: Mapping | None = None) -> dict:
+    """A compact document: the paths once, then one short row per point
+    ``[path index, arch, *tile, num_warps, num_stages, shared]`` (failed compiles are left out)."""
+    paths: list[Path] = []
+    index: dict[Path, int] = {}
+    rows = []
+    for p in points:
+        if p.shared is None:
+            continue
+        if p.path not in index:
+            index[p.path] = len(paths)
+            paths.append(p.path)
+        rows.append([index[p.path], p.arch, *p.tile, p.num_warps, p.num_stages, p.shared])
+    doc = {"format": 1, "triton_version": triton_version, "design": design,
+           "columns": "path, arch, tile (GEMM: BM BN BK; MLA decode: BLOCK_N BLOCK_H Lk Lv), num_warps, "
+                      "num_stages, shared bytes (metadata.shared)",
+           "paths": [p.to_json() for p in paths], "points": rows}
+    if extra:
+        doc.update(extra)
+    return doc
+
+
+def write_points(doc: Mapping, path: str | FsPath) -> None:
+    """One point per line: small diffs, small files."""
+    lines = ["{"]
+    items = [(k, v) for k, v in doc.items() if k != "points"]
+    for k, v in items:
+        lines.append(f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))},")
+    lines.append('  "points": [')
+    rows = doc.get("points", [])
+    for i, row in enumerate(rows):
+        lines.append("    " + json.dumps(row, separators=(",", ":")) + ("," if i + 1 < len(rows) else ""))
+    lines.append("  ]")
+    lines.append("}")
+    FsPath(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def load_points(doc_or_path) -> list[Point]:
+    if isinstance(doc_or_path, (str, FsPath)):
+        doc = json.loads(FsPath(doc_or_path).read_text(encoding="utf-8"))
+    else:
+        doc = doc_or_path
+    paths = [Path.from_json(p) for p in doc["paths"]]
+    out = []
+    for row in doc["points"]:
+        path = paths[row[0]]
+        ntile = 4 if path.kernel == "mla_decode" else 3
+        tile = tuple(int(x) for x in row[2:2 + ntile])
+        w, s, shared = row[2 + ntile:5 + ntile]
+        out.append(Point(path, tile, int(w), int(s), row[1], int(shared)))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the epilogue's layout-conversion scratch
+
+
+# The accumulator leaves the MMA in the MMA's register layout and is stored from a coalesced
+# blocked layout; the conversion between the two goes through shared memory when warps exchange
+# data, and Triton sizes that scratch with its linear-layout swizzling optimiser
+# (``getNumScratchElemsSwizzledCvt``: the tile over the repetitions both layouts share). That
+# size has no closed form in (BM, BN, num_warps): 256x128 with 8 warps needs the full tile,
+# 256x256 with 8 warps an eighth of it, 128x32 with 4 warps none. It depends on nothing else of
+# the kernel (the dtype path only through the output's element size), so the calibration
+# measures it once per (BM, BN, num_warps, output bytes) and arch family, with the operand
+# buffers as small as they get (num_stages 1, BLOCK_SIZE_K 16), and the forms read it as the
+# variable ``E``. Sizes outside the table fall back to the full tile ``BM*BN*c`` (an upper bound).
+EPI_BM = (16, 32, 64, 128, 256)
+EPI_BN = (16, 32, 64, 128, 256)
+EPI_WARPS = (1, 2, 4, 8, 16)
+# (output bytes, path, BLOCK_SIZE_K): the 8-bit path at BK 32 has the operand bytes of the 16-bit
+# one at BK 16 but, at num_stages 1, sometimes keeps an operand out of shared memory; the table
+# takes the smaller of the two (each is the larger of its operands and the epilogue's scratch).
+EPI_MEASURES = ((2, Path("fused_moe", "bf16"), 16), (2, Path("fused_moe", "int8_w8a8", "per_tensor"), 32),
+                (4, Path("fused_moe", "fp32"), 16))
+EPI_PATHS = {2: Path("fused_moe", "bf16"), 4: Path("fused_moe", "fp32")}
+EPI_BK = 16
+
+
+def epilogue_points(arch: str) -> list[Point]:
+    pts = []
+    for _c, path, bk in EPI_MEASURES:
+        if arch == "sm_75" and path.dtype == "int8_w8a8":  # no int8 MMA there
+            continue
+        for bm, bn, w in itertools.product(EPI_BM, EPI_BN, EPI_WARPS):
+            pts.append(Point(path, (bm, bn, bk), w, 1, arch))
+    return pts
+
+
+def epilogue_doc(points: Sequence[Point], family_default: Mapping[str, str] | None = None) -> dict:
+    """The model file's ``epilogue`` entry from compiled :func:`epilogue_points`: per arch and
+    output size, the shared memory of the smallest kernel of each (BM, BN, num_warps). A failed
+    compile leaves the full tile (the upper bound)."""
+    archs: dict[str, dict[str, list]] = {}
+    values: dict[tuple, int] = {}
+    for p in points:
+        if p.shared is None:
+            continue
+        key = (p.arch, 4 if p.path.dtype == "fp32" else 2, p.tile[0], p.tile[1], p.num_warps)
+        values[key] = min(values.get(key, p.shared), p.shared)
+    for arch in sorted({p.arch for p in points}):
+        per_c = {}
+        for c in sorted(EPI_PATHS):
+            per_c[str(c)] = [[[values.get((arch, c, bm, bn, w)) or bm * bn * c for w in EPI_WARPS]
+                              for bn in EPI_BN] for bm in EPI_BM]
+        archs[arch] = per_c
+    defaults = dict(family_default or {f: a[0] for f, a in CALIBRATION_ARCHS.items()})
+    return {"axes": {"BM": list(EPI_BM), "BN": list(EPI_BN), "W": list(EPI_WARPS)},
+            "family_default": {f: a for f, a in defaults.items() if a in archs}, "archs": archs}
+
+
+def epilogue_key(c: float, bm: int, bn: int, w: int) -> str:
+    return f"{int(c)}:{int(bm)}x{int(bn)}:{int(w)}"
+
+
+# ------------------------------------------------------------------------------------------------
+# the candidate forms
+
+
+OPERAND_BYTES: Mapping[str, Mapping[str, float]] = {
+    "fp16": {"a": 2, "b": 2, "c": 2},
+    "bf16": {"a": 2, "b": 2, "c": 2},
+    "fp32": {"a": 4, "b": 4, "c": 4},
+    "fp8_w8a8": {"a": 1, "b": 1, "c": 2},
+    "int8_w8a8": {"a": 1, "b": 1, "c": 2},
+    "int8_w8a16": {"a": 2, "b": 1, "c": 2},
+    "int4_w4a16": {"a": 2, "b": 0.5, "c": 2},
+}
+
+# The GEMM library. Each choice is (formula text, the same as a Python function of the variables
+# dict ``v``); the search evaluates the functions, the chosen form is written as text and checked
+# against the functions on every point.
+#
+# How many buffers a pipelined operand gets: num_stages - 1 (mma.sync, AMD), num_stages where the
+# MMA reads shared memory asynchronously (wgmma, tcgen05: only for BLOCK_SIZE_M >= 64, below that
+# Triton falls back to mma.sync; vLLM's swapped fp8 kernel fills the 64-row side with N).
+RINGS: Mapping[str, tuple[str, Callable]] = {
+    "S-1": ("max(S - 1, 1)", lambda v: max(v["S"] - 1, 1)),
+    "S": ("S", lambda v: v["S"]),
+    "S|BM>=64": ("(S if BM >= 64 or SWAP else max(S - 1, 1))",
+                 lambda v: v["S"] if v["BM"] >= 64 or v["SWAP"] else max(v["S"] - 1, 1)),
+    "S|BM>=64,W>=4": ("(S if (BM >= 64 and W >= 4) or SWAP else max(S - 1, 1))",
+                      lambda v: v["S"] if (v["BM"] >= 64 and v["W"] >= 4) or v["SWAP"] else max(v["S"] - 1, 1)),
+}
+# An operand is copied asynchronously (and so multi-buffered) only when each thread moves at least
+# 4 bytes of it (cp.async's smallest copy); otherwise it is loaded into registers and stored once.
+# Thresholds in bytes per warp (32-thread warps; 64 on CDNA). "never": the operand is not in shared
+# memory at all (packed int4 weights, unpacked and dequantised in registers before the MMA).
+ASYNC_MIN: Mapping[str, int | None] = {"any": None, "4B/thread": 128, "8B/thread": 256, "16B/thread": 512,
+                                        "never": -1}
+S1_MODES: Mapping[str, str] = {
+    "sum": "",  # without pipelining both operands are staged once
+    "max": "max(BM*BK*a, BK*BN*b)",  # ... one after the other
+    "A": "BM*BK*a",  # ... only the activation (the weight is dequantised from registers)
+}
+# Terms added to the loop's buffers.
+LOOP_EXTRAS: Mapping[str, tuple[str, Callable]] = {
+    # block quantisation: the scale vector (fp32) of the longer tile side, converted across warps
+    # once the loop is pipelined and the vector spans more than one element per thread
+    "scales": (" + (4*max(BM, BN) if GK and S >= 2 and max(BM, BN) >= 32*W else 0)",
+               lambda v: 4 * max(v["BM"], v["BN"]) if v["GK"] and v["S"] >= 2 and max(v["BM"], v["BN"]) >= 32 * v["W"]
+               else 0),
+    # wNa16: the dequantised weight tile in the compute dtype, staged once for the MMA
+    "dequant": (" + BK*BN*2", lambda v: v["BK"] * v["BN"] * 2),
+    # wgmma/tcgen05 read B from shared memory: an int8 weight converted to 16 bits is staged there
+    "convert_b": (" + BK*BN*b", lambda v: v["BK"] * v["BN"] * v["b"]),
+    "convert_b_wg": (" + (BK*BN*b if BM >= 64 else 0)", lambda v: v["BK"] * v["BN"] * v["b"] if v["BM"] >= 64 else 0),
+    # tcgen05: the MMA's completion barriers (8 bytes each)
+    "barriers": (" + ((8 if S == 1 else 16) if BM >= 64 else 0)",
+                 lambda v: (8 if v["S"] == 1 else 16) if v["BM"] >= 64 else 0),
+    "barriers_s": (" + (8*S if BM >= 64 else 0)", lambda v: 8 * v["S"] if v["BM"] >= 64 else 0),
+}
+EPILOGUES: Mapping[str, tuple[str, Callable]] = {
+    "table": ("E", lambda v: v["E"]),
+    "full": ("BM*BN*c", lambda v: v["BM"] * v["BN"] * v["c"]),
+    "none": ("0", lambda v: 0),
+}
+
+
+@dataclass(frozen=True)
+class GemmForm:
+    """One candidate of the GEMM library: ``max(loop, epilogue)``."""
+
+    ring_a: str
+    ring_b: str
+    async_a: str
+    async_b: str
+    s1: str
+    extras: tuple[str, ...]
+    epilogue: str
+
+    @property
+    def label(self) -> str:
+        ring = self.ring_a if self.ring_a == self.ring_b else f"A:{self.ring_a},B:{self.ring_b}"
+        return (f"ring={ring} async A:{self.async_a} B:{self.async_b} s1={self.s1} "
+                f"extras={'+'.join(self.extras) or '-'} epilogue={self.epilogue}")
+
+    def text(self) -> str:
+        def operand(ring: str, size: str, threshold: str) -> str:
+            t = ASYNC_MIN[threshold]
+            r = RINGS[ring][0]
+            if t == -1:
+                return "0"
+            if t is None:
+                return f"{r}*{size}"
+            return f"({r} if {size} >= {t}*W else 1)*{size}"
+
+        loop = f"{operand(self.ring_a, 'BM*BK*a', self.async_a)} + {operand(self.ring_b, 'BK*BN*b', self.async_b)}"
+        if self.s1 != "sum":
+            loop = f"({loop} if S > 1 else {S1_MODES[self.s1]})"
+        loop += "".join(LOOP_EXTRAS[x][0] for x in self.extras)
+        epi = EPILOGUES[self.epilogue][0]
+        return loop if epi == "0" else f"max({loop}, {epi})"
+
+
+def gemm_library(extras: Sequence[str] | None = None, max_extras: int = 2) -> list[GemmForm]:
+    names = [e for e in (extras if extras is not None else LOOP_EXTRAS)]
+    extra_sets = [()] + [tuple(c) for k in range(1, max_extras + 1) for c in itertools.combinations(names, k)]
+    return [GemmForm(ra, rb, ta, tb, s1, xs, e) for ra, rb, ta, tb, s1, xs, e in itertools.product(
+        RINGS, RINGS, ASYNC_MIN, ASYNC_MIN, S1_MODES, extra_sets, EPILOGUES)]
+
+
+def _gemm_parts(v: Mapping) -> dict:
+    """Per point: every component's value, so a candidate costs a few additions."""
+    A = v["BM"] * v["BK"] * v["a"]
+    B = v["BK"] * v["BN"] * v["b"]
+    W = v["W"]
+    rings = {k: f(v) for k, (_, f) in RINGS.items()}
+
+    def n_buffers(size):
+        return {k: (0 if t == -1 else None if t is None else size >= t * W) for k, t in ASYNC_MIN.items()}
+
+    return {"A": A, "B": B, "S1": v["S"] == 1, "rings": rings, "async_a": n_buffers(A), "async_b": n_buffers(B),
+            "s1": {"sum": None, "max": max(A, B), "A": A},
+            "extras": {k: f(v) for k, (_, f) in LOOP_EXTRAS.items()},
+            "epi": {k: f(v) for k, (_, f) in EPILOGUES.items()}}
+
+
+def _gemm_predict(form: GemmForm, parts: Mapping) -> float:
+    def operand(ring, size, flag):
+        if flag == 0 and flag is not False:  # "never"
+            return 0
+        r = parts["rings"][ring]
+        if flag is None or flag is True:
+            return r * size
+        return size  # below the async threshold: one buffer
+
+    flag_a = parts["async_a"][form.async_a]
+    flag_b = parts["async_b"][form.async_b]
+    s1 = parts["s1"][form.s1]
+    if parts["S1"] and s1 is not None:
+        loop = s1
+    else:
+        loop = operand(form.ring_a, parts["A"], flag_a) + operand(form.ring_b, parts["B"], flag_b)
+    for x in form.extras:
+        loop += parts["extras"][x]
+    return max(loop, parts["epi"][form.epilogue])
+
+
+# ------------------------------------------------------------------------------------------------
+# fitting
+
+
+CALIBRATED_RATE = 0.99
+
+
+def device_limits(db=None) -> dict[str, tuple[int, ...]]:
+    """The per-block shared-memory limits of the device database, per arch."""
+    if db is None:
+        from tilefit.device_db import load_database
+
+        db = load_database()
+    out: dict[str, set] = {}
+    for dev in db.devices:
+        if dev.smem_per_block_optin:
+            out.setdefault(dev.arch, set()).add(int(dev.smem_per_block_optin))
+    return {a: tuple(sorted(v)) for a, v in out.items()}
+
+
+def _variables_model(epilogue: Mapping | None = None):
+    from .analytic import AnalyticModel
+
+    return AnalyticModel({"triton_version": "calibration", "arch_families": dict(ARCH_FAMILIES),
+                          "operand_bytes": OPERAND_BYTES, "formulas": {}, "epilogue": epilogue or {}})
+
+
+def point_variables(points: Sequence[Point], epilogue: Mapping | None = None) -> list[dict]:
+    model = _variables_model(epilogue)
+    return [model.variables(p.spec(), ARCH_FAMILIES.get(p.arch), p.arch) for p in points]
+
+
+@dataclass
+class FitResult:
+    family: str
+    kernel: str
+    dtype: str
+    label: str
+    formula: str
+    points: int
+    exact: int
+    verdict_errors: int
+    max_error: int
+    archs: tuple[str, ...] = ()
+    misses: list = field(default_factory=list)  # a few (point, predicted) that do not match
+
+    @property
+    def rate(self) -> float:
+        return self.exact / self.points if self.points else 0.0
+
+    @property
+    def status(self) -> str:
+        return "calibrated" if self.points and self.rate >= CALIBRATED_RATE and not self.verdict_errors \
+            else "uncalibrated"
+
+    def summary(self) -> dict:
+        return {"points": self.points, "exact": self.exact, "exact_rate": round(self.rate, 4),
+                "verdict_errors": self.verdict_errors, "max_error": self.max_error, "form": self.label,
+                "archs": list(self.archs)}
+
+
+def _score(fn, variables: Sequence[dict], truth: Sequence[int], limits: Sequence[tuple[int, ...]],
+           give_up_after: int) -> tuple[int, int, int] | None:
+    """``(misses, verdict errors, max error)``, or None once misses exceed ``give_up_after``."""
+    misses = verdict = worst = 0
+    for v, t, lims in zip(variables, truth, limits):
+        try:
+            pred = int(round(fn(**v)))
+        except (ArithmeticError, TypeError, ValueError):
+            return None
+        if pred != t:
+            misses += 1
+            if misses > give_up_after:
+                return None
+            worst = max(worst, abs(pred - t))
+            for lim in lims:
+                if (pred > lim) != (t > lim):
+                    verdict += 1
+    return misses, verdict, worst
+
+
+def fit_group(points: Sequence[Point], candidates: Sequence, limits: Mapping[str, Sequence[int]],
+              epilogue: Mapping | None = None) -> FitResult:
+    """Choose the candidate matching most points exactly (then fewest verdict errors against the
+    device limits of each point's arch, then the shortest formula). ``candidates``: :class:`GemmForm`
+    instances (searched on precomputed components) or ``(label, formula)`` pairs."""
+    from .analytic import VARIABLES
+
+    pts = [p for p in points if p.shared is not None]
+    if not pts:
+        raise ValueError("no compiled points to fit")
+    variables = point_variables(pts, epilogue)
+    truth = [p.shared for p in pts]
+    lims = [tuple(limits.get(p.arch, ())) for p in pts]
+    best = None
+    best_key = None
+    parts = None
+    for cand in candidates:
+        if isinstance(cand, GemmForm):
+            if parts is None:
+                parts = [_gemm_parts(v) for v in variables]
+            fn = (lambda form: (lambda i: _gemm_predict(form, parts[i])))(cand)
+            label, text = cand.label, None
+        else:
+            label, text = cand
+            f = compile_formula(text, VARIABLES)
+            fn = (lambda f: (lambda i: f(**variables[i])))(f)
+        give_up = len(pts) if best_key is None else best_key[0]
+        misses = verdict = 0
+        for i in range(len(pts)):
+            pred = int(round(fn(i)))
+            t = truth[i]
+            if pred != t:
+                misses += 1
+                if misses > give_up:
+                    break
+                verdict += sum(1 for x in lims[i] if (pred > x) != (t > x))
+        else:
+            text_len = len(text) if text is not None else len(cand.text())
+            key = (misses, verdict, text_len)
+            if best_key is None or key < best_key:
+                best_key, best = key, (label, text if text is not None else cand.text())
+    assert best is not None
+    label, text = best
+    fn = compile_formula(text, VARIABLES)
+    exact = verdict = worst = 0
+    miss_list = []
+    for p, v, lim in zip(pts, variables, lims):
+        pred = int(round(fn(**v)))
+        if pred == p.shared:
+            exact += 1
+            continue
+        worst = max(worst, abs(pred - p.shared))
+        verdict += sum(1 for x in lim if (pred > x) != (p.shared > x))
+        if len(miss_list) < 12:
+            miss_list.append((p, pred))
+    if best_key is not None and best_key[0] != len(pts) - exact:  # pragma: no cover - a library bug
+        raise AssertionError(f"form text and search disagree for {label}: {text}")
+    first = pts[0]
+    return FitResult(ARCH_FAMILIES.get(first.arch, "?"), first.path.kernel, form_dtype(first.path), label, text,
+                     len(pts), exact, verdict, worst, tuple(sorted({p.arch for p in pts})), miss_list)
+
+
+def form_dtype(path: Path) -> str:
+    """The model's dtype key of a path's form."""
+    return path.kv_dtype if path.kernel == "mla_decode" else path.dtype
+
+
+# MLA decode: the buffers a stage of the grouped decode can hold (BM = BLOCK_H query heads, BN =
+# BLOCK_N KV rows, BK = BLOCK_DMODEL latent dims, DPE rope dims, DV value dims; a = query bytes,
+# b = KV-cache bytes). With an fp8 cache the value tile and the probabilities reach the MMA in
+# fp32 (``vb``), the key tiles in the query dtype.
+_VB = "(4 if b < 2 else b)"
+MLA_TERMS: Mapping[str, str] = {
+    "q": "BM*BK*a",
+    "qpe": "BM*DPE*a",
+    "k": "BK*BN*b",
+    "kpe": "DPE*BN*b",
+    "v": "BN*DV*b",
+    "k_cvt": "BK*BN*a",
+    "kpe_cvt": "DPE*BN*a",
+    "v_op": f"BN*DV*{_VB}",
+    "v_fp8": "(BN*DV*b if b < 2 else 0)",
+    "p_op": f"BM*BN*{_VB}",
+    "qk": "BM*BN*4",
+    "acc": "BM*DV*4",
+    "pages": "(12*BN if BN < 32*W else 4*BN)",
+    "pages12": "12*BN",
+    "pages4": "4*BN",
+    # wgmma / tcgen05 (BLOCK_H >= 64) keep a second buffer of the tiles the MMA reads asynchronously
+    "k_2": "BK*BN*b",
+    "kpe_2": "DPE*BN*b",
+    "v_2": "BN*DV*b",
+    "v_op_2": f"BN*DV*{_VB}",
+    "bar": "16",
+}
+# the regimes of num_stages the pipeliner treats differently (no pipelining; one buffer of the
+# indirect loads; the page-table load a stage ahead)
+MLA_REGIMES = {"S1": "S == 1", "S2": "S == 2", "S3+": "S >= 3"}
+# families whose MMA reads shared memory asynchronously from BLOCK_H 64 on: their forms split there
+MLA_SPLIT_BM = frozenset({"wgmma", "tcgen05", "tcgen05_sm103"})
+
+
+def mla_term_sets(max_terms: int = 8) -> list[tuple[str, ...]]:
+    """Subsets of :data:`MLA_TERMS` (the candidate sums), smallest first."""
+    names = list(MLA_TERMS)
+    out: list[tuple[str, ...]] = []
+    for k in range(1, max_terms + 1):
+        out.extend(itertools.combinations(names, k))
+    return out
+
+
+def mla_sum(terms: Sequence[str]) -> str:
+    return " + ".join(MLA_TERMS[t] for t in terms) if terms else "0"
+
+
+def fit_mla(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_terms: int = 8,
+            split_bm: bool | None = None) -> FitResult:
+    """One sum of MLA terms per regime (num_stages 1, 2, 3+; and BLOCK_H below / from 64 where the
+    family's MMA changes there), each chosen to match the most points of its regime (ties: fewest
+    verdict errors, then fewest terms), assembled into one conditional formula."""
+    from .analytic import VARIABLES
+
+    pts = [p for p in points if p.shared is not None]
+    if split_bm is None:
+        split_bm = ARCH_FAMILIES.get(pts[0].arch) in MLA_SPLIT_BM
+    variables = point_variables(pts)
+    term_fns = {name: compile_formula(text, VARIABLES) for name, text in MLA_TERMS.items()}
+    names = list(MLA_TERMS)
+    sets = [tuple(names.index(t) for t in ts) for ts in mla_term_sets(max_terms)]
+    bm_parts = (("BM < 64", "small"), ("BM >= 64", "large")) if split_bm else (("True", ""),)
+    pieces: list[tuple[str, str, tuple[str, ...]]] = []
+    for bm_cond, bm_name in bm_parts:
+        for regime, cond in MLA_REGIMES.items():
+            test = compile_formula(f"({cond}) and ({bm_cond})", VARIABLES)
+            idx = [i for i, v in enumerate(variables) if test(**v)]
+            chosen: tuple[str, ...] = ()
+            if idx:
+                values = [[term_fns[n](**variables[i]) for n in names] for i in idx]
+                truth = [pts[i].shared for i in idx]
+                lims = [tuple(limits.get(pts[i].arch, ())) for i in idx]
+                best_key = None
+                for ts in sets:
+                    misses = verdict = 0
+                    give_up = len(idx) if best_key is None else best_key[0]
+                    for vals, t, lim in zip(values, truth, lims):
+                        pred = int(round(sum(vals[j] for j in ts)))
+                        if pred != t:
+                            misses += 1
+                            if misses > give_up:
+                                break
+                            verdict += sum(1 for x in lim if (pred > x) != (t > x))
+                    else:
+                        key = (misses, verdict, len(ts))
+                        if best_key is None or key < best_key:
+                            best_key, chosen = key, tuple(names[j] for j in ts)
+            pieces.append((bm_cond, regime, chosen))
+    parts = []
+    for bm_cond, _ in bm_parts:
+        mine = {r: c for b, r, c in pieces if b == bm_cond}
+        s1, s2, s3 = (mla_sum(mine[r]) for r in MLA_REGIMES)
+        parts.append((bm_cond, f"({s1} if S == 1 else {s2} if S == 2 else {s3})"))
+    text = parts[0][1] if len(parts) == 1 else f"({parts[0][1]} if {parts[0][0]} else {parts[1][1]})"
+    label = " | ".join(f"{(b + ' ') if split_bm else ''}{r}: {'+'.join(c) or '-'}" for b, r, c in pieces)
+    return fit_group(pts, [(label, text)], limits)
+
+
+# ------------------------------------------------------------------------------------------------
+# points from real tuning tables (the proof's second design)
+
+
+def spec_point(spec: KernelSpec, arch: str) -> Point | None:
+    """The :class:`Point` of a GEMM spec (None for specs the point format cannot express)."""
+    t = spec.tile_dict
+    if spec.kernel == "mla_decode" or spec.extra or spec.problem:
+        return None
+    bs = tuple(spec.block_shape) if spec.block_shape else None
+    path = Path(spec.kernel, spec.dtype, spec.quant, bs, None, bool(spec.swap_ab))
+    return Point(path, (t["BLOCK_SIZE_M"], t["BLOCK_SIZE_N"], t["BLOCK_SIZE_K"]), spec.num_warps, spec.num_stages,
+                 arch)
+
+
+def table_points(roots: Sequence[str], archs: Sequence[str], per_arch: int, seed: int = 3) -> list[Point]:
+    """Distinct kernels the tuning tables under ``roots`` launch, per arch (``per_arch`` of them,
+    sampled with ``seed``; CUDA tables for CUDA archs, ROCm tables for AMD archs)."""
+    from tilefit.discovery import discover
+    from tilefit.tables import read_table
+    from tilefit.variants import kernel_variants
+
+    from .launch import launch_plan
+
+    found = discover(list(roots))
+    by_arch: dict[str, dict[tuple, Point]] = {a: {} for a in archs}
+    for path, meta in found.files:
+        if meta.family not in ("fused_moe", "w8a8_gemm"):
+            continue
+        try:
+            table = read_table(path, meta=meta)
+        except Exception:  # noqa: BLE001 - unreadable tables are not points
+            continue
+        if not isinstance(table.value, dict):
+            continue
+        amd_table = "AMD" in os.path.basename(path) or "MI3" in os.path.basename(path)
+        for _key, entry in table.entries():
+            for arch in archs:
+                vendor = "AMD" if arch.startswith("gfx") else "NVIDIA"
+                if (vendor == "AMD") != amd_table:
+                    continue
+                for variant in kernel_variants(meta, entry, arch, vendor, meta.engine):
+                    try:
+                        launch_plan(variant.spec)
+                    except ValueError:  # a dtype path our kernels do not run (block GEMM per channel)
+                        continue
+                    pt = spec_point(variant.spec, arch)
+                    if pt is None or not pt.path.runs_on(arch) or pt.num_warps not in (1, 2, 4, 8, 16):
+                        continue
+                    if ring_lower_bound(pt.path, pt.tile, pt.num_stages) > DOMAIN_BYTES:
+                        continue
+                    by_arch[arch].setdefault(_ident(pt), pt)
+    out: list[Point] = []
+    for arch in archs:
+        pts = sorted(by_arch[arch].values(), key=lambda p: repr(_ident(p)))
+        random.Random(f"{seed}:{arch}").shuffle(pts)
+        out.extend(pts[:per_arch])
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# the model file
+
+
+def group_points(points: Iterable[Point]) -> dict[tuple[str, str, str], list[Point]]:
+    groups: dict[tuple[str, str, str], list[Point]] = {}
+    for p in points:
+        if p.shared is None:
+            continue
+        groups.setdefault((p.family, p.path.kernel, form_dtype(p.path)), []).append(p)
+    return groups
+
+
+def fit_all(points: Sequence[Point], epilogue: Mapping, limits: Mapping[str, Sequence[int]],
+            progress: Callable[[str], None] | None = None) -> list[FitResult]:
+    library = gemm_library(max_extras=3)
+    results = []
+    for key, pts in sorted(group_points(points).items()):
+        if progress:
+            progress(f"fitting {'/'.join(key)} on {len(pts)} points")
+        if key[1] == "mla_decode":
+            results.append(fit_mla(pts, limits))
+        else:
+            results.append(fit_group(pts, library, limits, epilogue))
+    return results
+
+
+def short_version(version: str) -> str:
+    parts = re.split(r"[.+]", version)
+    return ".".join(parts[:2])
+
+
+def build_table(results: Sequence[FitResult], epilogue: Mapping, *, triton_version: str, points: int,
+                seconds: float, command: str, date: str | None = None) -> dict:
+    """The model file (``triton-<major>.<minor>.json``) from the chosen forms."""
+    formulas: dict[str, dict] = {}
+    form_status: dict[str, dict] = {}
+    fits: dict[str, dict] = {}
+    for r in results:
+        formulas.setdefault(r.family, {}).setdefault(r.kernel, {})[r.dtype] = r.formula
+        form_status.setdefault(r.family, {}).setdefault(r.kernel, {})[r.dtype] = r.status
+        fits.setdefault(r.family, {}).setdefault(r.kernel, {})[r.dtype] = r.summary()
+    notes: dict[str, str] = {}
+    for family, kernels in formulas.items():
+        statuses = [st for k in form_status[family].values() for st in k.values()]
+        ok = all(st == "calibrated" for st in statuses)
+        kernels["status"] = "calibrated" if ok else "uncalibrated"
+        if not ok:
+            bad = [f"{k}/{d} ({fits[family][k][d]['exact_rate']:.1%} exact)"
+                   for k, per in form_status[family].items() for d, st in per.items() if st != "calibrated"]
+            notes[family] = ("forms below 99% exact match (estimates re-checked exactly when Triton is "
+                             "installed, else reported as EST001): " + ", ".join(sorted(bad)))
+    inherits = {a: f for a, f in ARCH_FAMILIES.items()
+                if not any(a in archs for archs in CALIBRATION_ARCHS.values())}
+    total = sum(r.points for r in results)
+    exact = sum(r.exact for r in results)
+    return {
+        "format": 1,
+        "triton_version": short_version(triton_version),
+        "provenance": {
+            "method": "tilefit calibrate smem: exact ahead-of-time compiles of the reference kernels (stopped at "
+                      "shared-memory allocation), one form per (arch family, kernel, dtype path) chosen from a "
+                      "library of candidate closed forms by exact matches, then verdict errors, then length",
+            "triton": triton_version,
+            "date": date or datetime.date.today().isoformat(),
+            "command": command,
+            "points": points,
+            "fit_points": total,
+            "exact_match_rate": round(exact / total, 4) if total else 0.0,
+            "seconds": round(seconds, 1),
+            "calibrated_archs": {f: list(a) for f, a in CALIBRATION_ARCHS.items()},
+            "inherited_archs": inherits,
+            "notes": notes,
+        },
+        "arch_families": dict(ARCH_FAMILIES),
+        "operand_bytes": {k: dict(v) for k, v in OPERAND_BYTES.items()},
+        "formulas": formulas,
+        "form_status": form_status,
+        "fits": fits,
+        "epilogue": dict(epilogue),
+    }
+
+
+def write_table(doc: Mapping, path: str | FsPath) -> None:
+    """Indented JSON with the epilogue tables' innermost lists on one line."""
+    text = json.dumps(doc, indent=1)
+    # fold lists of numbers onto one line each
+    text = re.sub(r"\[\s+([-0-9.,\s]+?)\s+\]", lambda m: "[" + ",".join(x.strip() for x in m.group(1).split(",")) + "]",
+                  text)
+    FsPath(path).write_text(text + "\n", encoding="utf-8")
+
+
+def model_path(triton_version: str) -> FsPath:
+    return FsPath(__file__).resolve().parent.parent / "data" / "smem_model" / f"triton-{short_version(triton_version)}.json"
+
+
+@dataclass
+class Calibration:
+    table: dict
+    results: list[FitResult]
+    points: list[Point]
+    epilogue_points: list[Point]
+    path: FsPath | None = None
+
+
+def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Iterable[str] | None = None,
+                   cache_dir=None, out: str | FsPath | None = None, write: bool = True, command: str = "",
+                   log: Callable[[str], None] | None = None) -> Calibration:
+    """Compile the epilogue tables and the fit grid, fit every form, and write the model file for
+    the installed Triton (``out``, default ``tilefit/data/smem_model/triton-<major>.<minor>.json``)."""
+    import time
+
+    from .exact import _triton, triton_version
+
+    _triton()  # TritonUnavailable early, with its message
+    version = triton_version() or "unknown"
+    log = log or (lambda msg: None)
+    t0 = time.perf_counter()
+    fams = list(families) if families is not None else list(CALIBRATION_ARCHS)
+    epi_pts = [p for f in fams for a in CALIBRATION_ARCHS[f] for p in epilogue_points(a)]
+    grid = fit_grid(fams, scale=scale)
+
+    def progress(what):
+        last = [0.0]
+
+        def cb(done, total):
+            now = time.perf_counter()
+            if done == total or now - last[0] > 10:
+                last[0] = now
+                log(f"{what}: {done}/{total} compiled ({now - t0:.0f} s)")
+        return cb
+
+    epi_done = collect(epi_pts, jobs=jobs, cache_dir=cache_dir, progress=progress("epilogue tables"))
+    epilogue = epilogue_doc(epi_done)
+    done = collect(grid, jobs=jobs, cache_dir=cache_dir, progress=progress("fit grid"))
+    failed = sum(1 for p in done if p.shared is None)
+    log(f"{len(done) - failed} points compiled, {failed} failed to compile (left out)")
+    results = fit_all(done, epilogue, device_limits(), progress=log)
+    table = build_table(results, epilogue, triton_version=version, points=len(done) + len(epi_done),
+                        seconds=time.perf_counter() - t0, command=command)
+    path = None
+    if write:
+        path = FsPath(out) if out else model_path(version)
+        write_table(table, path)
+    return Calibration(table, results, done, epi_done, path)
+
+
+def proof_points(*, jobs: int | None = None, scale: float = 1.0, corpus: Sequence[str] = (), per_arch: int = 150,
+                 cache_dir=None, archs: Mapping[str, Sequence[str]] | None = None,
+                 log: Callable[[str], None] | None = None) -> list[Point]:
+    """Compile the proof set: the seeded random design of :func:`proof_grid` (without any fit-grid
+    point) plus up to ``per_arch`` distinct kernels per arch from real tuning tables."""
+    archs = archs or PROOF_ARCHS
+    fit = {_ident(p) for p in fit_grid()}
+    pts = proof_grid(scale=scale, archs=archs, exclude=fit_grid())
+    if corpus:
+        flat = [a for v in archs.values() for a in v]
+        seen = {_ident(p) for p in pts} | fit
+        pts += [p for p in table_points(corpus, flat, per_arch) if _ident(p) not in seen]
+    if log:
+        log(f"proof set: {len(pts)} points")
+    return collect(pts, jobs=jobs, cache_dir=cache_dir)

@@ -1,0 +1,519 @@
+"""``tilefit probe``: the shared memory of a kernel over a sweep, per arch, and which devices fit.
+
+The five-minute diagnosis without a server: build the kernel specialisations of a sweep
+(:func:`build_points`), compile each for each arch ahead of time (exact, cached, parallel; the
+analytic model when Triton is missing, labelled as such), and judge every point against the
+device database's per-block limits. Optionally compile the engine's own kernel next to ours
+(:mod:`tilefit.smem.engine_kernels`) and launch each point on the local GPU
+(:func:`launch_point`).
+
+Nothing here imports triton or torch at import time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Sequence
+
+from .spec import DTYPE_PATHS, KERNELS, KernelSpec, make_spec
+
+GEMM_KERNELS = ("fused_moe", "fused_moe_wna16", "block_gemm")
+
+# sweepable names -> canonical name
+SWEEP_NAMES = {
+    "num_stages": "num_stages", "s": "num_stages", "stages": "num_stages",
+    "num_warps": "num_warps", "w": "num_warps", "warps": "num_warps",
+    "block_size_m": "BLOCK_SIZE_M", "bm": "BLOCK_SIZE_M",
+    "block_size_n": "BLOCK_SIZE_N", "bn": "BLOCK_SIZE_N",
+    "block_size_k": "BLOCK_SIZE_K", "bk": "BLOCK_SIZE_K",
+    "block_n": "BLOCK_N", "block_h": "BLOCK_H",
+}
+SHORT = {"num_stages": "num_stages", "num_warps": "num_warps", "BLOCK_SIZE_M": "BM", "BLOCK_SIZE_N": "BN",
+         "BLOCK_SIZE_K": "BK", "BLOCK_N": "BLOCK_N", "BLOCK_H": "BLOCK_H"}
+
+
+class ProbeError(ValueError):
+    """A bad probe request (exit code 2)."""
+
+
+def parse_values(text: str) -> list[int]:
+    """``"1..5"`` -> [1, 2, 3, 4, 5]; ``"16,32..64"`` -> [16, 32, 64] (a range of powers of two
+    when both ends are powers of two larger than 8, else of integers)."""
+    out: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        m = re.fullmatch(r"(\d+)\s*\.\.\s*(\d+)", part)
+        if m:
+            lo, hi = int(m.group(1)), int(m.group(2))
+            if lo > hi:
+                raise ProbeError(f"empty range {part!r}")
+            pow2 = lo >= 16 and lo & (lo - 1) == 0 and hi & (hi - 1) == 0
+            if pow2:
+                v = lo
+                while v <= hi:
+                    out.append(v)
+                    v *= 2
+            else:
+                out.extend(range(lo, hi + 1))
+        elif part.isdigit():
+            out.append(int(part))
+        else:
+            raise ProbeError(f"not a number or range: {part!r}")
+    if not out:
+        raise ProbeError(f"no values in {text!r}")
+    return list(dict.fromkeys(out))
+
+
+def parse_sweep(items: Iterable[str]) -> dict[str, list[int]]:
+    sweeps: dict[str, list[int]] = {}
+    for item in items:
+        if "=" not in item:
+            raise ProbeError(f"--sweep takes NAME=VALUES (num_stages=1..5), got {item!r}")
+        name, values = item.split("=", 1)
+        key = SWEEP_NAMES.get(name.strip().lower()) or SWEEP_NAMES.get(name.strip())
+        if key is None:
+            raise ProbeError(f"cannot sweep {name!r}; choose from {', '.join(sorted(set(SWEEP_NAMES.values())))}")
+        sweeps[key] = parse_values(values)
+    return sweeps
+
+
+def split_list(values: Iterable[str] | None) -> list[str]:
+    out: list[str] = []
+    for v in values or ():
+        out.extend(p.strip() for p in str(v).split(",") if p.strip())
+    return out
+
+
+@dataclass
+class ProbePoint:
+    spec: KernelSpec
+    arch: str
+    labels: dict  # the swept and varied values that name this point
+    shared: int | None = None
+    source: str = ""  # "exact", "analytic (calibrated)", ...
+    error: str | None = None
+    engine: dict | None = None
+    launch: dict | None = None
+
+    def to_json(self, devices: Sequence) -> dict:
+        t = self.spec.tile_dict
+        out = {"kernel": self.spec.kernel, "dtype": self.spec.dtype, "quant": self.spec.quant,
+               "block_shape": list(self.spec.block_shape) if self.spec.block_shape else None,
+               "kv_dtype": self.spec.kv_dtype, "tile": t, "num_warps": self.spec.num_warps,
+               "num_stages": self.spec.num_stages, "swap_ab": self.spec.swap_ab, "arch": self.arch,
+               "shared_bytes": self.shared, "estimator": self.source, "error": self.error,
+               "fits": {d.key: (None if self.shared is None else self.shared <= d.smem_per_block_optin)
+                        for d in devices if d.arch == self.arch}}
+        if self.engine is not None:
+            out["engine"] = self.engine
+        if self.launch is not None:
+            out["launch"] = self.launch
+        return out
+
+
+@dataclass
+class ProbeRequest:
+    kernel: str
+    dtypes: list[str] = field(default_factory=list)
+    kv_dtypes: list[str] = field(default_factory=list)
+    quant: str | None = None
+    block_shape: tuple[int, int] | None = None
+    tile: list[int] = field(default_factory=list)
+    warps: list[int] = field(default_factory=list)
+    stages: list[int] = field(default_factory=list)
+    sweeps: dict[str, list[int]] = field(default_factory=dict)
+    archs: list[str] = field(default_factory=list)
+    swap_ab: bool = False
+    heads: tuple[int, int] = (576, 512)  # MLA decode: (Lk, Lv)
+
+
+def _default_quant(kernel: str, dtype: str, block_shape) -> str:
+    if kernel == "fused_moe_wna16":
+        return "group"
+    if kernel == "block_gemm":
+        return "block"
+    if dtype in ("fp8_w8a8", "int8_w8a8"):
+        return "block" if block_shape else "per_tensor"
+    if dtype == "int8_w8a16":
+        return "per_channel"
+    return "none"
+
+
+def build_points(req: ProbeRequest) -> list[ProbePoint]:
+    """Every (spec, arch) of the request, with the labels that tell the points apart."""
+    if req.kernel not in KERNELS:
+        raise ProbeError(f"unknown kernel {req.kernel!r}; known: {', '.join(KERNELS)}")
+    mla = req.kernel == "mla_decode"
+    sweeps = dict(req.sweeps)
+    if req.warps and "num_warps" not in sweeps:
+        sweeps["num_warps"] = list(req.warps)
+    if req.stages and "num_stages" not in sweeps:
+        sweeps["num_stages"] = list(req.stages)
+    if mla:
+        names = ("BLOCK_N", "BLOCK_H")
+        defaults = [32, 16]
+        dtypes = req.dtypes or ["bf16"]
+        variants = [(d, kv) for d in dtypes for kv in (req.kv_dtypes or ["bf16"])]
+    else:
+        names = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")
+        defaults = [64, 64, 64]
+        dtypes = req.dtypes or (["int4_w4a16"] if req.kernel == "fused_moe_wna16" else
+                                ["fp8_w8a8"] if req.kernel == "block_gemm" else ["bf16"])
+        for d in dtypes:
+            if d not in DTYPE_PATHS:
+                raise ProbeError(f"unknown dtype path {d!r}; known: {', '.join(DTYPE_PATHS)}")
+        variants = [(d, None) for d in dtypes]
+    tile = list(req.tile) if req.tile else []
+    if len(tile) > len(names) + (0 if mla else 1):
+        raise ProbeError(f"--tile takes {','.join(names)} for {req.kernel}")
+    base = dict(zip(names, tile + defaults[len(tile):]))
+    group = tile[3] if not mla and len(tile) == 4 else 1
+    for k in sweeps:
+        if k not in ("num_warps", "num_stages") and k not in names:
+            raise ProbeError(f"{req.kernel} has no {k} to sweep")
+    sweep_keys = list(sweeps)
+    combos = list(itertools.product(*(sweeps[k] for k in sweep_keys))) if sweep_keys else [()]
+    archs = req.archs or ["sm_89"]
+    points: list[ProbePoint] = []
+    multi_variant = len(variants) > 1
+    for arch in archs:
+        for dtype, kv in variants:
+            for combo in combos:
+                values = dict(zip(sweep_keys, combo))
+                t = dict(base)
+                t.update({k: v for k, v in values.items() if k in names})
+                warps = values.get("num_warps", 4)
+                stages = values.get("num_stages", 2 if arch.startswith("gfx") else 3)
+                labels = {SHORT[k]: v for k, v in values.items()}
+                if multi_variant:
+                    labels = {("kv" if mla else "dtype"): (kv if mla else dtype), **labels}
+                if mla:
+                    from .launch import mla_block_sizes
+
+                    blocks = mla_block_sizes(*req.heads)
+                    spec = make_spec("mla_decode", dtype, {**t, **blocks}, num_warps=warps, num_stages=stages,
+                                     kv_dtype=kv, problem={"Lk": req.heads[0], "Lv": req.heads[1]})
+                else:
+                    quant = req.quant or _default_quant(req.kernel, dtype, req.block_shape)
+                    bs = req.block_shape
+                    if req.kernel == "fused_moe_wna16" and bs is None:
+                        bs = (0, 128)
+                    if quant in ("block",) and bs is None:
+                        bs = (128, 128)
+                    spec = make_spec(req.kernel, dtype, {**t, "GROUP_SIZE_M": group}, num_warps=warps,
+                                     num_stages=stages, quant=quant,
+                                     block_shape=bs if quant in ("block", "group") else None, swap_ab=req.swap_ab)
+                points.append(ProbePoint(spec, arch, labels))
+    return points
+
+
+# ------------------------------------------------------------------------------------------------
+# estimating
+
+
+def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int | None = None,
+                    triton_version: str | None = None) -> str:
+    """Fill in ``shared``/``source``/``error``. ``mode``: ``exact`` (needs Triton), ``analytic``,
+    or ``auto`` (exact when Triton is installed). Returns the mode used."""
+    from .analytic import installed_triton_version
+
+    if mode == "auto":
+        mode = "exact" if installed_triton_version() is not None else "analytic"
+    if mode == "exact":
+        from .cache import ExactEstimator
+        from .launch import launch_plan
+
+        est = ExactEstimator()
+        items = []
+        for p in points:
+            try:
+                launch_plan(p.spec)
+            except ValueError as exc:
+                p.error = str(exc)
+                continue
+            items.append((p.spec, p.arch))
+        results = est.many(items, jobs=jobs)
+        for p in points:
+            if p.error:
+                continue
+            r = results[(p.spec, p.arch)]
+            if r.error is None:
+                p.shared, p.source = int(r.shared_bytes), "exact"
+            else:
+                p.error = _first_line(r.error)
+                p.source = "exact"
+        return mode
+    from .analytic import ModelError, load_model
+
+    model = load_model(triton_version)
+    for p in points:
+        try:
+            est = model.estimate(p.spec, p.arch)
+        except ModelError as exc:
+            p.error = str(exc)
+            continue
+        p.shared, p.source = est.shared_bytes, f"analytic ({est.status})"
+    return mode
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if "error" in line.lower() and len(line) < 300:
+            return line.strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    return (lines[-1] if lines else text)[:300]
+
+
+def compare_engine(points: Sequence[ProbePoint], source: str) -> str:
+    """Compile the engine's kernel for every point; returns a description of what was found."""
+    from .engine_kernels import EngineKernels
+
+    ek = EngineKernels(source)
+    described = {}
+    for p in points:
+        if p.spec.kernel not in described:
+            described[p.spec.kernel] = ek.describe(p.spec.kernel)
+        r = ek.compile(p.spec, p.arch)
+        p.engine = r.to_json()
+    return "; ".join(described.values())
+
+
+# ------------------------------------------------------------------------------------------------
+# launching on the local GPU
+
+
+def local_gpu_arch() -> str | None:
+    """``sm_XY`` / ``gfxNNN`` of the local GPU, None without one (or without torch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        if getattr(torch.version, "hip", None):
+            name = torch.cuda.get_device_properties(0).gcnArchName
+            return name.split(":")[0]
+        major, minor = torch.cuda.get_device_capability(0)
+        return f"sm_{major}{minor}"
+    except Exception:  # noqa: BLE001 - a broken driver is "no GPU"
+        return None
+
+
+def launch_case(spec: KernelSpec) -> dict:
+    """The :mod:`tilefit.kernels.checks` case that launches ``spec``'s kernel with real tensors."""
+    t = spec.tile_dict
+    if spec.kernel == "mla_decode":
+        p = spec.problem_dict
+        return {"kernel": "mla_decode", "dtype": spec.dtype, "kv_dtype": "fp8" if (spec.kv_dtype or "").startswith("fp8")
+                else "bf16", "BLOCK_N": t.get("BLOCK_N", 32), "BLOCK_H": t.get("BLOCK_H", 16),
+                "num_stages": spec.num_stages, "num_warps": spec.num_warps, "Lk": p.get("Lk", 576),
+                "Lv": p.get("Lv", 512), "heads": 16, "seq_lens": [64, 96]}
+    case = {"kernel": spec.kernel, "dtype": spec.dtype, "quant": spec.quant, "BM": t["BLOCK_SIZE_M"],
+            "BN": t["BLOCK_SIZE_N"], "BK": t["BLOCK_SIZE_K"], "GROUP_SIZE_M": t.get("GROUP_SIZE_M", 1),
+            "num_warps": spec.num_warps, "num_stages": spec.num_stages, "M": 64, "E": 4, "N": 512, "K": 1024,
+            "top_k": 2, "swap_ab": spec.swap_ab}
+    if spec.block_shape:
+        case["block_shape"] = list(spec.block_shape)
+    if spec.kernel == "fused_moe_wna16":
+        case["bits"] = 4 if spec.dtype == "int4_w4a16" else 8
+        case["group_size"] = spec.block_shape[1] if spec.block_shape else 128
+    return case
+
+
+_OOR = re.compile(r"Required:\s*(\d+)")
+
+
+def launch_point(spec: KernelSpec) -> dict:
+    """Launch ``spec``'s reference kernel on the local GPU: ``{"outcome": "ok" | "OutOfResources"
+    | "error", "required": bytes, "limit": bytes, "detail": ...}``."""
+    from tilefit.kernels.checks import run_case
+
+    result = run_case(launch_case(spec), device="cuda")
+    if result.get("error"):
+        msg = result["error"]
+        if "OutOfResources" in msg or "out of resource" in msg:
+            m = _OOR.search(msg)
+            lim = re.search(r"Hardware limit:\s*(\d+)", msg)
+            return {"outcome": "OutOfResources", "required": int(m.group(1)) if m else None,
+                    "limit": int(lim.group(1)) if lim else None, "detail": msg[-300:]}
+        return {"outcome": "error", "detail": msg[-300:]}
+    return {"outcome": "ok", "numerics_ok": bool(result.get("ok")), "max_rel_err": result.get("err")}
+
+
+# ------------------------------------------------------------------------------------------------
+# devices
+
+
+def arch_devices(db, archs: Sequence[str], targets: Sequence[str] = ()) -> dict[str, list]:
+    """Per arch, the cards of the database (or of ``targets``) with a known per-block limit."""
+    if targets:
+        pool = []
+        for t in targets:
+            pool.extend(db.resolve_target(t))
+    else:
+        pool = list(db.devices)
+    out: dict[str, list] = {a: [] for a in archs}
+    seen = set()
+    for d in pool:
+        if d.arch in out and d.smem_per_block_optin and d.key not in seen and (d.is_card or targets):
+            seen.add(d.key)
+            out[d.arch].append(d)
+    for a in out:
+        out[a].sort(key=lambda d: (d.smem_per_block_optin, d.key))
+    return out
+
+
+def limit_groups(devices: Sequence) -> list[tuple[int, list]]:
+    groups: dict[int, list] = {}
+    for d in devices:
+        groups.setdefault(int(d.smem_per_block_optin), []).append(d)
+    return sorted(groups.items())
+
+
+def short_name(dev) -> str:
+    name = dev.name or dev.key
+    for prefix in ("NVIDIA GeForce ", "NVIDIA ", "AMD Instinct ", "AMD Radeon ", "AMD "):
+        if name.startswith(prefix):
+            return name[len(prefix):]
+    return name
+
+
+# ------------------------------------------------------------------------------------------------
+# rendering
+
+
+def _fmt_labels(labels: Mapping) -> str:
+    return " ".join(f"{k}={v}" for k, v in labels.items())
+
+
+def render_text(points: Sequence[ProbePoint], devices: Mapping[str, list], req: ProbeRequest, mode: str,
+                triton: str | None, engine_desc: str | None = None, launched: str | None = None) -> str:
+    lines: list[str] = []
+    first = points[0].spec
+    t = first.tile_dict
+    if first.kernel == "mla_decode":
+        what = (f"mla_decode (query {first.dtype}), Lk={req.heads[0]} Lv={req.heads[1]}, BLOCK_N={t.get('BLOCK_N')} "
+                f"BLOCK_H={t.get('BLOCK_H')}")
+    else:
+        quant = first.quant if first.quant != "none" else ""
+        bs = f" block {first.block_shape[0]}x{first.block_shape[1]}" if first.block_shape and first.quant == "block" \
+            else f" group {first.block_shape[1]}" if first.block_shape and first.quant == "group" else ""
+        what = (f"{first.kernel} {first.dtype}{(' ' + quant) if quant else ''}{bs}"
+                f"{' swap_ab' if first.swap_ab else ''}, BLOCK {t['BLOCK_SIZE_M']}x{t['BLOCK_SIZE_N']}x"
+                f"{t['BLOCK_SIZE_K']}")
+    swept = [k for k in points[0].labels]
+    fixed = []
+    if "num_warps" not in swept:
+        fixed.append(f"num_warps={first.num_warps}")
+    if "num_stages" not in swept:
+        fixed.append(f"num_stages={first.num_stages}")
+    how = ("exact compiles" if mode == "exact" else
+           "ANALYTIC MODEL (Triton not installed: closed forms, not compiles)")
+    lines.append(f"{what}{', ' + ', '.join(fixed) if fixed else ''}")
+    lines.append(f"shared memory per block in bytes, Triton {triton or '?'}, {how}")
+    lines.append("")
+    # pivot: rows = arch x (non-column labels), columns = the last swept label
+    col_key = swept[-1] if swept else None
+    row_keys = swept[:-1] if swept else []
+    cols = list(dict.fromkeys(p.labels.get(col_key) for p in points)) if col_key else [None]
+    rows: dict[tuple, dict] = {}
+    for p in points:
+        rk = (p.arch,) + tuple(p.labels.get(k) for k in row_keys)
+        rows.setdefault(rk, {})[p.labels.get(col_key) if col_key else None] = p
+    head = ["arch"] + row_keys + ([f"{col_key}={c}" for c in cols] if col_key else ["bytes"])
+    table = [head]
+    for rk, cells in rows.items():
+        arch = rk[0]
+        lims = [lim for lim, _ in limit_groups(devices.get(arch, []))]
+        row = [arch] + [str(v) for v in rk[1:]]
+        for c in cols:
+            p = cells.get(c)
+            if p is None:
+                row.append("")
+            elif p.shared is None:
+                row.append("failed")
+            else:
+                mark = "*" if lims and p.shared > lims[0] else ""
+                row.append(f"{p.shared}{mark}")
+        table.append(row)
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    for r in table:
+        lines.append("  ".join(c.rjust(w) if i >= 1 + len(row_keys) else c.ljust(w)
+                               for i, (c, w) in enumerate(zip(r, widths))).rstrip())
+    if any(p.shared is not None and devices.get(p.arch) and p.shared > limit_groups(devices[p.arch])[0][0]
+           for p in points):
+        lines.append("* more than the smallest per-block limit of that arch's devices")
+    lines.append("")
+    lines.append("fits (per-block opt-in limit):")
+    for arch in dict.fromkeys(p.arch for p in points):
+        groups = limit_groups(devices.get(arch, []))
+        if not groups:
+            lines.append(f"  {arch}: no device of the database with a known limit")
+            continue
+        mine = [p for p in points if p.arch == arch]
+        for lim, devs in groups:
+            names = ", ".join(short_name(d) for d in devs[:5]) + (f", +{len(devs) - 5}" if len(devs) > 5 else "")
+            lines.append(f"  {arch} {lim} B ({names}):")
+            by_row: dict[tuple, list[ProbePoint]] = {}
+            for p in mine:
+                by_row.setdefault(tuple((k, p.labels.get(k)) for k in row_keys), []).append(p)
+            for rk, ps in by_row.items():
+                prefix = " ".join(f"{k}={v}" for k, v in rk)
+                fit = [p for p in ps if p.shared is not None and p.shared <= lim]
+                over = [p for p in ps if p.shared is not None and p.shared > lim]
+
+                def vals(sel):
+                    if col_key is None:
+                        return "yes" if sel else ""
+                    return f"{col_key} " + ", ".join(str(p.labels.get(col_key)) for p in sel)
+                parts = []
+                if col_key is None:
+                    parts.append("fits" if fit else "overflows" if over else "not compiled")
+                else:
+                    parts.append(f"fits {vals(fit)}" if fit else "fits none")
+                    if over:
+                        parts.append(f"overflows {vals(over)}")
+                lines.append(f"    {(prefix + ': ') if prefix else ''}{'; '.join(parts)}")
+    failed = [p for p in points if p.shared is None]
+    if failed:
+        lines.append("")
+        lines.append("did not compile:")
+        for p in failed[:12]:
+            lines.append(f"  {p.arch} {_fmt_labels(p.labels)}: {p.error}")
+    if engine_desc is not None:
+        lines.append("")
+        lines.append(f"engine kernel: {engine_desc}")
+        diff = [p for p in points if p.engine and p.engine.get("shared_bytes") is not None and p.shared is not None
+                and p.engine["shared_bytes"] != p.shared]
+        same = [p for p in points if p.engine and p.engine.get("shared_bytes") == p.shared and p.shared is not None]
+        bad = [p for p in points if p.engine and p.engine.get("shared_bytes") is None]
+        lines.append(f"  {len(same)} points equal, {len(diff)} differ, {len(bad)} not compiled")
+        for p in diff:
+            e = p.engine["shared_bytes"]
+            lines.append(f"  {p.arch} {_fmt_labels(p.labels) or ''}: ours {p.shared}, engine {e} "
+                         f"({e - p.shared:+d})")
+        for p in bad[:6]:
+            lines.append(f"  {p.arch} {_fmt_labels(p.labels) or ''}: {p.engine.get('error')}")
+        guessed = next((p.engine.get("guessed") for p in points if p.engine and p.engine.get("guessed")), None)
+        dropped = next((p.engine.get("dropped") for p in points if p.engine and p.engine.get("dropped")), None)
+        if guessed:
+            lines.append(f"  parameters our launch does not pass, guessed: {', '.join(guessed)}")
+        if dropped:
+            lines.append(f"  our arguments the engine kernel lacks, dropped: {', '.join(dropped)}")
+    if launched is not None:
+        lines.append("")
+        lines.append(f"launched on the local GPU ({launched}):")
+        for p in points:
+            if p.launch is None:
+                continue
+            r = p.launch
+            got = r["outcome"]
+            if got == "OutOfResources":
+                got += f" (Required: {r.get('required')}, Hardware limit: {r.get('limit')})"
+            lines.append(f"  {p.arch} {_fmt_labels(p.labels)}: predicted {p.shared}, launch {got}")
+    return "\n".join(lines) + "\n"
