@@ -37,6 +37,8 @@ class CheckOptions:
     triton_version: str | None = None
     # Python files: import a kernel's module when its source cannot be extracted (runs its code).
     allow_import: bool = False
+    # Compile the engine's own kernels (a file, a source tree, or "installed") instead of ours.
+    engine_kernels: str | None = None
     # Fixes: attach a planned Fix to fixable diagnostics (tilefit.fix); None: from the settings.
     fix: bool = False
     unsafe_fixes: bool | None = None
@@ -109,7 +111,8 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
     mode = opts.estimator or settings.estimator
     try:
         estimator = Estimator(mode, margin=settings.estimator_margin,
-                              triton_version=opts.triton_version or settings.triton_version)
+                              triton_version=opts.triton_version or settings.triton_version,
+                              engine_kernels=opts.engine_kernels)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from .callsites.checker import CallsiteOptions
@@ -134,7 +137,7 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
     tables = {}
     errors: list[str] = []
     cache = None
-    if opts.use_cache and planner is None:
+    if opts.use_cache and planner is None and not opts.engine_kernels:
         from .resultcache import ResultCache, run_key
 
         cache = ResultCache(run_key(engine, settings, opts))

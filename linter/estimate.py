@@ -4,6 +4,10 @@
 Triton is absent). ``--estimator exact`` compiles every distinct kernel for the target arch.
 ``--estimator auto`` (default) uses the closed forms and, when Triton is installed, compiles
 whatever lies within ``margin`` bytes of a limit, or has no calibrated form.
+
+``engine_kernels`` (``--engine-kernels PATH|installed``): kernels the engine's source provides are
+compiled from the engine's own ``@triton.jit`` function (:mod:`tilefit.smem.engine_kernels`)
+instead of our reference kernel, in every mode but ``analytic``; the others as usual.
 """
 
 from __future__ import annotations
@@ -23,9 +27,14 @@ class EstimatorUnavailable(Exception):
 
 class Estimator:
     def __init__(self, mode: str = "auto", model: AnalyticModel | None = None, margin: int = DEFAULT_MARGIN,
-                 exact: Callable[[KernelSpec, str], int] | None = None, triton_version: str | None = None):
+                 exact: Callable[[KernelSpec, str], int] | None = None, triton_version: str | None = None,
+                 engine_kernels: str | None = None):
         if mode not in MODES:
             raise ValueError(f"unknown estimator {mode!r}; choose from {', '.join(MODES)}")
+        if engine_kernels and mode == "analytic":
+            raise ValueError("--engine-kernels compiles the engine's kernels: use --estimator exact or auto")
+        self.engine_kernels = engine_kernels
+        self._engine = None
         self.mode = mode
         self.margin = margin
         self._model = model
@@ -66,6 +75,8 @@ class Estimator:
         return result
 
     def _estimate(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
+        if self.engine_kernels and self._engine_has(spec.kernel):
+            return self._compile_engine(spec, arch)
         if self.mode == "exact":
             return self._compile(spec, arch)
         try:
@@ -94,3 +105,23 @@ class Estimator:
         except Exception as exc:  # a compile error is an answer about this kernel, not a crash
             raise EstimatorUnavailable(f"Triton could not compile {spec.kernel} for {arch}: {exc}") from None
         return Estimate(int(shared), "exact", arch, "exact")
+
+    def _engine_has(self, kernel: str) -> bool:
+        if self._engine is None:
+            from .smem.engine_kernels import EngineKernels
+
+            self._engine = EngineKernels(self.engine_kernels)
+        try:
+            return self._engine.locate(kernel) is not None
+        except Exception as exc:  # noqa: BLE001 - e.g. no such folder: every estimate says so
+            raise EstimatorUnavailable(str(exc)) from None
+
+    def _compile_engine(self, spec: KernelSpec, arch: str) -> Estimate:
+        if installed_triton_version() is None:
+            raise EstimatorUnavailable("--engine-kernels needs Triton: pip install 'tilefit[triton]'")
+        result = self._engine.compile(spec, arch)
+        if result.error is not None:
+            raise EstimatorUnavailable(f"the engine's {result.function or spec.kernel} could not be compiled for "
+                                       f"{arch}: {result.error}")
+        return Estimate(int(result.shared_bytes), "exact", arch, "exact",
+                        f"engine kernel {result.function} ({result.source})")

@@ -46,6 +46,9 @@ FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
 @click.option("--no-cache", is_flag=True, help="Do not reuse the results of unchanged files.")
 @click.option("--allow-import", is_flag=True,
               help="Python files: import a kernel's module when its source cannot be extracted (runs its code).")
+@click.option("--engine-kernels", default=None, metavar="PATH|installed",
+              help="Compile the engine's own kernels (a source file or tree, or `installed`/`vllm`/`sglang`) "
+                   "instead of tilefit's reference kernels (needs Triton).")
 @click.option("--fix/--no-fix", default=False, help="Rewrite offending entries with the fastest config that fits.")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
               help="Also apply unsafe fixes (they change BLOCK_SIZE_K, hence the accumulation order).")
@@ -58,7 +61,7 @@ FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
               help="Write a Markdown summary of the fixes (for a pull-request body).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
-          force_exclude, no_cache, allow_import, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
+          force_exclude, no_cache, allow_import, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
           fix_report):
     """Check tuning-config files against device limits.
 
@@ -66,6 +69,11 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     PATHS default to the current folder.
     """
     settings = settings_or_exit(config_file, isolated)
+    if engine_kernels and engine_kernels not in ("installed", "vllm", "sglang"):
+        import os
+
+        if not os.path.exists(engine_kernels):
+            fail(f"--engine-kernels {engine_kernels}: no such file or folder")
     opts = CheckOptions(
         targets=list(targets),
         select=split_codes(select) if select else None,
@@ -77,6 +85,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         device_files=list(device_files),
         triton_version=triton_version,
         allow_import=allow_import,
+        engine_kernels=engine_kernels,
         unsafe_fixes=unsafe_fixes,
         fix_margin=fix_margin,
         use_cache=not no_cache,
