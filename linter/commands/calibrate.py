@@ -97,3 +97,12 @@ def _report(result) -> None:
 
 
 calibrate.add_command(smem)
+
+
+def _perf_command():
+    from tilefit.tune.calibrate_perf import perf
+
+    return perf
+
+
+calibrate.add_command(_perf_command())
