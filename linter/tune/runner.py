@@ -209,8 +209,8 @@ def local_device(db):
     except ImportError:
         raise TuneError("tilefit tune needs torch with CUDA: pip install 'tilefit[gpu]'") from None
     if not torch.cuda.is_available():
-        raise TuneError("no CUDA GPU is visible: tilefit tune measures on a local GPU "
-                        "(use `tilefit check --fix` to choose configs without one)")
+        raise TuneError("no CUDA GPU is visible: measuring needs a local GPU "
+                        "(`tilefit check --fix` chooses configs without one; `calibrate perf --from` fits recorded times)")
     name = torch.cuda.get_device_name(0)
     dev = db.by_file_name(name.replace(" ", "_"))
     if dev is None:
