@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 from .families import LINTED_FAMILIES
 from .jsonpos import pointer_to_str
-from .model import FILE_START, Diagnostic, Position, Severity, Span, fingerprint_of
+from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of
 from .selection import Selection
 from .tables import ConfigTable
 from .variants import kernel_variants
@@ -88,7 +88,7 @@ class Engine:
     def check_table(self, table: ConfigTable) -> list[Diagnostic]:
         self.stats.files += 1
         meta = table.meta
-        named = self._named_device(meta)
+        named = self.named_device(meta)
         fctx = FileContext(table=table, db=self.db, named_device=named, engine=meta.engine)
         whole_ignores, scoped_ignores = self.selection.file_ignores(table.path)
         out: list[Diagnostic] = []
@@ -152,7 +152,8 @@ class Engine:
         return bool(self._rules[Scope.CALLSITE])
 
     # -- internals ---------------------------------------------------------------------------
-    def _named_device(self, meta):
+    def named_device(self, meta):
+        """The device the table's file name names (engine-aware), memoised."""
         if meta.device_name is None:
             return None
         key = (meta.device_name, meta.engine, meta.family)
@@ -249,6 +250,3 @@ class Engine:
                 return span
         return doc.span(pointer)
 
-
-def severity_rank(sev: Severity) -> int:
-    return {Severity.ERROR: 2, Severity.WARNING: 1, Severity.INFO: 0}[sev]

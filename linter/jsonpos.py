@@ -334,9 +334,6 @@ class JsonDocument:
             if len(member) == n + 1 and member[:n] == pointer:
                 yield member[-1], self.span_of_chars(start, end)
 
-    def line_ending(self) -> str:
-        return "\r\n" if "\r\n" in self.text[:4096] else "\n"
-
 
 def _count_elements(text: str, array_start: int, element_start: int) -> int:
     """Commas at depth 1 between the array's '[' and ``element_start``."""

@@ -181,7 +181,6 @@ class FixPlanner:
         self._pred_memo: dict[tuple, object] = {}
         self._plan_memo: dict[tuple, object] = {}
         self._sig_memo: dict[tuple, frozenset] = {}
-        self._named_memo: dict[tuple, object] = {}
         self._coeff_memo: dict[str, object] = {}
         self._fit_memo: dict[tuple, bool] = {}
         self._families: dict[str, str] = {}
@@ -242,13 +241,7 @@ class FixPlanner:
 
     # -- targets -------------------------------------------------------------------------------
     def _named(self, meta):
-        if meta.device_name is None:
-            return None
-        k = (meta.device_name, meta.engine, meta.family)
-        if k not in self._named_memo:
-            self._named_memo[k] = self.engine.db.by_file_name(meta.device_name, engine=meta.engine,
-                                                              family=meta.family)
-        return self._named_memo[k]
+        return self.engine.named_device(meta)
 
     def _table_context(self, table: ConfigTable) -> "_TableContext":
         meta = table.meta
