@@ -34,7 +34,7 @@ def calibrate() -> None:
                    "--proof-corpus) and write its points as compact JSON.")
 @click.option("--proof-corpus", multiple=True, type=click.Path(exists=True), metavar="DIR",
               help="Tuning tables whose kernels join the proof set. Repeatable.")
-@click.option("--proof-per-arch", type=click.IntRange(min=0), default=150, show_default=True,
+@click.option("--proof-per-arch", type=click.IntRange(min=0), default=100, show_default=True,
               help="Kernels per arch taken from --proof-corpus.")
 @click.option("--proof-only", is_flag=True, help="Only compile and write the proof set.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,

@@ -289,7 +289,7 @@ def _points_for(path: Path, arch: str, n: int, rng: random.Random) -> list[Point
 
 # points per (path, arch): the first arch of a family gets the most
 FIT_PER_PATH = {"main": 60, "other": 16}
-PROOF_PER_PATH = {"main": 24, "other": 10}
+PROOF_PER_PATH = {"main": 14, "other": 6}
 
 
 # families sampled more thinly (an arch of a family calibrated elsewhere, or families whose
@@ -314,9 +314,10 @@ def _design(seed: int, per_path: Mapping[str, int], families: Iterable[str] | No
     return points
 
 
-def fit_grid(families: Iterable[str] | None = None, paths: Sequence[Path] = PATHS, scale: float = 1.0) -> list[Point]:
+def fit_grid(families: Iterable[str] | None = None, paths: Sequence[Path] | None = None,
+             scale: float = 1.0) -> list[Point]:
     """The design the forms are chosen on (stratified over every factor; seed 1)."""
-    return _design(1, FIT_PER_PATH, families, paths, scale)
+    return _design(1, FIT_PER_PATH, families, PATHS if paths is None else paths, scale)
 
 
 # the archs the proof covers (the brief's NVIDIA set; AMD where calibrated)
@@ -328,11 +329,11 @@ PROOF_ARCHS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-def proof_grid(families: Iterable[str] | None = None, paths: Sequence[Path] = PATHS, scale: float = 1.0,
+def proof_grid(families: Iterable[str] | None = None, paths: Sequence[Path] | None = None, scale: float = 1.0,
                exclude: Iterable[Point] = (), archs: Mapping[str, Sequence[str]] | None = None) -> list[Point]:
     """A different design (seed 2, uniform random), without the points of ``exclude``."""
     taken = {_ident(p) for p in exclude}
-    pts = _design(2, PROOF_PER_PATH, families, paths, scale, archs or PROOF_ARCHS)
+    pts = _design(2, PROOF_PER_PATH, families, PATHS if paths is None else paths, scale, archs or PROOF_ARCHS)
     return [p for p in pts if _ident(p) not in taken]
 
 
@@ -516,19 +517,19 @@ RINGS: Mapping[str, tuple[str, Callable]] = {
     "S": ("S", lambda v: v["S"]),
     "S|BM>=64": ("(S if BM >= 64 or SWAP else max(S - 1, 1))",
                  lambda v: v["S"] if v["BM"] >= 64 or v["SWAP"] else max(v["S"] - 1, 1)),
-    "S|BM>=64,W>=4": ("(S if (BM >= 64 and W >= 4) or SWAP else max(S - 1, 1))",
-                      lambda v: v["S"] if (v["BM"] >= 64 and v["W"] >= 4) or v["SWAP"] else max(v["S"] - 1, 1)),
 }
 # An operand is copied asynchronously (and so multi-buffered) only when each thread moves at least
 # 4 bytes of it (cp.async's smallest copy); otherwise it is loaded into registers and stored once.
 # Thresholds in bytes per warp (32-thread warps; 64 on CDNA). "never": the operand is not in shared
 # memory at all (packed int4 weights, unpacked and dequantised in registers before the MMA).
-ASYNC_MIN: Mapping[str, int | None] = {"any": None, "4B/thread": 128, "8B/thread": 256, "16B/thread": 512,
-                                        "never": -1}
+ASYNC_MIN: Mapping[str, int | None] = {"any": None, "4B/thread": 128, "8B/thread": 256, "never": -1}
 S1_MODES: Mapping[str, str] = {
     "sum": "",  # without pipelining both operands are staged once
     "max": "max(BM*BK*a, BK*BN*b)",  # ... one after the other
     "A": "BM*BK*a",  # ... only the activation (the weight is dequantised from registers)
+    # ... only the weight: below the MMA's 64 rows an 8-bit activation is loaded straight into the
+    # operand layout (Hopper and Blackwell fall back to mma.sync there)
+    "B|BM<64": "(BK*BN*b if BM < 64 else BM*BK*a + BK*BN*b)",
 }
 # Terms added to the loop's buffers.
 LOOP_EXTRAS: Mapping[str, tuple[str, Callable]] = {
@@ -537,6 +538,11 @@ LOOP_EXTRAS: Mapping[str, tuple[str, Callable]] = {
     "scales": (" + (4*max(BM, BN) if GK and S >= 2 and max(BM, BN) >= 32*W else 0)",
                lambda v: 4 * max(v["BM"], v["BN"]) if v["GK"] and v["S"] >= 2 and max(v["BM"], v["BN"]) >= 32 * v["W"]
                else 0),
+    # ... where only one side's vector crosses warps (the MMA's accumulator layout decides which)
+    "scales_n": (" + (4*BN if GK and S >= 2 and BN >= 32*W else 0)",
+                 lambda v: 4 * v["BN"] if v["GK"] and v["S"] >= 2 and v["BN"] >= 32 * v["W"] else 0),
+    "scales_m": (" + (4*BM if GK and S >= 2 and BM >= 32*W else 0)",
+                 lambda v: 4 * v["BM"] if v["GK"] and v["S"] >= 2 and v["BM"] >= 32 * v["W"] else 0),
     # wNa16: the dequantised weight tile in the compute dtype, staged once for the MMA
     "dequant": (" + BK*BN*2", lambda v: v["BK"] * v["BN"] * 2),
     # wgmma/tcgen05 read B from shared memory: an int8 weight converted to 16 bits is staged there
@@ -590,9 +596,19 @@ class GemmForm:
         return loop if epi == "0" else f"max({loop}, {epi})"
 
 
+# extra terms of one kind exclude each other (a form has at most one of each group)
+EXTRA_GROUPS = (("scales", "scales_n", "scales_m"), ("convert_b", "convert_b_wg"), ("dequant",),
+                ("barriers", "barriers_s"))
+
+
 def gemm_library(extras: Sequence[str] | None = None, max_extras: int = 2) -> list[GemmForm]:
-    names = [e for e in (extras if extras is not None else LOOP_EXTRAS)]
-    extra_sets = [()] + [tuple(c) for k in range(1, max_extras + 1) for c in itertools.combinations(names, k)]
+    names = set(extras if extras is not None else LOOP_EXTRAS)
+    groups = [[None] + [e for e in g if e in names] for g in EXTRA_GROUPS]
+    extra_sets = []
+    for combo in itertools.product(*groups):
+        chosen = tuple(e for e in combo if e is not None)
+        if len(chosen) <= max_extras:
+            extra_sets.append(chosen)
     return [GemmForm(ra, rb, ta, tb, s1, xs, e) for ra, rb, ta, tb, s1, xs, e in itertools.product(
         RINGS, RINGS, ASYNC_MIN, ASYNC_MIN, S1_MODES, extra_sets, EPILOGUES)]
 
@@ -608,7 +624,7 @@ def _gemm_parts(v: Mapping) -> dict:
         return {k: (0 if t == -1 else None if t is None else size >= t * W) for k, t in ASYNC_MIN.items()}
 
     return {"A": A, "B": B, "S1": v["S"] == 1, "rings": rings, "async_a": n_buffers(A), "async_b": n_buffers(B),
-            "s1": {"sum": None, "max": max(A, B), "A": A},
+            "s1": {"sum": None, "max": max(A, B), "A": A, "B|BM<64": B if v["BM"] < 64 else A + B},
             "extras": {k: f(v) for k, (_, f) in LOOP_EXTRAS.items()},
             "epi": {k: f(v) for k, (_, f) in EPILOGUES.items()}}
 
@@ -792,6 +808,8 @@ MLA_TERMS: Mapping[str, str] = {
     "qpe": "BM*DPE*a",
     "k": "BK*BN*b",
     "kpe": "DPE*BN*b",
+    # the rope tile is copied asynchronously only at 4 bytes or more per thread
+    "kpe_async": "(DPE*BN*b if DPE*BN*b >= 128*W else 0)",
     "v": "BN*DV*b",
     "k_cvt": "BK*BN*a",
     "kpe_cvt": "DPE*BN*a",
@@ -802,6 +820,7 @@ MLA_TERMS: Mapping[str, str] = {
     "acc": "BM*DV*4",
     "pages": "(12*BN if BN < 32*W else 4*BN)",
     "pages12": "12*BN",
+    "pages8": "8*BN",
     "pages4": "4*BN",
     # wgmma / tcgen05 (BLOCK_H >= 64) keep a second buffer of the tiles the MMA reads asynchronously
     "k_2": "BK*BN*b",
@@ -817,7 +836,7 @@ MLA_REGIMES = {"S1": "S == 1", "S2": "S == 2", "S3+": "S >= 3"}
 MLA_SPLIT_BM = frozenset({"wgmma", "tcgen05", "tcgen05_sm103"})
 
 
-def mla_term_sets(max_terms: int = 8) -> list[tuple[str, ...]]:
+def mla_term_sets(max_terms: int = 7) -> list[tuple[str, ...]]:
     """Subsets of :data:`MLA_TERMS` (the candidate sums), smallest first."""
     names = list(MLA_TERMS)
     out: list[tuple[str, ...]] = []
@@ -830,7 +849,7 @@ def mla_sum(terms: Sequence[str]) -> str:
     return " + ".join(MLA_TERMS[t] for t in terms) if terms else "0"
 
 
-def fit_mla(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_terms: int = 8,
+def fit_mla(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_terms: int = 7,
             split_bm: bool | None = None) -> FitResult:
     """One sum of MLA terms per regime (num_stages 1, 2, 3+; and BLOCK_H below / from 64 where the
     family's MMA changes there), each chosen to match the most points of its regime (ties: fewest
@@ -1088,7 +1107,7 @@ def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Ite
     return Calibration(table, results, done, epi_done, path)
 
 
-def proof_points(*, jobs: int | None = None, scale: float = 1.0, corpus: Sequence[str] = (), per_arch: int = 150,
+def proof_points(*, jobs: int | None = None, scale: float = 1.0, corpus: Sequence[str] = (), per_arch: int = 100,
                  cache_dir=None, archs: Mapping[str, Sequence[str]] | None = None,
                  log: Callable[[str], None] | None = None) -> list[Point]:
     """Compile the proof set: the seeded random design of :func:`proof_grid` (without any fit-grid

@@ -148,11 +148,17 @@ def build_points(req: ProbeRequest) -> list[ProbePoint]:
     if req.kernel not in KERNELS:
         raise ProbeError(f"unknown kernel {req.kernel!r}; known: {', '.join(KERNELS)}")
     mla = req.kernel == "mla_decode"
-    sweeps = dict(req.sweeps)
-    if req.warps and "num_warps" not in sweeps:
-        sweeps["num_warps"] = list(req.warps)
-    if req.stages and "num_stages" not in sweeps:
-        sweeps["num_stages"] = list(req.stages)
+    # --warps/--stages with several values sweep too (before the explicit sweeps: the last swept
+    # name makes the table's columns); with one value they are fixed
+    sweeps: dict[str, list[int]] = {}
+    fixed: dict[str, int] = {}
+    for name, values in (("num_warps", req.warps), ("num_stages", req.stages)):
+        if values and name not in req.sweeps:
+            if len(values) > 1:
+                sweeps[name] = list(values)
+            else:
+                fixed[name] = values[0]
+    sweeps.update(req.sweeps)
     if mla:
         names = ("BLOCK_N", "BLOCK_H")
         defaults = [32, 16]
@@ -186,8 +192,8 @@ def build_points(req: ProbeRequest) -> list[ProbePoint]:
                 values = dict(zip(sweep_keys, combo))
                 t = dict(base)
                 t.update({k: v for k, v in values.items() if k in names})
-                warps = values.get("num_warps", 4)
-                stages = values.get("num_stages", 2 if arch.startswith("gfx") else 3)
+                warps = values.get("num_warps", fixed.get("num_warps", 4))
+                stages = values.get("num_stages", fixed.get("num_stages", 2 if arch.startswith("gfx") else 3))
                 labels = {SHORT[k]: v for k, v in values.items()}
                 if multi_variant:
                     labels = {("kv" if mla else "dtype"): (kv if mla else dtype), **labels}
