@@ -220,15 +220,17 @@ def test_mla_bf16_kv_fits_on_sm120(cli):
     r, rep = doctor_json(cli, DSV2_LITE, "-t", "sm_120", "--kv-cache-dtype", "auto", "--engine", "vllm")
     assert r.exit_code == 0, r.output
     (row,) = kernel(rep["sections"][0], "mla_decode")["rows"]
-    assert row["verdict"] == "fits" and row["estimator"] == "exact"
+    # an exact compile, or the calibrated MLA form (far from the limit, auto mode keeps it)
+    assert row["verdict"] == "fits" and (row["estimator"] == "exact" or row["estimate_status"] == "calibrated")
 
 
 def test_mla_without_exact_estimator_is_unknown(cli):
     r, rep = doctor_json(cli, DSV2_LITE, "-t", "rtx5090", "--kv-cache-dtype", "fp8", "--engine", "vllm",
                          "--estimator", "analytic")
     (row,) = kernel(rep["sections"][0], "mla_decode")["rows"]
-    assert row["verdict"] == "unknown" and row["shared_bytes"] is None
-    assert "no mma_v2 form for kernel 'mla_decode'" in row["detail"]
+    # the fp8-KV MLA form of mma_v2 is not calibrated: no confident verdict without a compile
+    assert row["verdict"] in ("unknown", "uncertain")
+    assert row["shared_bytes"] is None or row["estimate_status"] == "uncalibrated"
     assert r.exit_code == 0  # nothing *known* to overflow; the text report says what could not be judged
     text = cli("doctor", DSV2_LITE, "-t", "rtx5090", "--kv-cache-dtype", "fp8", "--engine", "vllm",
                "--estimator", "analytic").output

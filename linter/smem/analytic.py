@@ -106,6 +106,17 @@ class AnalyticModel:
         return family is not None and self._form_key(family, spec) is not None
 
     def _form_key(self, family: str, spec: KernelSpec):
+        if spec.kernel == "mla_decode":
+            # MLA decode's forms are keyed by the KV cache: fp8 (any fp8 format) or 16-bit
+            from .launch import triton_type
+
+            kv = triton_type(spec.kv_dtype or spec.dtype)
+            candidates = ("fp8",) if kv.startswith("fp8") else (kv, "bf16")
+            for dtype in candidates + ("default",):
+                key = (family, spec.kernel, dtype)
+                if key in self._forms:
+                    return key
+            return None
         for dtype in (spec.kv_dtype or spec.dtype, spec.dtype, "default"):
             key = (family, spec.kernel, dtype)
             if key in self._forms:

@@ -16,8 +16,10 @@ The pieces, each usable alone:
   a different, seeded random design plus the tiles of real tuning tables, so a proof never
   re-uses the points a form was chosen on);
 * :func:`collect` -- compiles points (cache, spawn pool) into :class:`Point` records;
-* :mod:`candidates <tilefit.smem.calibrate>` -- :func:`candidate_forms` builds the library;
-  :func:`fit_forms` chooses per group; :func:`build_table` writes the model;
+* :func:`gemm_library` (GEMM kernels: ``max(loop, epilogue)`` from rings, async-copy thresholds,
+  the num_stages-1 layout, extra terms and the measured epilogue table ``E``) and
+  :data:`MLA_TERMS` (MLA decode: sums of tiles per num_stages regime) are the libraries;
+  :func:`fit_group` / :func:`fit_mla` choose per group; :func:`build_table` writes the model;
 * :func:`dump_points` / :func:`load_points` -- the compact JSON of compiled points the proof test
   reads (``tests/data/smem_points_triton-<v>.json``).
 
@@ -31,9 +33,7 @@ import os
 import re
 import itertools
 import json
-import math
 import random
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Callable, Iterable, Mapping, Sequence
@@ -50,7 +50,7 @@ from .spec import KernelSpec, make_spec
 ARCH_FAMILIES: Mapping[str, str] = {
     "sm_70": "fma", "sm_75": "fma",
     "sm_80": "mma_v2", "sm_86": "mma_v2", "sm_87": "mma_v2", "sm_89": "mma_v2",
-    "sm_120": "mma_v2", "sm_121": "mma_v2",
+    "sm_120": "mma_v2", "sm_121": "mma_v2_sm121",
     "sm_90": "wgmma",
     "sm_100": "tcgen05", "sm_110": "tcgen05", "sm_103": "tcgen05_sm103",
     "gfx90a": "cdna3", "gfx942": "cdna3", "gfx950": "cdna4",
@@ -60,7 +60,9 @@ ARCH_FAMILIES: Mapping[str, str] = {
 # archs compiled per family, the first one with the most points
 CALIBRATION_ARCHS: Mapping[str, tuple[str, ...]] = {
     "fma": ("sm_75",),
-    "mma_v2": ("sm_89", "sm_80", "sm_86", "sm_120", "sm_121"),
+    "mma_v2": ("sm_89", "sm_80", "sm_86", "sm_120"),
+    # GB10: Triton 3.6 stages one operand at num_stages 1 where the other mma.sync archs stage both
+    "mma_v2_sm121": ("sm_121",),
     "wgmma": ("sm_90",),
     "tcgen05": ("sm_100",),
     "tcgen05_sm103": ("sm_103",),
@@ -71,10 +73,6 @@ CALIBRATION_ARCHS: Mapping[str, tuple[str, ...]] = {
 
 # archs whose Triton has no fp8e4nv (sm_70/75/80/86: fp8e4b15/fp8e5 only; gfx90a, gfx1100: none)
 NO_FP8 = frozenset({"sm_70", "sm_75", "sm_80", "sm_86", "sm_87", "gfx90a", "gfx1100"})
-
-
-def family_archs(family: str) -> tuple[str, ...]:
-    return tuple(a for a, f in ARCH_FAMILIES.items() if f == family)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -294,7 +292,7 @@ PROOF_PER_PATH = {"main": 14, "other": 6}
 
 # families sampled more thinly (an arch of a family calibrated elsewhere, or families whose
 # lowering the library does not capture yet)
-FAMILY_SCALE = {"fma": 0.5, "tcgen05_sm103": 0.5, "cdna4": 0.5, "rdna": 0.5}
+FAMILY_SCALE = {"fma": 0.5, "tcgen05_sm103": 0.5, "cdna4": 0.5, "rdna": 0.5, "mma_v2_sm121": 0.5}
 
 
 def _design(seed: int, per_path: Mapping[str, int], families: Iterable[str] | None,
@@ -446,19 +444,21 @@ def load_points(doc_or_path) -> list[Point]:
 EPI_BM = (16, 32, 64, 128, 256)
 EPI_BN = (16, 32, 64, 128, 256)
 EPI_WARPS = (1, 2, 4, 8, 16)
-# (output bytes, path, BLOCK_SIZE_K): the 8-bit path at BK 32 has the operand bytes of the 16-bit
-# one at BK 16 but, at num_stages 1, sometimes keeps an operand out of shared memory; the table
-# takes the smaller of the two (each is the larger of its operands and the epilogue's scratch).
+# (output bytes, path, BLOCK_SIZE_K): the 8-bit paths at BK 32 have the operand bytes of the 16-bit
+# one at BK 16 but, at num_stages 1, sometimes keep an operand out of shared memory (fp8 and int8
+# not always alike); the table takes the smallest (each is the larger of its operands and the
+# epilogue's scratch).
 EPI_MEASURES = ((2, Path("fused_moe", "bf16"), 16), (2, Path("fused_moe", "int8_w8a8", "per_tensor"), 32),
-                (4, Path("fused_moe", "fp32"), 16))
+                (2, Path("fused_moe", "fp8_w8a8", "per_tensor"), 32), (4, Path("fused_moe", "fp32"), 16))
 EPI_PATHS = {2: Path("fused_moe", "bf16"), 4: Path("fused_moe", "fp32")}
-EPI_BK = 16
 
 
 def epilogue_points(arch: str) -> list[Point]:
     pts = []
     for _c, path, bk in EPI_MEASURES:
         if arch == "sm_75" and path.dtype == "int8_w8a8":  # no int8 MMA there
+            continue
+        if not path.runs_on(arch):  # no fp8e4nv
             continue
         for bm, bn, w in itertools.product(EPI_BM, EPI_BN, EPI_WARPS):
             pts.append(Point(path, (bm, bn, bk), w, 1, arch))
@@ -485,10 +485,6 @@ def epilogue_doc(points: Sequence[Point], family_default: Mapping[str, str] | No
     defaults = dict(family_default or {f: a[0] for f, a in CALIBRATION_ARCHS.items()})
     return {"axes": {"BM": list(EPI_BM), "BN": list(EPI_BN), "W": list(EPI_WARPS)},
             "family_default": {f: a for f, a in defaults.items() if a in archs}, "archs": archs}
-
-
-def epilogue_key(c: float, bm: int, bn: int, w: int) -> str:
-    return f"{int(c)}:{int(bm)}x{int(bn)}:{int(w)}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -529,7 +525,7 @@ S1_MODES: Mapping[str, str] = {
     "A": "BM*BK*a",  # ... only the activation (the weight is dequantised from registers)
     # ... only the weight: below the MMA's 64 rows an 8-bit activation is loaded straight into the
     # operand layout (Hopper and Blackwell fall back to mma.sync there)
-    "B|BM<64": "(BK*BN*b if BM < 64 else BM*BK*a + BK*BN*b)",
+    "B|BM<64": "(BK*BN*b if BM < 64 and not SWAP else BM*BK*a + BK*BN*b)",
 }
 # Terms added to the loop's buffers.
 LOOP_EXTRAS: Mapping[str, tuple[str, Callable]] = {
@@ -624,7 +620,7 @@ def _gemm_parts(v: Mapping) -> dict:
         return {k: (0 if t == -1 else None if t is None else size >= t * W) for k, t in ASYNC_MIN.items()}
 
     return {"A": A, "B": B, "S1": v["S"] == 1, "rings": rings, "async_a": n_buffers(A), "async_b": n_buffers(B),
-            "s1": {"sum": None, "max": max(A, B), "A": A, "B|BM<64": B if v["BM"] < 64 else A + B},
+            "s1": {"sum": None, "max": max(A, B), "A": A, "B|BM<64": B if v["BM"] < 64 and not v["SWAP"] else A + B},
             "extras": {k: f(v) for k, (_, f) in LOOP_EXTRAS.items()},
             "epi": {k: f(v) for k, (_, f) in EPILOGUES.items()}}
 
@@ -711,24 +707,74 @@ class FitResult:
                 "archs": list(self.archs)}
 
 
-def _score(fn, variables: Sequence[dict], truth: Sequence[int], limits: Sequence[tuple[int, ...]],
-           give_up_after: int) -> tuple[int, int, int] | None:
-    """``(misses, verdict errors, max error)``, or None once misses exceed ``give_up_after``."""
-    misses = verdict = worst = 0
-    for v, t, lims in zip(variables, truth, limits):
-        try:
-            pred = int(round(fn(**v)))
-        except (ArithmeticError, TypeError, ValueError):
-            return None
-        if pred != t:
-            misses += 1
-            if misses > give_up_after:
-                return None
-            worst = max(worst, abs(pred - t))
-            for lim in lims:
-                if (pred > lim) != (t > lim):
-                    verdict += 1
-    return misses, verdict, worst
+def _fast_gemm_search(forms: Sequence[GemmForm], variables: Sequence[Mapping], truth: Sequence[int],
+                      lims: Sequence[Sequence[int]]):
+    """The best :class:`GemmForm` of ``forms`` by (misses, verdict errors, formula length), all
+    candidates evaluated at once with numpy; None without numpy."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover
+        return None
+    parts = [_gemm_parts(v) for v in variables]
+    n = len(parts)
+    t = np.asarray(truth, dtype=np.float64)
+    A = np.array([p["A"] for p in parts], dtype=np.float64)
+    B = np.array([p["B"] for p in parts], dtype=np.float64)
+    s1mask = np.array([p["S1"] for p in parts], dtype=bool)
+
+    def operand(ring, thr, size, key):
+        r = np.array([p["rings"][ring] for p in parts], dtype=np.float64)
+        flag = [p[key][thr] for p in parts]
+        if ASYNC_MIN[thr] == -1:
+            return np.zeros(n)
+        if ASYNC_MIN[thr] is None:
+            return r * size
+        f = np.array([bool(x) for x in flag])
+        return np.where(f, r * size, size)
+
+    ring_names, thr_names = list(RINGS), list(ASYNC_MIN)
+    s1_names = list(S1_MODES)
+    extra_sets = sorted({f.extras for f in forms}, key=lambda x: (len(x), x))
+    epi_names = list(EPILOGUES)
+    wanted = {(f.ring_a, f.async_a, f.ring_b, f.async_b, f.s1, f.extras, f.epilogue) for f in forms}
+    ex_vals = {name: np.array([p["extras"][name] for p in parts], dtype=np.float64) for name in LOOP_EXTRAS}
+    EX = np.stack([sum((ex_vals[x] for x in xs), np.zeros(n)) for xs in extra_sets])  # sets x n
+    EPI = np.stack([np.array([p["epi"][e] for p in parts], dtype=np.float64) for e in epi_names])  # epi x n
+    s1v = {m: np.array([(p["s1"][m] if p["s1"][m] is not None else 0) for p in parts], dtype=np.float64)
+           for m in s1_names}
+    all_lims = sorted({x for lim in lims for x in lim})
+    lim_mask = np.array([[x in lim for x in all_lims] for lim in lims], dtype=bool) if all_lims else None
+    ops_a = {(r, th): operand(r, th, A, "async_a") for r in ring_names for th in thr_names}
+    ops_b = {(r, th): operand(r, th, B, "async_b") for r in ring_names for th in thr_names}
+    best_key, best_forms = None, []
+    for (ra, ta), oa in ops_a.items():
+        for (rb, tb), ob in ops_b.items():
+            base = oa + ob
+            for m in s1_names:
+                loop0 = base if m == "sum" else np.where(s1mask, s1v[m], base)
+                loop = loop0[None, :] + EX  # sets x n
+                pred = np.rint(np.maximum(loop[None, :, :], EPI[:, None, :]))  # epi x sets x n
+                miss = (pred != t).sum(axis=2)
+                verdict = np.zeros(miss.shape, dtype=np.int64)
+                if lim_mask is not None:
+                    for j, x in enumerate(all_lims):
+                        verdict += (((pred > x) != (t > x)) & lim_mask[:, j]).sum(axis=2)
+                for ei, e in enumerate(epi_names):
+                    for si, xs in enumerate(extra_sets):
+                        key = (int(miss[ei, si]), int(verdict[ei, si]))
+                        if best_key is not None and key > best_key:
+                            continue
+                        cand = (ra, ta, rb, tb, m, xs, e)
+                        if cand not in wanted:
+                            continue
+                        if best_key is None or key < best_key:
+                            best_key, best_forms = key, [cand]
+                        else:
+                            best_forms.append(cand)
+    if best_key is None:
+        return None
+    forms_ = [GemmForm(ra, rb, ta, tb, m, xs, e) for ra, ta, rb, tb, m, xs, e in best_forms]
+    return min(forms_, key=lambda f: (len(f.text()), f.label))
 
 
 def fit_group(points: Sequence[Point], candidates: Sequence, limits: Mapping[str, Sequence[int]],
@@ -747,6 +793,11 @@ def fit_group(points: Sequence[Point], candidates: Sequence, limits: Mapping[str
     best = None
     best_key = None
     parts = None
+    gemm = [c for c in candidates if isinstance(c, GemmForm)]
+    if gemm and len(gemm) == len(candidates):
+        found = _fast_gemm_search(gemm, variables, truth, lims)
+        if found is not None:
+            candidates = [found]
     for cand in candidates:
         if isinstance(cand, GemmForm):
             if parts is None:
@@ -849,6 +900,60 @@ def mla_sum(terms: Sequence[str]) -> str:
     return " + ".join(MLA_TERMS[t] for t in terms) if terms else "0"
 
 
+def _best_subset(sets: Sequence[tuple[int, ...]], values: Sequence[Sequence[float]], truth: Sequence[int],
+                 lims: Sequence[Sequence[int]]) -> tuple[int, ...] | None:
+    """The subset of terms whose sums match ``truth`` most often (ties: fewest verdict errors,
+    then fewest terms). numpy evaluates all subsets at once when it is installed."""
+    try:
+        import numpy as np
+    except ImportError:  # pragma: no cover - numpy comes with torch and triton's test extra
+        np = None
+    if np is not None:
+        vals = np.asarray(values, dtype=np.float64)  # points x terms
+        t = np.asarray(truth, dtype=np.float64)
+        best_key, best = None, None
+        chunk = 20000
+        all_lims = sorted({x for lim in lims for x in lim})
+        lim_mask = np.array([[x in lim for x in all_lims] for lim in lims], dtype=bool) if all_lims else None
+        for start in range(0, len(sets), chunk):
+            part = sets[start:start + chunk]
+            m = np.zeros((len(part), vals.shape[1]), dtype=np.float64)
+            for r, ts in enumerate(part):
+                m[r, list(ts)] = 1.0
+            pred = np.rint(m @ vals.T)  # subsets x points
+            miss = (pred != t).sum(axis=1)
+            if lim_mask is not None:
+                verdict = np.zeros(len(part), dtype=np.int64)
+                for j, x in enumerate(all_lims):
+                    wrong = ((pred > x) != (t > x)) & lim_mask[:, j]
+                    verdict += wrong.sum(axis=1)
+            else:
+                verdict = np.zeros(len(part), dtype=np.int64)
+            sizes = m.sum(axis=1)
+            order = np.lexsort((sizes, verdict, miss))
+            r = int(order[0])
+            key = (int(miss[r]), int(verdict[r]), int(sizes[r]))
+            if best_key is None or key < best_key:
+                best_key, best = key, part[r]
+        return best
+    best_key, best = None, None
+    for ts in sets:
+        misses = verdict = 0
+        give_up = len(truth) if best_key is None else best_key[0]
+        for vals_, t_, lim in zip(values, truth, lims):
+            pred = int(round(sum(vals_[j] for j in ts)))
+            if pred != t_:
+                misses += 1
+                if misses > give_up:
+                    break
+                verdict += sum(1 for x in lim if (pred > x) != (t_ > x))
+        else:
+            key = (misses, verdict, len(ts))
+            if best_key is None or key < best_key:
+                best_key, best = key, ts
+    return best
+
+
 def fit_mla(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_terms: int = 7,
             split_bm: bool | None = None) -> FitResult:
     """One sum of MLA terms per regime (num_stages 1, 2, 3+; and BLOCK_H below / from 64 where the
@@ -874,21 +979,9 @@ def fit_mla(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_te
                 values = [[term_fns[n](**variables[i]) for n in names] for i in idx]
                 truth = [pts[i].shared for i in idx]
                 lims = [tuple(limits.get(pts[i].arch, ())) for i in idx]
-                best_key = None
-                for ts in sets:
-                    misses = verdict = 0
-                    give_up = len(idx) if best_key is None else best_key[0]
-                    for vals, t, lim in zip(values, truth, lims):
-                        pred = int(round(sum(vals[j] for j in ts)))
-                        if pred != t:
-                            misses += 1
-                            if misses > give_up:
-                                break
-                            verdict += sum(1 for x in lim if (pred > x) != (t > x))
-                    else:
-                        key = (misses, verdict, len(ts))
-                        if best_key is None or key < best_key:
-                            best_key, chosen = key, tuple(names[j] for j in ts)
+                best = _best_subset(sets, values, truth, lims)
+                if best is not None:
+                    chosen = tuple(names[j] for j in best)
             pieces.append((bm_cond, regime, chosen))
     parts = []
     for bm_cond, _ in bm_parts:

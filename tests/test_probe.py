@@ -1,0 +1,133 @@
+"""``tilefit probe``: exact compiles of a sweep per arch, which devices fit, the MLA table, JSON,
+the analytic fallback without Triton, ``--launch`` without a GPU, and ``--engine-kernels``."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tilefit.smem import probe as P
+
+HAVE_TRITON = importlib.util.find_spec("triton") is not None
+needs_triton = pytest.mark.skipif(not HAVE_TRITON, reason="triton not installed")
+ENGINE = Path(__file__).resolve().parent / "fixtures" / "engine_kernels"
+
+
+def test_parse_values_and_sweeps():
+    assert P.parse_values("1..5") == [1, 2, 3, 4, 5]
+    assert P.parse_values("32..256") == [32, 64, 128, 256]
+    assert P.parse_values("4,8") == [4, 8]
+    assert P.parse_sweep(["num_stages=2..3", "BK=64,128"]) == {"num_stages": [2, 3], "BLOCK_SIZE_K": [64, 128]}
+    with pytest.raises(P.ProbeError):
+        P.parse_sweep(["colour=1"])
+    with pytest.raises(P.ProbeError):
+        P.parse_values("5..1")
+
+
+def test_build_points_mla_and_gemm():
+    req = P.ProbeRequest("mla_decode", kv_dtypes=["bf16", "fp8"], sweeps={"num_stages": [1, 2]}, archs=["sm_121"])
+    pts = P.build_points(req)
+    assert [(p.labels["kv"], p.labels["num_stages"]) for p in pts] == [("bf16", 1), ("bf16", 2), ("fp8", 1), ("fp8", 2)]
+    assert pts[0].spec.tile_dict["BLOCK_DMODEL"] == 512 and pts[2].spec.kv_dtype == "fp8"
+    req = P.ProbeRequest("fused_moe", dtypes=["fp8_w8a8"], tile=[128, 256, 128], block_shape=(128, 128),
+                         sweeps={"num_stages": [3]}, archs=["sm_90"])
+    (p,) = P.build_points(req)
+    assert p.spec.quant == "block" and p.spec.block_shape == (128, 128)
+    with pytest.raises(P.ProbeError):
+        P.build_points(P.ProbeRequest("mla_decode", sweeps={"BLOCK_SIZE_K": [64]}))
+
+
+@needs_triton
+def test_probe_fp8_sweep_exact(cli):
+    res = cli("probe", "fused_moe", "--dtype", "fp8_w8a8", "--tile", "128,256,128", "--warps", "8",
+              "--sweep", "num_stages=3..4", "--arch", "sm_89,sm_90")
+    assert res.exit_code == 0, res.output
+    assert "exact compiles" in res.output
+    assert "98304" in res.output and "147456*" in res.output  # sm_89: 3 stages fit, 4 do not
+    assert "196608" in res.output  # sm_90 keeps num_stages buffers
+    assert "sm_89 101376 B" in res.output and "fits num_stages 3; overflows num_stages 4" in res.output
+    assert "sm_90 232448 B" in res.output and "fits num_stages 3, 4" in res.output
+
+
+@needs_triton
+def test_probe_mla_table_json(cli):
+    res = cli("probe", "mla_decode", "--kv-dtype", "bf16,fp8", "--sweep", "num_stages=1..2", "--arch", "sm_121",
+              "--output-format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    got = {(p["kv_dtype"], p["num_stages"]): p["shared_bytes"] for p in doc["points"]}
+    # the figures of the reference kernel's docstring (Triton 3.5.1-3.9, the same on sm_121)
+    assert got == {("bf16", 1): 52224, ("bf16", 2): 89088, ("fp8", 1): 86016, ("fp8", 2): 120832}
+    assert doc["estimator"] == "exact"
+    gb10 = [p["fits"]["gb10"] for p in doc["points"]]
+    assert gb10 == [True, True, True, False]
+    assert {d["key"] for d in doc["devices"]["sm_121"]} >= {"gb10"}
+
+
+def test_probe_without_triton_is_analytic_and_labelled(cli, monkeypatch):
+    import tilefit.smem.analytic as analytic
+
+    monkeypatch.setattr(analytic, "installed_triton_version", lambda: None)
+    res = cli("probe", "fused_moe", "--dtype", "fp8_w8a8", "--tile", "128,256,128", "--warps", "8",
+              "--sweep", "num_stages=3..4", "--arch", "sm_89", "--triton-version", "3.9")
+    assert res.exit_code == 0, res.output
+    assert "ANALYTIC MODEL" in res.output
+    assert "147456" in res.output
+    res = cli("probe", "fused_moe", "--arch", "sm_89", "--estimator", "exact")
+    assert res.exit_code == 2 and "needs Triton" in res.output
+
+
+def test_probe_launch_without_gpu_exits_2(cli, monkeypatch):
+    monkeypatch.setattr(P, "local_gpu_arch", lambda: None)
+    res = cli("probe", "fused_moe", "--arch", "sm_89", "--launch")
+    assert res.exit_code == 2
+    assert "--launch needs a local GPU" in res.output
+
+
+def test_probe_targets_choose_archs_and_devices(cli, monkeypatch):
+    import tilefit.smem.analytic as analytic
+
+    monkeypatch.setattr(analytic, "installed_triton_version", lambda: None)
+    res = cli("probe", "fused_moe", "--tile", "64,128,64", "--target", "rtx4090", "--target", "h100",
+              "--triton-version", "3.9", "--output-format", "json")
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert set(doc["devices"]) == {"sm_89", "sm_90"}
+    assert [d["key"] for d in doc["devices"]["sm_89"]] == ["rtx4090"]
+
+
+@needs_triton
+def test_probe_engine_kernels_compares(cli):
+    res = cli("probe", "fused_moe", "--dtype", "bf16", "--tile", "64,128,64", "--stages", "3", "--arch", "sm_89",
+              "--engine-kernels", ENGINE)
+    assert res.exit_code == 0, res.output
+    assert "engine kernel: fused_moe_kernel in" in res.output
+    assert "ours 49152, engine 81920 (+32768)" in res.output  # the fixture streams two weight tiles
+    assert "HAS_BIAS=False" in res.output and "SWAP_AB" in res.output
+
+
+@needs_triton
+def test_check_engine_kernels(cli, tmp_path):
+    table = tmp_path / "E=8,N=512,device_name=NVIDIA_GeForce_RTX_4090.json"
+    table.write_text(json.dumps({"64": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64,
+                                        "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}}))
+    ours = cli("check", table, "--no-cache", "--isolated")
+    assert ours.exit_code == 0, ours.output
+    engine = cli("check", table, "--isolated", "--engine-kernels", ENGINE)
+    assert engine.exit_code == 1, engine.output
+    assert "SMEM001" in engine.output and "Required: 122880" in engine.output
+    missing = cli("check", table, "--isolated", "--engine-kernels", tmp_path / "nope")
+    assert missing.exit_code == 2
+
+
+def test_engine_source_discovery_without_import():
+    from tilefit.smem.engine_kernels import EngineKernelError, find_source
+
+    path, fn = find_source(str(ENGINE), "fused_moe")
+    assert fn == "fused_moe_kernel" and path.name == "fused_moe.py"
+    assert find_source(str(ENGINE), "mla_decode") is None
+    with pytest.raises(EngineKernelError):
+        find_source(str(ENGINE / "nope"), "fused_moe")
