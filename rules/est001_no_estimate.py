@@ -46,7 +46,13 @@ class EST001(Rule):
             except EstimatorUnavailable as exc:
                 yield Finding(f"shared memory not checked on {ctx.target_names()}: {exc}", identity="unavailable")
                 return
-            if est.status == "uncalibrated":
+            limit = dev.smem_per_block_optin
+            if not est.usable:
                 yield Finding(f"shared memory not checked on {ctx.target_names()}: the analytic model is not "
                               f"calibrated for {ARCH}; install Triton for exact compiles", identity="uncalibrated")
+                return
+            if not est.certainly_over(limit) and not est.certainly_fits(limit):
+                yield Finding(f"shared memory undecided on {ctx.target_names()}: the {ARCH} estimate "
+                              f"{est.shared_bytes} B is within the form's calibration error ({est.max_error} B) of the "
+                              f"{limit} B limit; install Triton for exact compiles", identity="uncertain")
                 return

@@ -74,9 +74,11 @@ class SMEM001(Rule):
                 est = ctx.estimator.estimate(variant.spec, ctx.device.arch, limit)
             except EstimatorUnavailable:
                 continue
-            if est.status == "uncalibrated":
+            if not est.usable:
                 continue
-            if est.shared_bytes > limit and (worst is None or est.shared_bytes > worst[1].shared_bytes):
+            # An uncalibrated form counts only when even its largest calibration error cannot
+            # bring it under the limit (EST001 reports the undecidable ones).
+            if est.certainly_over(limit) and (worst is None or est.shared_bytes > worst[1].shared_bytes):
                 worst = (variant, est)
         if worst is None:
             return
@@ -87,5 +89,6 @@ class SMEM001(Rule):
             f"Hardware limit: {limit} ({describe_tile(variant.spec)}, {ARCH}){label}",
             at=("num_stages",) if "num_stages" in ctx.entry else (),
             data={"required_bytes": est.shared_bytes, "limit_bytes": limit, "estimator": est.estimator,
-                  "estimate_status": est.status, "variant": variant.label or None},
+                  "estimate_status": est.status, "variant": variant.label or None,
+                  **({"max_error_bytes": est.max_error} if est.status == "uncalibrated" else {})},
         )

@@ -199,7 +199,13 @@ class Judge:
         if limit is None:
             return UNKNOWN, worst.shared_bytes, worst.estimator, worst.status, "the device's limit is unknown"
         if worst.status == "uncalibrated":
-            verdict = UNCERTAIN if worst.shared_bytes > limit else FITS
+            # decided when the form's calibration error bound keeps it on one side of the limit
+            if worst.usable and worst.certainly_over(limit):
+                verdict = OVERFLOW
+            elif worst.usable and worst.certainly_fits(limit):
+                verdict = FITS
+            else:
+                verdict = UNCERTAIN
             return verdict, worst.shared_bytes, worst.estimator, worst.status, \
                 "uncalibrated closed form for this arch family" if verdict == UNCERTAIN else ""
         return (OVERFLOW if worst.shared_bytes > limit else FITS), worst.shared_bytes, worst.estimator, worst.status, ""

@@ -287,9 +287,12 @@ class FixPlanner:
                 est = self.search_estimator.estimate(variant.spec, arch)
             except EstimatorUnavailable:
                 continue
-            if est.status == "uncalibrated":
+            if not est.usable:
                 continue
-            worst = est.shared_bytes if worst is None else max(worst, est.shared_bytes)
+            # an uncalibrated form with a known error bound counts at its upper bound (a fix
+            # must fit for sure)
+            need = est.shared_bytes + (est.max_error or 0 if est.status == "uncalibrated" else 0)
+            worst = need if worst is None else max(worst, need)
         self._need_memo[k] = worst
         return worst
 

@@ -61,6 +61,20 @@ class Estimate:
     arch: str
     status: str  # "exact", "calibrated", "derived" or "uncalibrated"
     detail: str = ""
+    # The largest |form - compiler| seen when the form was calibrated (None: not recorded). An
+    # uncalibrated form's verdict is certain when the estimate is further than this from a limit.
+    max_error: int | None = None
+
+    def certainly_over(self, limit: int) -> bool:
+        return self.shared_bytes - (0 if self.status in ("exact", "calibrated") else (self.max_error or 0)) > limit
+
+    def certainly_fits(self, limit: int) -> bool:
+        return self.shared_bytes + (0 if self.status in ("exact", "calibrated") else (self.max_error or 0)) <= limit
+
+    @property
+    def usable(self) -> bool:
+        """Whether a verdict may rest on this estimate: exact, calibrated, or with a known error bound."""
+        return self.status != "uncalibrated" or self.max_error is not None
 
 
 class AnalyticModel:
@@ -135,7 +149,10 @@ class AnalyticModel:
         if key is None:
             raise ModelError(f"no {family} form for kernel {spec.kernel!r} ({spec.dtype}) in {self.source}")
         value = self._forms[key](**self.variables(spec, family, arch))
-        est = Estimate(int(round(value)), "analytic", arch, self.status_of(key), self.texts[key])
+        fit = self.fits.get(key[0], {}).get(key[1], {}).get(key[2], {}) if isinstance(self.fits, Mapping) else {}
+        max_error = fit.get("max_error") if isinstance(fit, Mapping) else None
+        est = Estimate(int(round(value)), "analytic", arch, self.status_of(key), self.texts[key],
+                       int(max_error) if isinstance(max_error, (int, float)) else None)
         self._memo[memo_key] = est
         return est
 
