@@ -1105,6 +1105,13 @@ def build_table(results: Sequence[FitResult], epilogue: Mapping, *, triton_versi
                    for k, per in form_status[family].items() for d, st in per.items() if st != "calibrated"]
             notes[family] = ("forms below 99% exact match (estimates re-checked exactly when Triton is "
                              "installed, else reported as EST001): " + ", ".join(sorted(bad)))
+    families = {}
+    for family in formulas:
+        mine = [r for r in results if r.family == family]
+        pts = sum(r.points for r in mine)
+        families[family] = {"forms": len(mine), "calibrated_forms": sum(r.status == "calibrated" for r in mine),
+                            "points": pts, "exact_rate": round(sum(r.exact for r in mine) / pts, 4) if pts else 0.0,
+                            "status": formulas[family]["status"]}
     inherits = {a: f for a, f in ARCH_FAMILIES.items()
                 if not any(a in archs for archs in CALIBRATION_ARCHS.values())}
     total = sum(r.points for r in results)
@@ -1123,6 +1130,7 @@ def build_table(results: Sequence[FitResult], epilogue: Mapping, *, triton_versi
             "fit_points": total,
             "exact_match_rate": round(exact / total, 4) if total else 0.0,
             "seconds": round(seconds, 1),
+            "families": families,
             "calibrated_archs": {f: list(a) for f, a in CALIBRATION_ARCHS.items()},
             "inherited_archs": inherits,
             "notes": notes,
