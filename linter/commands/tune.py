@@ -29,7 +29,7 @@ def _batch_sizes(value: str | None):
 @click.option("--smem-limit", type=int, default=None, metavar="BYTES",
               help="Like --emulate, with an explicit per-block shared-memory limit.")
 @click.option("--all", "all_entries", is_flag=True, help="Re-tune every entry, not only the offending ones.")
-@click.option("--budget", type=int, default=24, show_default=True, help="Measurements per entry.")
+@click.option("--budget", type=int, default=24, show_default=True, help="Timings per entry, the re-timing of the 3 fastest configs included.")
 @click.option("--seed", type=int, default=8, show_default=True,
               help="How many of the model's favourites are measured before climbing.")
 @click.option("--model-shape", default=None, metavar="E=..,N=..,K=..,topk=..",
@@ -88,7 +88,7 @@ def tune(paths, target, emulate, smem_limit, all_entries, budget, seed, model_sh
     for r in sorted(result.results, key=lambda r: (r.job.path, r.job.M)):
         best = config_key(r.best) if r.best else "-"
         t = r.times.get(best) if r.best else None
-        click.echo(f"{r.job.path}:{r.job.key}: {best} {t:.1f} us ({r.measured} measured on {where})"
+        click.echo(f"{r.job.path}:{r.job.key}: {best} {t:.1f} us ({r.measured} timings on {where})"
                    if t else f"{r.job.path}:{r.job.key}: no working candidate")
     for ff in result.written:
         if diff:

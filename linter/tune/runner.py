@@ -69,8 +69,8 @@ class Job:
 class JobResult:
     job: Job
     best: dict | None
-    times: dict  # config key -> time_us or None
-    measured: int
+    times: dict  # config key -> time_us (a finalist's median) or None
+    measured: int  # timings taken, the finalists' re-timings included
     gpu: str = ""
 
 
@@ -122,9 +122,9 @@ def run_job(job: Job, measure_fn: Callable[[Mapping, Mapping, int], float | None
         k = config_key(c)
         return job.known[k] if k in job.known else measure_fn(job.shape, c, job.M)
 
-    best, times = guided_search(job.candidates, lambda c: predicted[config_key(c)], timed, seed=job.seed,
-                                budget=job.budget, seeds=job.seeds)
-    return JobResult(job, dict(best) if best else None, times, len(times))
+    found = guided_search(job.candidates, lambda c: predicted[config_key(c)], timed, seed=job.seed,
+                          budget=job.budget, seeds=job.seeds)
+    return JobResult(job, dict(found.best) if found.best else None, found.times, found.measurements)
 
 
 _GPU_WORKLOADS: dict = {}
