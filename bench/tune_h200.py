@@ -275,23 +275,24 @@ def main(argv=None) -> int:
             # parallel (the search's order is only known while measuring).
             need = sm89_need(table, d)
             prev: list = []
-            compiled: set = set()
-            for M in MS:
-                shape = gemm_shape(d, M)
 
-                def model(cfg, shape=shape):
-                    return predict(cfg, shape, h200, tuner_coeffs, smem_bytes=need(cfg)).time_us
+            def model_at(M):
+                shape = gemm_shape(d, M)
+                return lambda cfg: predict(cfg, shape, h200, tuner_coeffs, smem_bytes=need(cfg)).time_us
+
+            # One compile pool per dtype, as `tilefit tune` does: every batch size's
+            # best-predicted 3 x budget configs (a neighbour outside them compiles on first use).
+            likely = {ckey(c): c for M in MS for c in sorted(fitting[d], key=model_at(M))[:args.budget * 3]}
+            summary.setdefault("compile_s", {})[f"tune/{d}"] = bench.precompile(d, list(likely.values()), MS,
+                                                                                 "/tmp/tc_tune")
+            for M in MS:
+                model = model_at(M)
 
                 def run(cfg, M=M):
                     r = bench.measure(d, M, cfg, "tune")
                     rows.append(r)
                     return r["time_us"] if r["status"] == "ok" else None
 
-                ranked = sorted(fitting[d], key=model)
-                warm = list({ckey(c): c for c in prev + ranked[:args.budget * 3]}.values())
-                new = [c for c in warm if ckey(c) not in compiled]
-                summary.setdefault("compile_s", {})[f"tune/{d}/{M}"] = bench.precompile(d, new, MS, "/tmp/tc_tune")
-                compiled.update(ckey(c) for c in new)
                 best, times = guided_search(fitting[d], model, run, seed=args.seed, budget=args.budget,
                                             seeds=prev)
                 prev = [c for c in sorted((c for c in fitting[d] if times.get(ckey(c)) is not None),
@@ -310,7 +311,8 @@ def main(argv=None) -> int:
         t_sweep = time.perf_counter()
         best = {}
         for d in dtypes:
-            summary.setdefault("compile_s", {})[f"sweep/{d}"] = bench.precompile(d, fitting[d], MS, "/tmp/tc_sweep")
+            # same Triton cache as the tuner's: the sweep compiles only what the tuner did not
+            summary.setdefault("compile_s", {})[f"sweep/{d}"] = bench.precompile(d, fitting[d], MS, "/tmp/tc_tune")
             for M in MS:
                 rows = [bench.measure(d, M, c, "sweep") for c in fitting[d]]
                 write_jsonl(out / "sweep.jsonl", rows)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Iterable, NamedTuple, Sequence
 
 from .families import LINTED_FAMILIES
 from .jsonpos import pointer_to_str
@@ -56,6 +56,17 @@ def _finding_key(rule, finding) -> tuple:
             json.dumps(finding.data, sort_keys=True, default=str), finding.identity)
 
 
+class MergedFinding(NamedTuple):
+    """A target finding merged over the device classes that got it, its message filled in."""
+
+    rule: Rule
+    finding: Finding
+    targets: tuple  # device keys, in class order
+    archs: tuple  # sorted
+    message: str
+    once: tuple | None  # the per-file identity of a once-per-file rule's finding
+
+
 @dataclass
 class RunStats:
     files: int = 0
@@ -82,6 +93,8 @@ class Engine:
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}
         self._class_ids: dict[tuple, int] = {}
+        self._file_targets_memo: dict[str | None, tuple] = {}
+        self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
         self._identities: dict[int, str] = {}
 
     # -- public -----------------------------------------------------------------------------
@@ -170,20 +183,73 @@ class Engine:
                 devices.append(dev)
         return group_devices(devices)
 
+    def _file_targets(self, named) -> tuple[int, list[DeviceClass], list[int]]:
+        """The device classes of a table whose file name names ``named``, memoised: an id of
+        the class list (the key of merged findings), the classes and their class-key ids."""
+        key = named.key if named is not None else None
+        hit = self._file_targets_memo.get(key)
+        if hit is None:
+            classes = self._targets(named)
+            class_ids = [self._class_ids.setdefault(class_key(c.first), len(self._class_ids)) for c in classes]
+            hit = (len(self._file_targets_memo), classes, class_ids)
+            self._file_targets_memo[key] = hit
+        return hit
+
+    def _merged_findings(self, table: ConfigTable, fctx: FileContext, key: str, entry, eid: int, ectx,
+                         target_rules, targets_id: int, classes, class_ids) -> tuple[MergedFinding, ...]:
+        """The target findings of an entry over the file's device classes, classes with equal
+        findings merged, messages filled in; memoised per (distinct entry, class list)."""
+        mkey = (eid, targets_id)
+        hit = self._merged_memo.get(mkey)
+        if hit is not None:
+            return hit
+        meta = table.meta
+        merged: dict[tuple, list] = {}
+        for dclass, ck in zip(classes, class_ids):
+            tkey = (eid, ck)
+            found = self._target_memo.get(tkey)
+            if found is None:
+                dev = dclass.first
+                vkey = (eid, dev.arch == "sm_90", dev.vendor)
+                variants = self._variant_memo.get(vkey)
+                if variants is None:
+                    variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
+                    self._variant_memo[vkey] = variants
+                tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
+                                     self.estimator)
+                found = tuple((rule, f, _finding_key(rule, f)) for rule in target_rules for f in rule.check(tctx))
+                self._target_memo[tkey] = found
+            for rule, finding, fkey in found:
+                slot = merged.get(fkey)
+                if slot is None:
+                    merged[fkey] = [rule, finding, list(dclass.devices)]
+                else:
+                    slot[2].extend(dclass.devices)
+        out = []
+        for rule, finding, devices in merged.values():
+            keys = tuple(d.key for d in devices)
+            archs = tuple(sorted({d.arch for d in devices}))
+            message = finding.message.replace(TARGETS, format_targets(devices)).replace(ARCH, "/".join(archs))
+            once = (rule.code, finding.identity, keys) if getattr(rule, "once_per_file", False) else None
+            out.append(MergedFinding(rule, finding, keys, archs, message, once))
+        hit = self._merged_memo[mkey] = tuple(out)
+        return hit
+
     def _check_entries(self, table: ConfigTable, fctx: FileContext, emit) -> None:
         meta = table.meta
         kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine)
         entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
         target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
-        classes = self._targets(fctx.named_device) if target_rules else []
-        class_keys = [self._class_ids.setdefault(class_key(c.first), len(self._class_ids)) for c in classes]
+        if target_rules:
+            targets_id, classes, class_ids = self._file_targets(fctx.named_device)
+        else:
+            targets_id, classes, class_ids = None, [], []
         once_seen: set[tuple] = set()
         intern = self._intern
         for key, entry in table.entries():
             self.stats.entries += 1
             eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
             base = (key,)
-            batch = int(key) if key.isascii() and key.isdigit() else None
             ectx = None
             if entry_rules:
                 found = self._entry_memo.get(eid)
@@ -195,43 +261,23 @@ class Engine:
                     emit(rule, finding, base, entry=entry, eid=eid)
             if not classes or not isinstance(entry, dict):
                 continue
-            # Findings per device class, then classes with equal findings merged into one.
-            merged: dict[tuple, list] = {}
-            for dclass, ck in zip(classes, class_keys):
-                mk = (eid, ck)
-                found = self._target_memo.get(mk)
-                if found is None:
-                    dev = dclass.first
-                    vkey = (eid, dev.arch == "sm_90", dev.vendor)
-                    variants = self._variant_memo.get(vkey)
-                    if variants is None:
-                        variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
-                        self._variant_memo[vkey] = variants
-                    tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
-                                         self.estimator)
-                    found = tuple((rule, f, _finding_key(rule, f)) for rule in target_rules
-                                  for f in rule.check(tctx))
-                    self._target_memo[mk] = found
-                for rule, finding, fkey in found:
-                    slot = merged.get(fkey)
-                    if slot is None:
-                        merged[fkey] = [rule, finding, list(dclass.devices)]
-                    else:
-                        slot[2].extend(dclass.devices)
-            for rule, finding, devices in merged.values():
-                if getattr(rule, "once_per_file", False):
-                    once = (rule.code, finding.identity, tuple(d.key for d in devices))
-                    if once in once_seen:
+            merged = self._merged_findings(table, fctx, key, entry, eid, ectx, target_rules, targets_id, classes,
+                                           class_ids)
+            if not merged:
+                continue
+            batch = int(key) if key.isascii() and key.isdigit() else None
+            for m in merged:
+                if m.once is not None:
+                    if m.once in once_seen:
                         continue
-                    once_seen.add(once)
-                archs = sorted({d.arch for d in devices})
-                message = finding.message.replace(TARGETS, format_targets(devices)).replace(ARCH, "/".join(archs))
-                data = dict(finding.data)
-                data["targets"] = [d.key for d in devices]
-                data["archs"] = archs
+                    once_seen.add(m.once)
+                data = dict(m.finding.data)
+                data["targets"] = list(m.targets)
+                data["archs"] = list(m.archs)
                 if batch is not None:
                     data["batch_size"] = batch
-                emit(rule, finding, base, target=devices[0].key, entry=entry, eid=eid, message=message, data=data)
+                emit(m.rule, m.finding, base, target=m.targets[0], entry=entry, eid=eid, message=m.message,
+                     data=data)
 
     @staticmethod
     def _span(table: ConfigTable, finding: Finding, pointer: tuple) -> Span:
