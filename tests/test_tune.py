@@ -4,6 +4,7 @@ resume, interrupts, perf-model calibration from recorded measurements; GPU runs 
 from __future__ import annotations
 
 import collections
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -98,23 +99,26 @@ def test_tune_without_a_gpu_exits_2_with_a_message(table, cli):
     assert r.exit_code == 2 and "no CUDA GPU" in r.output
 
 
-def _h200_sweep():
+def _h200_sweep(name):
+    path = DATA / name
+    text = gzip.decompress(path.read_bytes()).decode() if name.endswith(".gz") else path.read_text()
     by = collections.defaultdict(dict)
-    for line in (DATA / "h200_sweep.jsonl").read_text().splitlines():
+    for line in text.splitlines():
         r = json.loads(line)
         if r["status"] == "ok":
             by[(r["dtype"], r["M"])][config_key(r["config"])] = (r["config"], r["time_us"])
     return by
 
 
-def test_guided_search_finds_the_sweeps_best_on_measured_h200_data(h200):
-    """Replays the search on the H200 sweep (every fitting config timed at every M): with 24
-    timings per entry (confirmation round included) it must reach 0.97 of the sweep's best
-    everywhere."""
+@pytest.mark.parametrize("sweep_file", ["h200_sweep.jsonl", "h200_graph_sweep.jsonl.gz"])
+def test_guided_search_finds_the_sweeps_best_on_measured_h200_data(h200, sweep_file):
+    """Replays the search on an H200 sweep (every fitting config timed at every M; timed with
+    do_bench, and with CUDA-graph replays): with 24 timings per entry (confirmation round
+    included) it must reach 0.97 of the sweep's best everywhere."""
     from tilefit.perf.model import predict
     from tilefit.perf.shapes import GemmShape
 
-    sweep = _h200_sweep()
+    sweep = _h200_sweep(sweep_file)
     assert len(sweep) == 12
     measured_total = 0
     for dtype in ("fp8_w8a8", "bf16"):
