@@ -9,6 +9,11 @@ stored under the SHA-256 of its bytes. A changed file, rule, device file or sett
 The cache is one JSON file per run key under ``<cache root>/results/`` (``TILEFIT_CACHE_DIR``;
 empty turns caching off, as does ``--no-cache``), written atomically at the end of a run. Fixes
 are never cached: runs that plan fixes bypass it.
+
+A corpus audit repeats a few messages, pointers and data objects thousands of times (one
+``targets`` list of 22 devices per diagnostic), so the file keeps each distinct one once, in
+``values``, and a diagnostic is a flat row that refers to them by index: the file is a third of
+the size and reads several times faster than one object per diagnostic.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from pathlib import Path
 from .cachedir import cache_root
 from .model import Diagnostic, Position, Severity, Span
 
-FORMAT = 1
+FORMAT = 2
 _SEVERITY = {s.value: s for s in Severity}
 
 
@@ -65,31 +70,32 @@ def run_key(engine, settings, opts) -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def _to_json(d: Diagnostic) -> list:
-    s = d.span
-    return [d.code, d.message, s.start.line, s.start.column, s.end.line, s.end.column, s.start_offset,
-            s.end_offset, d.severity.value, d.pointer, d.target, dict(d.data), d.fingerprint]
+# A row: code, message (value index), start line, start column, end line, end column, start and
+# end byte offsets, severity, pointer (value index), target, data (value index), fingerprint.
+_MESSAGE, _POINTER, _DATA = 1, 9, 11
 
 
-def _from_json(path: str, r: list) -> Diagnostic:
-    return Diagnostic(code=r[0], message=r[1], path=path,
-                      span=Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7]),
-                      severity=_SEVERITY[r[8]], pointer=r[9], target=r[10], data=r[11], fingerprint=r[12])
+def _fresh(data: dict) -> dict:
+    """A diagnostic's own copy of a shared data object, its lists copied too (as the engine's)."""
+    return {k: list(v) if type(v) is list else v for k, v in data.items()}
 
 
 class ResultCache:
     def __init__(self, key: str):
         root = cache_root()
         self.file = root / "results" / f"{key}.json" if root is not None else None
-        self.entries: dict[str, list] = {}
+        self.entries: dict[str, list] = {}  # path -> [digest, rows]
+        self.values: list = []  # the distinct messages, pointers and data objects the rows name
+        self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
         self.changed = False
         if self.file is not None and self.file.is_file():
             try:
                 data = json.loads(self.file.read_text(encoding="utf-8"))
-                if data.get("format") == FORMAT:
-                    self.entries = data["files"]
-            except (OSError, ValueError, KeyError, TypeError):
-                self.entries = {}
+                if (data.get("format") == FORMAT and isinstance(data["files"], dict)
+                        and isinstance(data["values"], list)):
+                    self.entries, self.values = data["files"], data["values"]
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                self.entries, self.values = {}, []
 
     @staticmethod
     def digest(data: bytes) -> str:
@@ -99,23 +105,70 @@ class ResultCache:
         hit = self.entries.get(path)
         if hit is None or hit[0] != digest:
             return None
+        values = self.values
         try:
-            return [_from_json(path, r) for r in hit[1]]
-        except (TypeError, ValueError, IndexError):
+            return [Diagnostic(code=r[0], message=values[r[1]], path=path,
+                               span=Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7]),
+                               severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
+                               data=_fresh(values[r[11]]), fingerprint=r[12])
+                    for r in hit[1]]
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
             return None
 
     def put(self, path: str, digest: str, diagnostics) -> None:
-        self.entries[path] = [digest, [_to_json(d) for d in diagnostics]]
+        self.entries[path] = [digest, [self._row(d) for d in diagnostics]]
         self.changed = True
+
+    def _row(self, d: Diagnostic) -> list:
+        s = d.span
+        return [d.code, self._value(d.message), s.start.line, s.start.column, s.end.line, s.end.column,
+                s.start_offset, s.end_offset, d.severity.value, self._value(d.pointer), d.target,
+                self._value(dict(d.data)), d.fingerprint]
+
+    def _value(self, value) -> int:
+        if self._index is None:
+            self._index = {json.dumps(v): i for i, v in enumerate(self.values)}
+        key = json.dumps(value, default=str)
+        i = self._index.get(key)
+        if i is None:
+            i = self._index[key] = len(self.values)
+            self.values.append(json.loads(key))
+        return i
+
+    def _compacted(self) -> tuple[dict, list]:
+        """The entries and values with only the values some row still names (a file whose rows
+        name no value, e.g. of a damaged cache file, is left out)."""
+        used: dict[int, int] = {}
+        values: list = []
+        entries = {}
+        for path, hit in self.entries.items():
+            try:
+                digest, rows = hit
+                new_rows = []
+                for r in rows:
+                    r = list(r)
+                    for col in (_MESSAGE, _POINTER, _DATA):
+                        i = used.get(r[col])
+                        if i is None:
+                            value = self.values[r[col]]
+                            i = used[r[col]] = len(values)
+                            values.append(value)
+                        r[col] = i
+                    new_rows.append(r)
+            except (TypeError, ValueError, IndexError):
+                continue
+            entries[path] = [digest, new_rows]
+        return entries, values
 
     def save(self) -> None:
         if self.file is None or not self.changed:
             return
+        entries, values = self._compacted()
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(prefix=".results-", dir=self.file.parent)
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"format": FORMAT, "files": self.entries}, fh, separators=(",", ":"))
+                json.dump({"format": FORMAT, "values": values, "files": entries}, fh, separators=(",", ":"))
             os.replace(tmp, self.file)
         except OSError:
             pass  # an unwritable cache only costs time
