@@ -139,3 +139,29 @@ def test_stored_points_recompile_with_installed_triton():
     for p in random.Random(0).sample(points, 12):
         result = compile_spec(p.spec(), p.arch)
         assert result.shared_bytes == p.shared, (p, result)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_uncalibrated_forms_never_give_a_wrong_verdict(version):
+    """An uncalibrated form still decides whatever its measured error bound decides (its bytes
+    +- ``max_error`` all on one side of the limit); those verdicts must be right on the held-out
+    points too, and the rest must be left undecided (auto mode compiles them exactly)."""
+    model = _model(version)
+    limits = device_limits()
+    _, _, _, _, _, _, uncalibrated = _judge(version)
+    decided = undecided = 0
+    wrong = []
+    for p, est in uncalibrated:
+        for lim in limits.get(p.arch, ()):
+            if est.usable and est.certainly_over(lim):
+                decided += 1
+                if not p.shared > lim:
+                    wrong.append((p.path.name, p.arch, p.tile, p.num_stages, lim, p.shared, est.shared_bytes))
+            elif est.usable and est.certainly_fits(lim):
+                decided += 1
+                if p.shared > lim:
+                    wrong.append((p.path.name, p.arch, p.tile, p.num_stages, lim, p.shared, est.shared_bytes))
+            else:
+                undecided += 1
+    assert not wrong, f"{len(wrong)} wrong verdicts from error bounds, e.g. {wrong[:5]}"
+    assert decided > undecided  # the bounds decide most (point, limit) pairs
