@@ -18,18 +18,22 @@ from typing import Any, Iterator
 
 from .model import Position, Span
 
+# A JSON string, its loop unrolled (runs of plain characters, then an escape and a run): the
+# same language as '"(?:[^"\\\n]|\\.)*"', matched about twice as fast by the re engine.
+_STRING_BODY = r'[^"\\\n]*(?:\\.[^"\\\n]*)*'
+_STRING = '"' + _STRING_BODY + '"'
 # Strings and brackets: everything a structural walk needs. Numbers, literals, commas and
 # colons are found from these on demand.
-_STRUCT = re.compile(r'"(?:[^"\\\n]|\\.)*"|[{}\[\]]')
+_STRUCT = re.compile(_STRING + r'|[{}\[\]]')
 _COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
 _WS = re.compile(r"[ \t\r\n]*")
-_SCALAR = re.compile(r'"(?:[^"\\\n]|\\.)*"|[^\s,\]}]+')
+_SCALAR = re.compile(_STRING + r'|[^\s,\]}]+')
 # A member whose value holds no nested container: the whole member is matched in C.
 _FLAT_MEMBER = re.compile(
-    r'"((?:[^"\\\n]|\\.)*)"[ \t\r\n]*:[ \t\r\n]*'
-    r'(\{[^{}\[\]"]*(?:"(?:[^"\\\n]|\\.)*"[^{}\[\]"]*)*\}|"(?:[^"\\\n]|\\.)*"|[^\s,{}\[\]]+)')
+    '"(' + _STRING_BODY + r')"[ \t\r\n]*:[ \t\r\n]*'
+    r'(\{[^{}\[\]"]*(?:' + _STRING + r'[^{}\[\]"]*)*\}|' + _STRING + r'|[^\s,{}\[\]]+)')
 _SEPARATOR = re.compile(r"[ \t\r\n]*,?[ \t\r\n]*")
-_ELEMENT_TOKENS = re.compile(r'"(?:[^"\\\n]|\\.)*"|[\[\]{},]')
+_ELEMENT_TOKENS = re.compile(_STRING + r'|[\[\]{},]')
 
 
 class JsonError(ValueError):
