@@ -86,9 +86,7 @@ class Diagnostic:
 
 
 def fingerprint_of(code: str, path: str, anchor: str | None, target: str | None, content: str) -> str:
-    """sha256 over what identifies a finding, not where it is printed."""
-    h = hashlib.sha256()
-    for part in (code, path, anchor or "", target or "", content):
-        h.update(part.encode("utf-8", "surrogatepass"))
-        h.update(b"\0")
-    return h.hexdigest()[:16]
+    """sha256 over what identifies a finding, not where it is printed: each part, UTF-8, then a
+    NUL byte."""
+    text = f"{code}\0{path}\0{anchor or ''}\0{target or ''}\0{content}\0"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
