@@ -133,15 +133,17 @@ def _collector_paused():
     third of a run's time. Reference counting frees as usual while it is paused; at the end
     ``freeze()``/``unfreeze()`` move the run's survivors into the oldest generation (documented
     behaviour, no walk), so no young pass walks them all at once afterwards, and any cycle left
-    behind is collected by the next full collection.
+    behind is collected by the next full collection. A process that keeps objects frozen on
+    purpose (``gc.freeze()`` before forking workers) keeps them frozen: then nothing is moved.
     """
     was_enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
-        gc.unfreeze()
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            gc.unfreeze()
         if was_enabled:
             gc.enable()
 
