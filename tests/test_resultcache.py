@@ -1,0 +1,82 @@
+"""The per-file result cache: rows that name shared values, compaction, damaged files, and the
+garbage collector's state around a run."""
+
+from __future__ import annotations
+
+import gc
+import json
+
+from tilefit.api import CheckOptions, run_check
+from tilefit.config import Settings
+from tilefit.model import Diagnostic, Position, Severity, Span
+from tilefit.resultcache import ResultCache
+
+
+def _diag(path, line, batch, message="OutOfResources on a10, a40: shared memory"):
+    return Diagnostic(code="SMEM001", message=message, path=path,
+                      span=Span(Position(line, 3), Position(line, 9), 10 * line, 10 * line + 6),
+                      severity=Severity.ERROR, pointer=f"/{batch}/num_stages", target="a10",
+                      data={"required_bytes": 147456, "targets": ["a10", "a40"], "archs": ["sm_86"],
+                            "batch_size": batch}, fingerprint=f"fp{line}")
+
+
+def test_round_trip_shares_values_in_the_file_but_not_between_diagnostics(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    diags = [_diag("a.json", 2, 1), _diag("a.json", 9, 1)]
+    cache = ResultCache("k")
+    cache.put("a.json", "d1", diags)
+    cache.put("b.json", "d2", [_diag("b.json", 2, 1)])
+    cache.save()
+    stored = json.loads((tmp_path / "results" / "k.json").read_text())
+    assert stored["values"].count("OutOfResources on a10, a40: shared memory") == 1
+    assert len(stored["values"]) == 3  # one message, one pointer, one data object
+
+    again = ResultCache("k").get("a.json", "d1")
+    assert again == diags
+    assert again[0].data is not again[1].data
+    assert again[0].data["targets"] is not again[1].data["targets"]
+    assert ResultCache("k").get("a.json", "other digest") is None
+
+
+def test_save_keeps_only_the_values_some_row_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    cache = ResultCache("k")
+    cache.put("a.json", "d1", [_diag("a.json", 2, 1, message="old message")])
+    cache.save()
+    cache = ResultCache("k")
+    cache.put("a.json", "d2", [_diag("a.json", 2, 1, message="new message")])
+    cache.save()
+    stored = json.loads((tmp_path / "results" / "k.json").read_text())
+    assert "old message" not in stored["values"] and "new message" in stored["values"]
+    assert ResultCache("k").get("a.json", "d2")[0].message == "new message"
+
+
+def test_a_damaged_cache_file_only_misses(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    (tmp_path / "results").mkdir()
+    file = tmp_path / "results" / "k.json"
+    row = ["SMEM001", 7, 2, 3, 2, 9, 20, 26, "error", 0, "a10", 0, "fp"]  # value 7 does not exist
+    file.write_text(json.dumps({"format": 2, "values": ["/1/num_stages"], "files": {"a.json": ["d1", [row]]}}))
+    cache = ResultCache("k")
+    assert cache.get("a.json", "d1") is None
+    cache.put("b.json", "d2", [_diag("b.json", 2, 1)])
+    cache.save()  # the damaged entry is dropped, the new one kept
+    assert ResultCache("k").get("b.json", "d2") == [_diag("b.json", 2, 1)]
+    assert ResultCache("k").get("a.json", "d1") is None
+    file.write_text(json.dumps({"format": 2, "values": {}, "files": []}))
+    assert ResultCache("k").get("a.json", "d1") is None
+
+
+def test_run_check_restores_the_collector(tmp_path):
+    (tmp_path / "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json").write_text(
+        '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}}')
+    opts = CheckOptions(estimator="analytic", use_cache=False)
+    assert gc.isenabled()
+    run_check([str(tmp_path)], opts, Settings())
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        run_check([str(tmp_path)], opts, Settings())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
