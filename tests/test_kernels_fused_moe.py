@@ -8,9 +8,10 @@ compiled, plus the bf16 int8_w8a16 path the interpreter cannot run (its int->bf1
 from __future__ import annotations
 
 import importlib.util
-import json
 
 import pytest
+
+from kernel_cases import case_tests
 
 HAVE = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None
 pytestmark = pytest.mark.skipif(not HAVE, reason="needs triton and torch")
@@ -39,36 +40,4 @@ GPU_ONLY = {
 }
 
 
-def _case(name: str, table=CASES) -> dict:
-    return dict(table[name], kernel="fused_moe")
-
-
-@pytest.fixture(scope="module")
-def interpreted():
-    from tilefit.kernels.interpret import run_interpreted
-
-    names = list(CASES)
-    return dict(zip(names, run_interpreted([_case(n) for n in names])))
-
-
-@pytest.mark.parametrize("name", list(CASES))
-def test_interpreted(interpreted, name):
-    res = interpreted[name]
-    assert res.get("ok"), json.dumps(res, indent=1)
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", list(CASES) + list(GPU_ONLY))
-def test_gpu(name):
-    if not _cuda():
-        pytest.skip("no CUDA GPU")
-    from tilefit.kernels.checks import run_case
-
-    res = run_case(_case(name, CASES if name in CASES else GPU_ONLY), "cuda")
-    assert res.get("ok"), json.dumps(res, indent=1)
+interpreted, test_interpreted, test_gpu = case_tests("fused_moe", CASES, GPU_ONLY)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 
 import pytest
+
+from kernel_cases import case_tests
 
 HAVE = importlib.util.find_spec("triton") is not None and importlib.util.find_spec("torch") is not None
 pytestmark = pytest.mark.skipif(not HAVE, reason="needs triton and torch")
@@ -22,32 +23,4 @@ GPU_ONLY = {
 }
 
 
-def _case(name, table=CASES):
-    return dict(table[name], kernel="fused_moe_wna16")
-
-
-@pytest.fixture(scope="module")
-def interpreted():
-    from tilefit.kernels.interpret import run_interpreted
-
-    names = list(CASES)
-    return dict(zip(names, run_interpreted([_case(n) for n in names])))
-
-
-@pytest.mark.parametrize("name", list(CASES))
-def test_interpreted(interpreted, name):
-    res = interpreted[name]
-    assert res.get("ok"), json.dumps(res, indent=1)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", list(CASES) + list(GPU_ONLY))
-def test_gpu(name):
-    import torch
-
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA GPU")
-    from tilefit.kernels.checks import run_case
-
-    res = run_case(_case(name, CASES if name in CASES else GPU_ONLY), "cuda")
-    assert res.get("ok"), json.dumps(res, indent=1)
+interpreted, test_interpreted, test_gpu = case_tests("fused_moe_wna16", CASES, GPU_ONLY)
