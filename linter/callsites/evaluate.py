@@ -146,50 +146,36 @@ def _stride_hint(expr: ast.expr | None) -> int | None:
     return None
 
 
+def _take(values: Mapping, into: dict, reasons: dict, literals: dict) -> None:
+    """Static values of ``values`` into ``into`` (literals also into ``literals``); why the
+    others are not static into ``reasons``. A static value clears an earlier reason."""
+    for name, v in values.items():
+        ok, py = _python_value(v)
+        if ok:
+            into[name] = py
+            reasons.pop(name, None)
+            if isinstance(v, Lit):
+                literals[name] = v
+        else:
+            reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not a static value"
+
+
 def case_from(kernel: KernelDef, inst: Instance, arg_exprs: Mapping[str, ast.expr] | None = None,
               config: AutotuneConfig | None = None) -> Case:
     case = Case(kernel, inst.label)
-    for name, v in inst.args.items():
-        ok, py = _python_value(v)
-        if ok:
-            case.given[name] = py
-            if isinstance(v, Lit):
-                case.literals[name] = v
-        else:
-            case.reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not a static value"
-    for name, v in inst.options.items():
-        ok, py = _python_value(v)
-        if ok:
-            case.options[name] = py
-            if isinstance(v, Lit):
-                case.literals[name] = v
-        else:
-            case.option_reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not a static value"
+    _take(inst.args, case.given, case.reasons, case.literals)
+    _take(inst.options, case.options, case.option_reasons, case.literals)
     for name, expr in (arg_exprs or {}).items():
         hint = _stride_hint(expr)
         if hint is not None:
             case.hints[name] = hint
     if config is not None:
+        # an autotune config's values override the launch's; its options replace them
         case.label = ", ".join(x for x in (config.label, inst.label) if x)
-        for name, v in config.kwargs.items():
-            ok, py = _python_value(v)
-            if ok:
-                case.given[name] = py
-                case.reasons.pop(name, None)
-                if isinstance(v, Lit):
-                    case.literals[name] = v
-            else:
-                case.reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not a static value"
+        _take(config.kwargs, case.given, case.reasons, case.literals)
         case.options = {}
         case.option_reasons = {}
-        for name, v in config.options.items():
-            ok, py = _python_value(v)
-            if ok:
-                case.options[name] = py
-                if isinstance(v, Lit):
-                    case.literals[name] = v
-            else:
-                case.option_reasons[name] = v.reason if isinstance(v, Unknown) else f"{name} is not static"
+        _take(config.options, case.options, case.option_reasons, case.literals)
     return case
 
 
