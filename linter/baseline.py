@@ -9,9 +9,9 @@ files, ``--update-baseline`` keeps the records of files that were not part of th
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
+
+from .atomicfile import write_atomic
 
 FORMAT = 1
 
@@ -70,15 +70,5 @@ def write_baseline(path: str, diagnostics, previous=(), checked_paths=()) -> int
     ordered = sorted(records.values(), key=lambda r: (r.path, r.pointer or "", r.code, r.target or ""))
     doc = {"format": FORMAT, "tool": "tilefit",
            "findings": [r.__dict__ for r in ordered]}
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tilefit-baseline-", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=2)
-            fh.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    write_atomic(path, json.dumps(doc, indent=2) + "\n")
     return len(ordered)

@@ -21,9 +21,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from .atomicfile import write_atomic
 from .cachedir import cache_root
 from .model import Diagnostic, Position, Severity, Span
 
@@ -166,9 +166,7 @@ class ResultCache:
         entries, values = self._compacted()
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".results-", dir=self.file.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"format": FORMAT, "values": values, "files": entries}, fh, separators=(",", ":"))
-            os.replace(tmp, self.file)
+            write_atomic(self.file, json.dumps({"format": FORMAT, "values": values, "files": entries},
+                                               separators=(",", ":")))
         except OSError:
             pass  # an unwritable cache only costs time

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tilefit.model import Severity
 
-from .base import Example, FileContext, Finding, Rule, Scope
+from .base import FileContext, Finding, Rule, Scope
 
 
 class IO001(Rule):

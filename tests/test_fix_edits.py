@@ -396,3 +396,25 @@ def test_settings_unsafe_fixes_and_fix_margin(tmp_path, cli):
     res = cli("check", "--fix", "--config", str(config), str(path))
     assert res.exit_code == 0, res.output
     assert json.loads(path.read_bytes())["1"]["BLOCK_SIZE_K"] < 2048
+
+
+def test_write_atomic_leaves_the_old_file_and_no_temporary_on_failure(tmp_path, monkeypatch):
+    import os
+
+    from tilefit import atomicfile
+
+    target = tmp_path / "table.json"
+    target.write_bytes(b'{"1": {}}')
+    target.chmod(0o640)
+
+    def broken_replace(src, dst):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(atomicfile.os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        atomicfile.write_atomic(target, "new", durable=True)
+    assert target.read_bytes() == b'{"1": {}}' and os.listdir(tmp_path) == ["table.json"]
+    monkeypatch.undo()
+    atomicfile.write_atomic(target, "new", mode=0o640)
+    assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o640
+    assert os.listdir(tmp_path) == ["table.json"]

@@ -18,9 +18,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
+from tilefit.atomicfile import write_atomic
 from tilefit.smem.cache import SCHEMA, _safe
 from tilefit.smem.exact import ExactResult, triton_version
 
@@ -62,18 +62,7 @@ class ScratchCompileCache:
                   "source_hash": module_hash, "result": result.to_json()}
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
+            write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
         except OSError:
             return None  # an unwritable cache only costs time
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(record, fh, indent=1, sort_keys=True)
-                fh.write("\n")
-            os.replace(tmp, path)
-        except OSError:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            return None
         return path

@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from tilefit.atomicfile import write_atomic
+
 Fits = Callable[[dict], bool]
 
 
@@ -105,7 +107,7 @@ def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode:
     p = Path(path)
     try:
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps({str(k): dict(v) for k, v in start.items()}, indent=4) + "\n")
+        write_atomic(p, json.dumps({str(k): dict(v) for k, v in start.items()}, indent=4) + "\n")
         result = run_fix([str(p)], CheckOptions(targets=list(target_keys), estimator=estimator_mode,
                                                 unsafe_fixes=True), Settings(), write=True)
         fixed = json.loads(p.read_text())

@@ -25,6 +25,8 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Sequence
 
+from tilefit.atomicfile import write_atomic
+
 from .choose import Constraints, choose_entry, fixer_table
 from .core import Doctor, Section, Written, gemm_specs, moe_specs
 from .lookup import triton_folder_name
@@ -125,7 +127,7 @@ def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Pat
         if not table:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(_dump(table))
+        write_atomic(path, _dump(table))
         w = Written(profile.engine, ",".join(t.key for t in targets), str(path), name, export,
                     entries=len(table), changed=changed)
         w.notes.append(f"started from {origin}")
@@ -175,7 +177,7 @@ def _write_gemm(doctor: Doctor, section: Section, k, path: Path, estimator_mode:
     if not table:
         return None
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(_dump(table))
+    write_atomic(path, _dump(table))
     dest = f"<{profile.engine} package>/{profile.block_gemm.package_dir}/"
     w = Written(profile.engine, target.key, str(path), k.lookup.name, None, len(table), changed)
     w.notes.append(f"{profile.engine} reads block-GEMM tables only from its package folder: copy this file to {dest}")

@@ -36,7 +36,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
 
-from tilefit.engine import Engine, group_devices
+from tilefit.engine import Engine
 from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.jsonpos import JsonDocument, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix

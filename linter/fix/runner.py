@@ -19,11 +19,11 @@ import collections
 import difflib
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from tilefit.api import CheckOptions, CheckResult, run_check
+from tilefit.atomicfile import write_atomic
 from tilefit.config import Settings, resolve_relative
 from tilefit.jsonpos import JsonDocument, JsonError
 from tilefit.model import Applicability, Diagnostic, Fix
@@ -262,21 +262,7 @@ def atomic_write(path: str, expected_old: bytes, data: bytes) -> None:
     with open(real, "rb") as fh:
         if fh.read() != expected_old:
             raise FixVerificationError("the file changed on disk since it was read")
-    mode = stat.S_IMODE(os.stat(real).st_mode)
-    fd, tmp = tempfile.mkstemp(prefix=".tilefit-", suffix=".tmp", dir=os.path.dirname(real))
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, real)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(real, data, mode=stat.S_IMODE(os.stat(real).st_mode), durable=True)
 
 
 def unified_diff(path: str, old: bytes, new: bytes) -> str:

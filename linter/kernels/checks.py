@@ -30,7 +30,6 @@ def _dtype(name: str):
 
 
 def _rel_err(out, ref) -> float:
-    torch = _torch()
     out = out.float()
     ref = ref.float()
     denom = max(float(ref.abs().max()), 1e-6)

@@ -34,6 +34,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Iterable, Mapping
 
+from tilefit.atomicfile import write_atomic
+
 FORMAT = 1
 KIND = "perf_coefficients"
 ENV_VAR = "TILEFIT_PERF_MODEL_PATH"
@@ -209,6 +211,6 @@ def write_coefficients(path: str | os.PathLike, values: Mapping[str, float], pro
     if unknown:
         raise CoefficientError(f"unknown coefficients {', '.join(sorted(unknown))}")
     p = Path(path)
-    p.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    write_atomic(p, json.dumps(data, indent=2) + "\n")
     _files.cache_clear()
     return p

@@ -28,13 +28,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from ..atomicfile import write_atomic
 from .exact import CompileFailed, ExactResult, triton_version
 from .launch import KERNEL_SOURCES
 from .spec import KernelSpec
@@ -121,18 +121,7 @@ class CompileCache:
             "triton": self.triton, "source_hash": kernel_source_hash(spec.kernel),
             "result": result.to_json(),
         }
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(record, fh, indent=1, sort_keys=True)
-                fh.write("\n")
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        write_atomic(path, json.dumps(record, indent=1, sort_keys=True) + "\n")
         return path
 
 

@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Callable, Iterable, Mapping, Sequence
 
+from ..atomicfile import write_atomic
+
 from .formula import compile_formula
 from .spec import KernelSpec, make_spec
 
@@ -408,7 +410,7 @@ def write_points(doc: Mapping, path: str | FsPath) -> None:
         lines.append("    " + json.dumps(row, separators=(",", ":")) + ("," if i + 1 < len(rows) else ""))
     lines.append("  ]")
     lines.append("}")
-    FsPath(path).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_atomic(path, "\n".join(lines) + "\n")
 
 
 def load_points(doc_or_path) -> list[Point]:
@@ -1150,7 +1152,7 @@ def write_table(doc: Mapping, path: str | FsPath) -> None:
     # fold lists of numbers onto one line each
     text = re.sub(r"\[\s+([-0-9.,\s]+?)\s+\]", lambda m: "[" + ",".join(x.strip() for x in m.group(1).split(",")) + "]",
                   text)
-    FsPath(path).write_text(text + "\n", encoding="utf-8")
+    write_atomic(path, text + "\n")
 
 
 def model_path(triton_version: str) -> FsPath:

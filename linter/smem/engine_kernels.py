@@ -27,12 +27,12 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from ..atomicfile import write_atomic
 from .launch import Arg, LaunchPlan, launch_plan
 from .spec import KernelSpec
 
@@ -240,12 +240,9 @@ class EngineKernels:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=path.parent)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"key": spec.key(), "result": result.to_json()}, fh)
-            os.replace(tmp, path)
+            write_atomic(path, json.dumps({"key": spec.key(), "result": result.to_json()}))
         except OSError:
-            pass
+            pass  # an unwritable cache only costs time
 
     # -- compile
 

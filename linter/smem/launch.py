@@ -331,7 +331,7 @@ def _block_gemm(spec: KernelSpec) -> LaunchPlan:
     bn_q, bk_q = (int(x) for x in spec.block_shape)
     op = "fp8e4nv" if spec.dtype == "fp8_w8a8" else "i8"
     out = _out_type(spec, "bf16")
-    nk, nn = _cdiv(k, bk_q), _cdiv(n, bn_q)
+    nk = _cdiv(k, bk_q)
     args = [
         # A (M, K), B (N, K), C (M, N), As (M, K/bk), Bs (N/bn, K/bk)
         _ptr("A", op), _ptr("B", op), _ptr("C", out), _ptr("As", "fp32"), _ptr("Bs", "fp32"),
