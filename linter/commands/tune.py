@@ -29,8 +29,8 @@ def _batch_sizes(value: str | None):
 @click.option("--smem-limit", type=int, default=None, metavar="BYTES",
               help="Like --emulate, with an explicit per-block shared-memory limit.")
 @click.option("--all", "all_entries", is_flag=True, help="Re-tune every entry, not only the offending ones.")
-@click.option("--budget", type=int, default=24, show_default=True, help="Timings per entry, the re-timing of the 3 fastest configs included.")
-@click.option("--seed", type=int, default=8, show_default=True,
+@click.option("--budget", type=click.IntRange(min=1), default=24, show_default=True, help="Timings per entry, the re-timing of the 3 fastest configs included.")
+@click.option("--seed", type=click.IntRange(min=0), default=8, show_default=True,
               help="How many of the model's favourites are measured before climbing.")
 @click.option("--model-shape", default=None, metavar="E=..,N=..,K=..,topk=..",
               help="The model's MoE shape (hidden size K, top_k); default: known models by (E, N).")

@@ -71,8 +71,8 @@ def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], fl
 
     ``predict(config)`` is the model's time, ``measure(config)`` the real one (None when the
     config fails: out of resources, compile error or wrong result). The last
-    ``confirm * confirm_rounds`` measurements of the budget re-time the ``confirm`` fastest
-    configs, interleaved, and each of them is ranked by the median of its times: one timing of a
+    ``confirm * confirm_rounds`` measurements of the budget (when the budget is at least
+    ``4 * confirm``; fewer finalists below) re-time the ``confirm`` fastest configs, interleaved, and each of them is ranked by the median of its times: one timing of a
     15 us kernel is a few per cent noisy, and the winner of single timings is biased towards
     whichever config got a lucky one.
     """
@@ -80,7 +80,8 @@ def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], fl
     predicted = {k: predict(c) for k, c in allowed.items()}
     order = sorted(allowed, key=predicted.__getitem__)
     times: dict[str, float | None] = {}
-    reserve = confirm * confirm_rounds if confirm > 1 else 0
+    finalists_n = min(confirm, budget // 4)  # a small budget is all exploration
+    reserve = finalists_n * confirm_rounds if finalists_n > 1 else 0
     explore = max(1, budget - reserve)
 
     def run(key: str) -> None:
@@ -101,7 +102,7 @@ def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], fl
         run(frontier[0])
     measurements = len(times)
     ok = sorted((k for k, t in times.items() if t is not None), key=times.__getitem__)
-    finalists = ok[:confirm] if reserve and len(ok) > 1 else []
+    finalists = ok[:finalists_n] if reserve and len(ok) > 1 else []
     samples = {k: [times[k]] for k in finalists}
     for _ in range(confirm_rounds if finalists else 0):
         for k in finalists:
