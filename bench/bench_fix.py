@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cpu_name, load
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -51,19 +53,8 @@ def corpus_root(tmp: Path) -> Path:
 
 
 def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        load = "load %.1f" % os.getloadavg()[0]
-    except OSError:
-        load = ""
-    return f"{platform.node() or 'host'}: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {load}"
+    return (f"{platform.node() or 'host'}: {cpu_name()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}, {load()}")
 
 
 def one(source: Path, work: Path, targets: list[str], estimator: str) -> dict:

@@ -217,9 +217,9 @@ def main(argv=None) -> int:
     table = smem_table()
 
     from tilefit.device_db import load_database
-    from tilefit.perf.calibrate import Sample, fit, rank_correlation
+    from tilefit.perf.calibrate import Sample, fit
     from tilefit.perf.coefficients import load_coefficients
-    from tilefit.tune.space import rank, tuning_space
+    from tilefit.tune.space import tuning_space
 
     db = load_database()
     h200 = db.get("h200")

@@ -1,0 +1,25 @@
+"""What the benchmark scripts print about the machine they ran on."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+
+
+def cpu_name() -> str:
+    """The CPU's model name (from /proc/cpuinfo where there is one)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def load() -> str:
+    try:
+        return "load %.1f" % os.getloadavg()[0]
+    except OSError:
+        return ""
