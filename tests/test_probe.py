@@ -75,6 +75,7 @@ def test_probe_without_triton_is_analytic_and_labelled(cli, monkeypatch):
               "--sweep", "num_stages=3..4", "--arch", "sm_89", "--triton-version", "3.9")
     assert res.exit_code == 0, res.output
     assert "ANALYTIC MODEL" in res.output
+    assert "Triton 3.9, ANALYTIC MODEL (Triton not installed" in res.output
     assert "147456" in res.output
     res = cli("probe", "fused_moe", "--arch", "sm_89", "--estimator", "exact")
     assert res.exit_code == 2 and "needs Triton" in res.output
@@ -131,3 +132,13 @@ def test_engine_source_discovery_without_import():
     assert find_source(str(ENGINE), "mla_decode") is None
     with pytest.raises(EngineKernelError):
         find_source(str(ENGINE / "nope"), "fused_moe")
+
+
+def test_probe_analytic_by_choice_says_so(cli, monkeypatch):
+    import tilefit.smem.analytic as analytic
+
+    monkeypatch.setattr(analytic, "installed_triton_version", lambda: "3.6.0")
+    res = cli("probe", "fused_moe", "--dtype", "fp8_w8a8", "--tile", "128,256,128", "--arch", "sm_89",
+              "--estimator", "analytic")
+    assert res.exit_code == 0, res.output
+    assert "Triton 3.6, ANALYTIC MODEL (--estimator analytic" in res.output

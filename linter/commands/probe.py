@@ -100,7 +100,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
     except (P.ProbeError, ValueError, UnknownTarget) as exc:
         fail(str(exc))
         return
-    from tilefit.smem.analytic import installed_triton_version
+    from tilefit.smem.analytic import installed_triton_version, pick_version
     from tilefit.smem.exact import TritonUnavailable, UnsupportedArch
 
     if estimator == "exact" and installed_triton_version() is None:
@@ -129,7 +129,8 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
                 p.launch = P.launch_point(p.spec)
             else:
                 p.launch = {"outcome": "not launched", "detail": f"the local GPU is {local}"}
-    triton = installed_triton_version() if mode == "exact" else (triton_version or installed_triton_version())
+    # the Triton the figures are for: the installed one's compiles, or the analytic model's version
+    triton = installed_triton_version() if mode == "exact" else pick_version(triton_version or installed_triton_version())
     all_devices = [d for devs in devices.values() for d in devs]
     if output_format == "json":
         doc = {"kernel": kernel, "estimator": mode, "triton_version": triton,

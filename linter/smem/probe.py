@@ -418,8 +418,10 @@ def render_text(points: Sequence[ProbePoint], devices: Mapping[str, list], req: 
         fixed.append(f"num_warps={first.num_warps}")
     if "num_stages" not in swept:
         fixed.append(f"num_stages={first.num_stages}")
-    how = ("exact compiles" if mode == "exact" else
-           "ANALYTIC MODEL (Triton not installed: closed forms, not compiles)")
+    from .analytic import installed_triton_version
+
+    why = "--estimator analytic" if installed_triton_version() else "Triton not installed"
+    how = "exact compiles" if mode == "exact" else f"ANALYTIC MODEL ({why}: closed forms, not compiles)"
     lines.append(f"{what}{', ' + ', '.join(fixed) if fixed else ''}")
     lines.append(f"shared memory per block in bytes, Triton {triton or '?'}, {how}")
     lines.append("")
