@@ -92,7 +92,8 @@ def main(argv=None) -> int:
 
     from tilefit.smem.analytic import load_model
     from tilefit.smem.cache import ExactEstimator
-    from tilefit.smem.exact import compile_spec, triton_version
+    from tilefit import versions
+    from tilefit.smem.exact import compile_spec
 
     work = Path(tempfile.mkdtemp(prefix="tilefit-bench-exact-"))
     lines: list[str] = []
@@ -156,7 +157,7 @@ def main(argv=None) -> int:
             f"## Exact vs analytic shared-memory estimation ({date})",
             "",
             f"Machine: {platform.node() or '?'}, {os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
-            f"Python {platform.python_version()}, Triton {triton_version()}; `python bench/bench_exact.py "
+            f"Python {platform.python_version()}, Triton {versions.installed_triton()}; `python bench/bench_exact.py "
             f"--cold-files {args.cold_files} --jobs {args.jobs}`.",
             "",
             f"The corpus ({len(files)} files) asks for {len(items)} distinct (kernel specialisation, arch) pairs "

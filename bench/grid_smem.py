@@ -18,7 +18,7 @@ import sys
 import time
 
 from tilefit.smem.cache import ExactEstimator
-from tilefit.smem.exact import triton_version
+from tilefit import versions
 from tilefit.smem.spec import make_spec
 
 SHAPE = {"E": 128, "N": 1536, "K": 2048, "top_k": 8, "M": 256}
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
                      "BLOCK_SIZE_N": t["BLOCK_SIZE_N"], "BLOCK_SIZE_K": t["BLOCK_SIZE_K"],
                      "num_warps": spec.num_warps, "num_stages": spec.num_stages,
                      "shared": r.shared_bytes, "error": (r.error or None) and str(r.error)[:200]})
-    doc = {"triton_version": triton_version(), "shape": SHAPE, "skip_over": args.skip_over,
+    doc = {"triton_version": versions.installed_triton(), "shape": SHAPE, "skip_over": args.skip_over,
            "seconds": round(time.time() - t0, 1), "points": rows}
     with open(args.out, "w") as fh:
         json.dump(doc, fh, indent=0, separators=(",", ":"))

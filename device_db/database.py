@@ -134,17 +134,19 @@ class DeviceDB:
             raise UnknownDevice(message, arch, suggestions)
         return device
 
-    def by_file_name(self, name: str, engine: str | None = None, family: str | None = None) -> Device | None:
+    def by_file_name(self, name: str, engine: str | None = None, family: str | None = None, *,
+                     h200_fold: bool = False) -> Device | None:
         """The device a config file's ``device_name`` value stands for, or None if unknown.
 
         Tried in order: exact file-name spelling; exact torch name (with spaces); the engine's
         own normalisation (vLLM: runs of whitespace and ``/`` -> ``_``; SGLang: spaces -> ``_``;
-        both when ``engine`` is None); for vLLM fused MoE (``engine="vllm"`` and ``family``
-        ``fused_moe`` or None) the H200 fold (any name with an ``H200`` token -> ``NVIDIA_H200``);
-        a spelling-insensitive match (case, ``-``/``_``/space); Helion platform names
-        (``nvidia_h100`` -> alias ``h100``; tried first for ``family="helion"``). ``family`` is a
-        :mod:`tilefit.families` name (``fused_moe``, ``helion``...); engines.md's prefixed
-        names (``vl.fused_moe``) also work and imply the engine. The empty name gives None.
+        both when ``engine`` is None); with ``h200_fold`` (the lookup folds H200 variants, as
+        vLLM's fused MoE does: the caller knows from the engine profiles,
+        ``tilefit.serving.naming.device_for_file_name``) any name with an ``H200`` token ->
+        ``NVIDIA_H200``; a spelling-insensitive match (case, ``-``/``_``/space); Helion platform
+        names (``nvidia_h100`` -> alias ``h100``; tried first for ``family="helion"``). ``family``
+        is a config family name (``fused_moe``, ``helion``...); engines.md's prefixed names
+        (``vl.fused_moe``) also work and imply the engine. The empty name gives None.
 
         A name that identifies an architecture but no product returns the arch entry
         (``AMD_Radeon_Graphics`` -> ``gfx942``; check ``device.kind``).
@@ -170,7 +172,7 @@ class DeviceDB:
             device = self._files.get(candidate)
             if device is not None:
                 return device
-        if engine == "vllm" and (family is None or family in names.VLLM_H200_FOLD_FAMILIES):
+        if h200_fold:
             if names.vllm_moe_folds_to_h200(names.vllm_file_name(name)):
                 device = self._files.get(names.H200_FILE_NAME)
                 if device is not None:

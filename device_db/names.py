@@ -1,8 +1,8 @@
 """How engines spell device names, and how users spell architectures. Pure string functions.
 
 * SGLang writes ``torch.cuda.get_device_name()`` with each space replaced by ``_``.
-* vLLM replaces every run of whitespace or ``/`` by ``_``; for fused MoE it folds any name whose
-  ``_``-split tokens contain ``H200`` to ``NVIDIA_H200``.
+* vLLM replaces every run of whitespace or ``/`` by ``_``; some of its lookups (fused MoE, say its
+  profiles) fold any name whose ``_``-split tokens contain ``H200`` to ``NVIDIA_H200``.
 * vLLM Helion names config files by a lower-case canonical platform name (``nvidia_h100``).
 * Users type architectures as ``sm_89``, ``sm89``, ``sm_90a``, ``8.9``, ``gfx942`` or HIP's
   ``gfx942:sramecc+:xnack-``.
@@ -13,9 +13,8 @@ from __future__ import annotations
 import re
 
 ENGINES = ("vllm", "sglang")
-# Config families (tilefit.families names; engines.md's "vl."/"sg." prefixes are accepted too)
-# whose vLLM file-name lookup folds H200 variants, and Helion's.
-VLLM_H200_FOLD_FAMILIES = frozenset({"fused_moe"})
+# Config families (engines.md's "vl."/"sg." prefixes are accepted too) named by Helion platforms.
+# Which lookups fold H200 variants is the engines' rule: their profiles say (tilefit.serving).
 HELION_FAMILIES = frozenset({"helion"})
 H200_FILE_NAME = "NVIDIA_H200"
 

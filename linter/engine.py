@@ -18,6 +18,8 @@ from .families import LINTED_FAMILIES
 from .jsonpos import pointer_to_str
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of
 from .selection import Selection
+from .serving.launch import arch_key as launch_arch_key
+from .serving.naming import device_for_file_name
 from .tables import ConfigTable
 from .variants import kernel_variants
 from tilefit.rules import RULES, Finding, Rule, Scope
@@ -173,7 +175,7 @@ class Engine:
             return None
         key = (meta.device_name, meta.engine, meta.family)
         if key not in self._named_memo:
-            self._named_memo[key] = self.db.by_file_name(meta.device_name, engine=meta.engine, family=meta.family)
+            self._named_memo[key] = device_for_file_name(self.db, meta.device_name, meta.engine, meta.family)
         return self._named_memo[key]
 
     def _targets(self, named) -> list[DeviceClass]:
@@ -212,7 +214,7 @@ class Engine:
             found = self._target_memo.get(tkey)
             if found is None:
                 dev = dclass.first
-                vkey = (eid, dev.arch == "sm_90", dev.vendor)
+                vkey = (eid, launch_arch_key(dev.arch), dev.vendor)
                 variants = self._variant_memo.get(vkey)
                 if variants is None:
                     variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)

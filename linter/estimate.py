@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .smem.analytic import AnalyticModel, Estimate, ModelError, installed_triton_version, load_model
+from . import versions
+from .smem.analytic import AnalyticModel, Estimate, ModelError, load_model
 from .smem.spec import KernelSpec
 
 MODES = ("auto", "analytic", "exact")
@@ -52,7 +53,7 @@ class Estimator:
     def _exact_fn(self) -> Callable[[KernelSpec, str], int] | None:
         if not self._exact_tried:
             self._exact_tried = True
-            if installed_triton_version() is not None:
+            if versions.installed_triton() is not None:
                 try:
                     from .smem.exact import default_estimator
                 except ImportError:
@@ -117,7 +118,7 @@ class Estimator:
             raise EstimatorUnavailable(str(exc)) from None
 
     def _compile_engine(self, spec: KernelSpec, arch: str) -> Estimate:
-        if installed_triton_version() is None:
+        if versions.installed_triton() is None:
             raise EstimatorUnavailable("--engine-kernels needs Triton: pip install 'tilefit[triton]'")
         result = self._engine.compile(spec, arch)
         if result.error is not None:

@@ -33,6 +33,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from .serving import naming
+
 # A comma starts a new pair only when an identifier and '=' follow (block_shape holds commas).
 _PAIR_SPLIT = re.compile(r",(?=[A-Za-z_][A-Za-z0-9_]*=)")
 _TRITON_FOLDER = re.compile(r"^triton_(\d+)_(\d+)_(\d+)$")
@@ -207,20 +209,11 @@ def classify(path: str | PurePath) -> TableMeta | None:
     dtype = values.get("dtype")
 
     # Which engine reads this name: the folder first, then marks only one engine writes.
-    engine, evidence = None, None
-    if folder is not None:
-        engine, evidence = "sglang", "triton_X_Y_Z folder"
-    elif down:
-        engine, evidence = "sglang", "_down suffix"
-    elif per_channel is not None:
-        engine, evidence = "sglang", "per_channel_quant key"
-    elif values.get("backend") is not None:
-        engine, evidence = "vllm", "backend key"
-    elif spaced is True:
-        engine, evidence = "sglang", "block_shape written with a space"
-    elif spaced is False:
-        engine, evidence = "vllm", "block_shape written without a space"
-    elif path_engine is not None:
+    # (tilefit.serving.naming: the marks only one engine's profiles write)
+    engine, evidence = naming.evidence(triton_folder=folder is not None, down=down,
+                                       per_channel_quant=per_channel is not None,
+                                       backend=values.get("backend") is not None, block_shape_spaced=spaced)
+    if engine is None and path_engine is not None:
         engine, evidence = path_engine, "path"
     if family in ("mamba_ssu",):
         engine, evidence = "vllm", "file name"

@@ -50,14 +50,14 @@ def _code_fingerprint() -> str:
 
 
 def run_key(engine, settings, opts) -> str:
-    from .smem.analytic import installed_triton_version
+    from . import versions
 
     rules = sorted(r.code for scope in engine._rules.values() for r in scope)
     targets = sorted(repr(d) for d in engine.extra_targets)
     est = engine.estimator
     parts = {
         "format": FORMAT, "code": _code_fingerprint(), "rules": rules, "targets": targets,
-        "estimator": [est.mode, est.margin, getattr(est, "_triton_version", None), installed_triton_version()],
+        "estimator": [est.mode, est.margin, getattr(est, "_triton_version", None), versions.installed_triton()],
         "per_file_ignores": settings.per_file_ignores, "device_files": list(settings.extend_device_db)
         + list(getattr(opts, "device_files", []) or []),
     }

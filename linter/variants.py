@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from .dtypes import path_of_file_dtype
 from .families import TableMeta
+from .serving.launch import launch_block_k, swaps_ab
 from .smem.spec import KernelSpec, make_spec
 
 # Triton's launch defaults on CUDA (and on ROCm for num_warps).
@@ -26,23 +28,6 @@ WNA16_DEFAULT_GROUP = 128
 
 TILE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")
 
-# File-name dtype -> our dtype path. None (no dtype in the name) is the 16-bit path.
-_DTYPE_PATH = {
-    None: "bf16",
-    "bf16": "bf16",
-    "float16": "fp16",
-    "fp16": "fp16",
-    "float32": "fp32",
-    "fp8_w8a8": "fp8_w8a8",
-    "float8": "fp8_w8a8",
-    "int8_w8a8": "int8_w8a8",
-    "int8_w8a16": "int8_w8a16",
-    "fp8_w8a16": "int8_w8a16",  # 1-byte weights, 16-bit activations: same buffers
-    "int4_w4a16": "int4_w4a16",
-    "fp8_w8a8_channelwise": "fp8_w8a8",
-}
-
-
 @dataclass(frozen=True)
 class Variant:
     label: str  # what differs between variants, shown in messages ("" when there is one)
@@ -50,7 +35,7 @@ class Variant:
 
 
 def dtype_path(meta: TableMeta) -> str | None:
-    return _DTYPE_PATH.get(meta.dtype)
+    return path_of_file_dtype(meta.dtype)
 
 
 def is_int(value) -> bool:
@@ -92,13 +77,12 @@ def kernel_variants(meta: TableMeta, entry: Mapping, arch: str, vendor: str, eng
     block = meta.block_shape
     if block is not None and (block[0] <= 0 or block[1] <= 0):
         block = None
-    if engine == "vllm" and block is not None:
+    if block is not None:
         # vLLM clamps BLOCK_SIZE_K to the quantisation block at launch.
-        tile["BLOCK_SIZE_K"] = min(bk, block[0], block[1])
+        tile["BLOCK_SIZE_K"] = launch_block_k(engine, bk, block)
 
     def plain(dtype: str, quant: str, label: str = "") -> Variant:
-        swap = (engine == "vllm" and arch == "sm_90" and dtype == "fp8_w8a8"
-                and tile["BLOCK_SIZE_M"] < 64 and tile["BLOCK_SIZE_N"] >= 64)
+        swap = swaps_ab(engine, dtype, arch, tile["BLOCK_SIZE_M"], tile["BLOCK_SIZE_N"])
         return Variant(label, make_spec("fused_moe", dtype, tile, num_warps=warps, num_stages=stages,
                                         quant=quant, block_shape=block if quant == "block" else None,
                                         swap_ab=swap))

@@ -14,7 +14,7 @@ import pytest
 
 from tilefit.smem import calibrate as C
 from tilefit.smem.analytic import VARIABLES, AnalyticModel
-from tilefit.smem.formula import compile_formula
+from tilefit.formula import compile_formula
 
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAVE_TRITON, reason="triton not installed")

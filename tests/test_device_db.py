@@ -24,6 +24,7 @@ from tilefit.device_db import (
 )
 from tilefit.device_db import cache as vcache
 from tilefit.device_db import loader, validation
+from tilefit.serving.naming import device_for_file_name
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = Path(device_db.__file__).parent
@@ -217,7 +218,7 @@ def test_every_corpus_device_name_resolves(db, corpus_files):
     for name, contexts in names.items():
         for engine, family in contexts:
             for kwargs in ({"engine": engine, "family": family}, {}):
-                dev = db.by_file_name(name, **kwargs)
+                dev = device_for_file_name(db, name, **kwargs)
                 if name == "":
                     assert dev is None
                 elif dev is None:
@@ -263,16 +264,17 @@ def test_corpus_names_get_their_shared_memory_class(db, name, limit):
 
 
 def test_vllm_folds_h200_variants_for_fused_moe_only(db):
-    assert db.by_file_name("NVIDIA_H200_141GB", engine="vllm", family="fused_moe").key == "h200"
-    assert db.by_file_name("NVIDIA_H200_141GB", engine="vllm").key == "h200"
-    assert db.by_file_name("NVIDIA_H200_141GB", family="vl.fused_moe").key == "h200"
-    assert db.by_file_name("NVIDIA_H200_141GB", engine="vllm", family="w8a8_gemm") is None
-    assert db.by_file_name("NVIDIA_H200_141GB", engine="sglang", family="fused_moe") is None
-    assert db.by_file_name("NVIDIA_H200_141GB") is None
+    """The fold is vLLM's rule (its profile); the database applies it when asked."""
+    assert device_for_file_name(db, "NVIDIA_H200_141GB", engine="vllm", family="fused_moe").key == "h200"
+    assert device_for_file_name(db, "NVIDIA_H200_141GB", engine="vllm").key == "h200"
+    assert device_for_file_name(db, "NVIDIA_H200_141GB", family="vl.fused_moe").key == "h200"
+    assert device_for_file_name(db, "NVIDIA_H200_141GB", engine="vllm", family="w8a8_gemm") is None
+    assert device_for_file_name(db, "NVIDIA_H200_141GB", engine="sglang", family="fused_moe") is None
+    assert device_for_file_name(db, "NVIDIA_H200_141GB") is None
     # an exact spelling wins over the fold
-    assert db.by_file_name("NVIDIA_H200_NVL", engine="vllm", family="fused_moe").key == "h200-nvl"
+    assert device_for_file_name(db, "NVIDIA_H200_NVL", engine="vllm", family="fused_moe").key == "h200-nvl"
     # GH200 has no H200 token
-    assert db.by_file_name("NVIDIA_GH200_144G_HBM3e", engine="vllm", family="fused_moe").key == "gh200-144gb"
+    assert device_for_file_name(db, "NVIDIA_GH200_144G_HBM3e", engine="vllm", family="fused_moe").key == "gh200-144gb"
 
 
 def test_engine_spellings_and_torch_names(db):

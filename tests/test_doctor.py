@@ -37,9 +37,9 @@ def clean_env(monkeypatch):
 
 
 def has_triton() -> bool:
-    from tilefit.smem.analytic import installed_triton_version
+    from tilefit import versions
 
-    return installed_triton_version() is not None
+    return versions.installed_triton() is not None
 
 
 def doctor_json(cli, *args, **kwargs):

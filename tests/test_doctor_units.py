@@ -14,11 +14,11 @@ from tilefit.device_db import load_database
 from tilefit.doctor.choose import Constraints, choose_entry, ladder_candidates
 from tilefit.doctor.core import Doctor, Options, Target, make_estimator
 from tilefit.doctor.kernels import Parallel, ShapeError, dense_gemms, moe_shape
-from tilefit.doctor.lookup import (PackageSource, Place, device_file_name, moe_file_name, nearest_key, parse_table,
-                                   search_moe, triton_folder_name)
+from tilefit.doctor.lookup import PackageSource, Place, nearest_key, parse_table, search_moe, triton_folder_name
 from tilefit.doctor.model import (ModelConfigError, Quant, load_model_config, parse_dtype, parse_shape,
                                   shape_from_config)
-from tilefit.doctor.profiles import find_profile, first_case, load_profiles
+from tilefit.serving.naming import device_file_name, moe_file_name
+from tilefit.serving.profiles import find_profile, first_case, load_profiles
 from tilefit.doctor.shipped import build_index, load_index
 
 FIX = Path(__file__).parent / "fixtures" / "doctor"

@@ -149,7 +149,7 @@ def test_light_modules_do_not_import_triton_or_torch():
 
 
 def test_engine_launch_policies():
-    from tilefit.smem.launch import engine_swaps_ab, vllm_block_k
+    from tilefit.serving.launch import clamp_block_k as vllm_block_k, swap_ab_applies as engine_swaps_ab
 
     assert engine_swaps_ab("fp8_w8a8", "sm_90a", 16, 128)
     assert not engine_swaps_ab("fp8_w8a8", "sm_89", 16, 128)

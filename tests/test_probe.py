@@ -68,9 +68,9 @@ def test_probe_mla_table_json(cli):
 
 
 def test_probe_without_triton_is_analytic_and_labelled(cli, monkeypatch):
-    import tilefit.smem.analytic as analytic
+    import tilefit.versions as versions
 
-    monkeypatch.setattr(analytic, "installed_triton_version", lambda: None)
+    monkeypatch.setattr(versions, "installed_triton", lambda: None)
     res = cli("probe", "fused_moe", "--dtype", "fp8_w8a8", "--tile", "128,256,128", "--warps", "8",
               "--sweep", "num_stages=3..4", "--arch", "sm_89", "--triton-version", "3.9")
     assert res.exit_code == 0, res.output
@@ -89,9 +89,9 @@ def test_probe_launch_without_gpu_exits_2(cli, monkeypatch):
 
 
 def test_probe_targets_choose_archs_and_devices(cli, monkeypatch):
-    import tilefit.smem.analytic as analytic
+    import tilefit.versions as versions
 
-    monkeypatch.setattr(analytic, "installed_triton_version", lambda: None)
+    monkeypatch.setattr(versions, "installed_triton", lambda: None)
     res = cli("probe", "fused_moe", "--tile", "64,128,64", "--target", "rtx4090", "--target", "h100",
               "--triton-version", "3.9", "--output-format", "json")
     assert res.exit_code == 0, res.output
@@ -135,9 +135,9 @@ def test_engine_source_discovery_without_import():
 
 
 def test_probe_analytic_by_choice_says_so(cli, monkeypatch):
-    import tilefit.smem.analytic as analytic
+    import tilefit.versions as versions
 
-    monkeypatch.setattr(analytic, "installed_triton_version", lambda: "3.6.0")
+    monkeypatch.setattr(versions, "installed_triton", lambda: "3.6.0")
     res = cli("probe", "fused_moe", "--dtype", "fp8_w8a8", "--tile", "128,256,128", "--arch", "sm_89",
               "--estimator", "analytic")
     assert res.exit_code == 0, res.output

@@ -101,9 +101,9 @@ def test_shipped_uncalibrated_forms_are_compiled_in_auto():
 
 def test_no_triton_uncalibrated_stays_marked(monkeypatch):
     """Without Triton, auto cannot compile: the estimate keeps its uncalibrated status (EST001)."""
-    import tilefit.estimate as estimate_mod
+    import tilefit.versions as versions
 
-    monkeypatch.setattr(estimate_mod, "installed_triton_version", lambda: None)
+    monkeypatch.setattr(versions, "installed_triton", lambda: None)
     model = _with_uncalibrated(_raw_table("3.9"), "mma_v2")
     got = Estimator("auto", model=model).estimate(FP8, "sm_89", 101376)
     assert got.estimator == "analytic" and got.status == "uncalibrated"

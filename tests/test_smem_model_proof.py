@@ -129,10 +129,10 @@ def test_model_file_has_provenance(version):
 @pytest.mark.skipif(not os.environ.get("TILEFIT_SLOW"), reason="set TILEFIT_SLOW=1 to recompile stored points")
 def test_stored_points_recompile_with_installed_triton():
     pytest.importorskip("triton")
-    from tilefit.smem.analytic import installed_triton_version
+    from tilefit import versions
     from tilefit.smem.exact import compile_spec
 
-    installed = ".".join((installed_triton_version() or "").split(".")[:2])
+    installed = ".".join((versions.installed_triton() or "").split(".")[:2])
     if installed not in VERSIONS:
         pytest.skip(f"no proof set for the installed Triton {installed}")
     points = load_points(DATA / f"smem_points_triton-{installed}.json")

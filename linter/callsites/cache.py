@@ -22,13 +22,14 @@ from pathlib import Path
 
 from tilefit.atomicfile import write_atomic
 from tilefit.smem.cache import SCHEMA, _safe
-from tilefit.smem.exact import ExactResult, triton_version
+from tilefit import versions
+from tilefit.smem.exact import ExactResult
 
 
 class ScratchCompileCache:
     def __init__(self, cache_dir: str | os.PathLike, triton: str | None = None):
         self.root = Path(cache_dir).expanduser()
-        self.triton = triton or triton_version() or "none"
+        self.triton = triton or versions.installed_triton() or "none"
         self.hits = 0
         self.misses = 0
 

@@ -39,6 +39,8 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from tilefit.dtypes import TL_NAMES, TRITON_TYPES, triton_type
+
 from .kernelinfo import KernelInfo, analyze
 from .project import Project
 from .scan import KernelDef
@@ -49,15 +51,6 @@ SWEEP = ("bf16", "fp16", "fp8e4nv")
 DEFAULT_INT = 4096  # a launch-like int: divisible by 16, fits i32
 MAX_VARIANTS = 32
 
-# Triton dtype names (tl.<name>) -> the element type names of tilefit.smem.launch
-_TL_DTYPES = {
-    "float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64", "float8e4nv": "fp8e4nv",
-    "float8e5": "fp8e5", "float8e4b8": "fp8e4b8", "float8e4b15": "fp8e4b15", "float8e5b16": "fp8e5b16",
-    "int8": "i8", "uint8": "u8", "int16": "i16", "int32": "i32", "int64": "i64", "uint32": "u32", "int1": "i1",
-    "fp16": "fp16", "bf16": "bf16", "fp32": "fp32",
-}
-TRITON_TYPES = frozenset({"fp16", "bf16", "fp32", "fp64", "fp8e4nv", "fp8e5", "fp8e4b8", "fp8e4b15", "fp8e5b16",
-                          "i8", "u8", "i16", "i32", "i64", "u32", "i1"})
 _UNSUPPORTED = ("not supported in this architecture", "is not supported on", "unsupported on this architecture")
 
 
@@ -130,8 +123,8 @@ def _python_value(v: Val) -> tuple[bool, Any]:
         return True, v.value
     if isinstance(v, Ref) and v.kind == "triton":
         short = str(v.target).rsplit(".", 1)[-1]
-        if short in _TL_DTYPES:
-            return True, TritonDType(_TL_DTYPES[short])
+        if short in TL_NAMES:
+            return True, TritonDType(TL_NAMES[short])
     return False, None
 
 
@@ -204,9 +197,7 @@ def config_cases(site: AutotuneSite, config: AutotuneConfig) -> list[Case]:
 
 
 def normalise_dtype(name: str) -> str:
-    from tilefit.smem.launch import triton_type
-
-    return triton_type(_TL_DTYPES.get(name, name))
+    return triton_type(name)
 
 
 def table_for(table: Mapping[str, Mapping[str, Any]], kernel: KernelDef) -> Mapping[str, Any] | None:
@@ -311,9 +302,9 @@ class CallsiteEvaluator:
         self.allow_import = allow_import
         self.estimator = estimator  # tilefit.estimate.Estimator, for the analytic fallback
         if triton is None:
-            from tilefit.smem.exact import triton_version
+            from tilefit import versions
 
-            triton = triton_version() is not None
+            triton = versions.installed_triton() is not None
         self.triton = triton
         if cache is None and triton:
             from tilefit.cachedir import cache_root

@@ -68,11 +68,11 @@ def smem(jobs, scale, families, out, dry_run, proof_points, proof_corpus, proof_
                                         out=out, write=not dry_run, command=command, log=log)
             _report(result)
         if proof_points:
-            from tilefit.smem.exact import triton_version
+            from tilefit import versions
 
             pts = cal.proof_points(jobs=jobs, corpus=list(proof_corpus), per_arch=proof_per_arch,
                                    cache_dir=cache_dir, log=log)
-            doc = cal.dump_points(pts, triton_version=triton_version() or "unknown",
+            doc = cal.dump_points(pts, triton_version=versions.installed_triton() or "unknown",
                                   design="held out: seeded random grid (seed 2) without the fit grid's points, plus "
                                          f"up to {proof_per_arch} distinct kernels per arch from real tuning tables",
                                   extra={"command": command})

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from tilefit.dtypes import KV_CACHE_NAMES
 from tilefit.estimate import MODES
 
 from .common import fail
@@ -65,7 +66,7 @@ def _batch_sizes(text: str | None, usual: list[int]) -> list[int] | None:
 @click.option("--ep-size", default=1, show_default=True, type=click.IntRange(min=1),
               help="Expert-parallel size (MoE TP becomes tp/ep).")
 @click.option("--kv-cache-dtype", default=None,
-              type=click.Choice(["auto", "bf16", "bfloat16", "fp16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2"]),
+              type=click.Choice(KV_CACHE_NAMES),
               help="KV-cache dtype the server is started with (MLA decode). [default: the checkpoint's, else the model dtype]")
 @click.option("--triton-version", default=None, metavar="X.Y.Z",
               help="Triton the engine runs with (SGLang's triton_X_Y_Z folder, the model tables). "
@@ -109,7 +110,7 @@ def doctor(model, shape, dtype, engines, engine_version, engine_path, allow_impo
     from tilefit.doctor import run as run_mod
     from tilefit.doctor.kernels import ShapeError
     from tilefit.doctor.model import ModelConfigError
-    from tilefit.doctor.profiles import ProfileError
+    from tilefit.serving.profiles import ProfileError
 
     request = run_mod.Request(
         model=model, shape=shape, dtype=dtype, engines=list(engines), engine_version=engine_version,

@@ -100,10 +100,11 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
     except (P.ProbeError, ValueError, UnknownTarget) as exc:
         fail(str(exc))
         return
-    from tilefit.smem.analytic import installed_triton_version, pick_version
+    from tilefit import versions
+    from tilefit.smem.analytic import pick_version
     from tilefit.smem.exact import TritonUnavailable, UnsupportedArch
 
-    if estimator == "exact" and installed_triton_version() is None:
+    if estimator == "exact" and versions.installed_triton() is None:
         fail("--estimator exact needs Triton (pip install 'tilefit[triton]')")
     try:
         mode = P.estimate_points(points, estimator, jobs=jobs, triton_version=triton_version)
@@ -115,7 +116,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
                    err=True)
     engine_desc = None
     if engine_kernels:
-        if installed_triton_version() is None:
+        if versions.installed_triton() is None:
             fail("--engine-kernels compiles the engine's kernel and needs Triton")
         from tilefit.smem.engine_kernels import EngineKernelError
 
@@ -130,7 +131,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
             else:
                 p.launch = {"outcome": "not launched", "detail": f"the local GPU is {local}"}
     # the Triton the figures are for: the installed one's compiles, or the analytic model's version
-    triton = installed_triton_version() if mode == "exact" else pick_version(triton_version or installed_triton_version())
+    triton = versions.installed_triton() if mode == "exact" else pick_version(triton_version or versions.installed_triton())
     all_devices = [d for devs in devices.values() for d in devs]
     if output_format == "json":
         doc = {"kernel": kernel, "estimator": mode, "triton_version": triton,

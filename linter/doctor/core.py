@@ -23,22 +23,20 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
+from tilefit.dtypes import file_dtype_of
 from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.families import TableMeta
 from tilefit.smem.launch import mla_block_sizes
+from tilefit.serving.naming import device_file_name, gemm_file_name, moe_file_name
+from tilefit.serving.profiles import Profile, first_case, full_env
 from tilefit.smem.spec import KernelSpec, make_spec
 from tilefit.variants import TILE_KEYS, effective_launch, kernel_variants
 
 from .kernels import MoeShape, Parallel, dense_gemms, moe_shape
-from .lookup import (Lookup, PackageSource, gemm_file_name, device_file_name, moe_file_name, nearest_key,
-                     package_source, search_gemm, search_moe)
+from .lookup import Lookup, PackageSource, nearest_key, package_source, search_gemm, search_moe
 from .model import ModelShape
-from .profiles import Profile, first_case, full_env
 
 DEFAULT_BATCH_RANGE = (1, 4096)
-# Kernel variants' dtype strings (tilefit.variants._DTYPE_PATH keys) of each dtype path.
-_VARIANT_DTYPE = {"bf16": None, "fp16": "fp16", "fp32": "float32", "fp8_w8a8": "fp8_w8a8",
-                  "int8_w8a8": "int8_w8a8", "int8_w8a16": "int8_w8a16", "int4_w4a16": "int4_w4a16"}
 
 FITS, OVERFLOW, UNKNOWN, UNCERTAIN = "fits", "overflow", "unknown", "uncertain"
 
@@ -233,9 +231,9 @@ def make_estimator(mode: str = "auto", triton_version: str | None = None) -> Est
     hand it our exact compile function."""
     est = Estimator(mode, triton_version=triton_version)
     if mode != "analytic" and not est.exact_available():
-        from tilefit.smem.analytic import installed_triton_version
+        from tilefit import versions
 
-        if installed_triton_version() is not None:
+        if versions.installed_triton() is not None:
             try:
                 from tilefit.smem.exact import exact_shared_bytes
             except ImportError:
@@ -263,7 +261,7 @@ def config_text(cfg: Mapping, vendor: str | None = None) -> str:
 
 
 def _meta(family: str, dtype: str, quant, block: tuple[int, int] | None) -> TableMeta:
-    return TableMeta(family=family, stem="", dtype=_VARIANT_DTYPE.get(dtype), block_shape=block,
+    return TableMeta(family=family, stem="", dtype=file_dtype_of(dtype), block_shape=block,
                      per_channel_quant=quant.scheme == "per_channel")
 
 

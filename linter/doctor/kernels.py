@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tilefit.serving.profiles import Profile
+
 from .model import ModelShape
-from .profiles import Profile
 
 
 class ShapeError(ValueError):

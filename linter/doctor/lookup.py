@@ -25,51 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tilefit.device_db import names as dnames
+from tilefit.serving.profiles import Profile
 
-from .profiles import Profile, TableRules
 from .shipped import ShippedIndex, load_index
 
 _TRITON_DIR = re.compile(r"^triton_(\d+)_(\d+)_(\d+)$")
 
 
 # --------------------------------------------------------------------------------------------
-# names
-
-
-def device_file_name(torch_name: str, profile: Profile, h200_fold: bool) -> str:
-    """The device part of a config name as this engine spells the runtime's device name."""
-    if profile.spelling == "vllm":
-        name = dnames.vllm_file_name(torch_name)
-        if h200_fold and dnames.vllm_moe_folds_to_h200(name):
-            return dnames.H200_FILE_NAME
-        return name
-    return dnames.sglang_file_name(torch_name)
-
-
-def block_text(rules: TableRules, block: tuple[int, int] | None) -> str:
-    if not block or not all(block):
-        return ""
-    return ",block_shape=" + rules.block_shape_format.format(bn=block[0], bk=block[1])
-
-
-def moe_file_name(profile: Profile, E: int, N: int, device: str, dtype_name: str | None,
-                  block: tuple[int, int] | None, per_channel: bool, down: bool = False) -> str:
-    rules = profile.moe
-    name = f"E={E},N={N},device_name={device}"
-    if dtype_name:
-        name += f",dtype={dtype_name}"
-    name += block_text(rules, block)
-    if per_channel and rules.get("per_channel_suffix"):
-        name += ",per_channel_quant=True"
-    if down:
-        name += "_down"
-    return name + ".json"
-
-
-def gemm_file_name(profile: Profile, N: int, K: int, device: str, block: tuple[int, int]) -> str:
-    rules = profile.block_gemm
-    return f"N={N},K={K},device_name={device},dtype={rules.get('dtype', 'fp8_w8a8')}{block_text(rules, block)}.json"
+# names (the file names themselves: tilefit.serving.naming)
 
 
 def triton_folder_name(version: str) -> str | None:

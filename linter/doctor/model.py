@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
+from tilefit import dtypes
+
 
 class ModelConfigError(ValueError):
     """The model folder or config file is missing or unusable (exit code 2)."""
@@ -50,12 +52,6 @@ KEYS: Mapping[str, tuple[str, ...]] = {
 }
 NESTED = ("text_config", "language_config", "llm_config")
 
-DTYPE_PATHS = ("fp8_w8a8", "int8_w8a8", "int8_w8a16", "int4_w4a16", "bf16", "fp16", "fp32")
-KV_DTYPES = {
-    "auto": None, "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
-    "fp8": "fp8e4nv", "fp8_e4m3": "fp8e4nv", "fp8e4nv": "fp8e4nv", "fp8_e5m2": "fp8e5", "fp8e5": "fp8e5",
-}
-_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 
 
 @dataclass(frozen=True)
@@ -71,7 +67,7 @@ class Quant:
 
     @property
     def is_quantised(self) -> bool:
-        return self.dtype not in ("bf16", "fp16", "fp32")
+        return self.dtype not in dtypes.UNQUANTISED
 
     @property
     def block(self) -> tuple[int, int] | None:
@@ -252,7 +248,7 @@ def shape_from_config(cfg: Mapping, source: str = "<config>", side: Mapping[str,
         head_dim = hidden // heads
 
     torch_dtype = cfg.get("torch_dtype") or cfg.get("dtype") or lang.get("torch_dtype") or lang.get("dtype") or "bfloat16"
-    act = _TORCH_DTYPES.get(str(torch_dtype).replace("torch.", ""), "bf16")
+    act = dtypes.activation_path(str(torch_dtype))
 
     qcfg = cfg.get("quantization_config") or cfg.get("compression_config") or lang.get("quantization_config")
     quant, kv = parse_quant(qcfg, side, act, source)
@@ -406,15 +402,15 @@ def parse_dtype(text: str, activation: str = "bf16") -> Quant:
     """``fp8_w8a8`` (per-tensor), ``fp8_w8a8:block=128x128``, ``fp8_w8a8:per_channel``,
     ``int4_w4a16:group=128``, ``int8_w8a8[:per_channel]``, ``bf16``, ``fp16``."""
     m = _DTYPE_RE.match(text.strip().lower())
-    aliases = {"fp8": "fp8_w8a8", "int8": "int8_w8a8", "w4a16": "int4_w4a16", "w8a16": "int8_w8a16",
-               "bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "none": activation, "auto": activation}
+    aliases = {**dtypes.PATH_ALIASES, "none": activation, "auto": activation}
     if not m:
         raise ModelConfigError(f"--dtype: cannot read {text!r}")
     dtype = aliases.get(m["dtype"], m["dtype"])
-    if dtype not in DTYPE_PATHS:
-        raise ModelConfigError(f"--dtype: unknown dtype {m['dtype']!r}; choose from {', '.join(DTYPE_PATHS)}")
+    if dtype not in dtypes.PATHS:
+        known = dtypes.QUANTISED + dtypes.UNQUANTISED
+        raise ModelConfigError(f"--dtype: unknown dtype {m['dtype']!r}; choose from {', '.join(known)}")
     qual = m["qual"] or ""
-    if dtype in ("bf16", "fp16", "fp32"):
+    if dtype in dtypes.UNQUANTISED:
         if qual:
             raise ModelConfigError(f"--dtype: {dtype} takes no qualifier")
         return Quant(dtype)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tilefit import dtypes, versions
 from tilefit.api import UsageError
-from tilefit.smem.analytic import installed_triton_version
+from tilefit.serving.profiles import ENGINES, find_profile, load_profiles
 
+from . import targets as target_mod
 from .core import Doctor, DoctorReport, Options, make_estimator
 from .kernels import Parallel
 from .lookup import dist_version, package_root
-from .model import KV_DTYPES, ModelConfigError, ModelShape, load_model_config, parse_dtype, parse_shape
-from .profiles import ENGINES, find_profile, load_profiles
-from . import targets as target_mod
+from .model import ModelConfigError, ModelShape, load_model_config, parse_dtype, parse_shape
 
 
 @dataclass
@@ -105,13 +105,13 @@ def run(req: Request, db) -> DoctorReport:
     triton = req.triton_version
     origin = "--triton-version"
     if triton is None:
-        triton = installed_triton_version()
+        triton = versions.installed_triton()
         origin = "installed"
     if triton is None:
         origin = "not installed and not given: each profile's assumed version"
     parallel = Parallel(req.tp, req.ep)
     parallel.check()
-    kv = KV_DTYPES[req.kv_cache_dtype] if req.kv_cache_dtype else None  # "auto" -> None: the model's
+    kv = dtypes.kv_cache_type(req.kv_cache_dtype)  # "auto" -> None: the model's
     options = Options(parallel=parallel, batch_sizes=req.batch_sizes, kv_cache_dtype=kv, triton_version=triton,
                       triton_version_origin=origin, engine_path=req.engine_path,
                       shared_expert_fusion=req.shared_expert_fusion, force_triton=req.force_triton)

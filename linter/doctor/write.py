@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Sequence
 
 from tilefit.atomicfile import write_atomic
+from tilefit.serving.profiles import Profile, first_case
 
 from .choose import Constraints, choose_entry, fixer_table
 from .core import Doctor, Section, Written, gemm_specs, moe_specs
 from .lookup import triton_folder_name
-from .profiles import Profile, first_case
 
 
 def _dump(table: dict) -> str:

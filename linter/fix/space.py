@@ -35,6 +35,7 @@ from typing import Iterator, Mapping
 
 import networkx as nx
 
+from tilefit.serving.launch import clamps_block_k
 from tilefit.variants import DEFAULT_NUM_STAGES_CUDA, DEFAULT_NUM_STAGES_ROCM, DEFAULT_NUM_WARPS, dtype_path
 
 DIMS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps", "num_stages")
@@ -112,7 +113,7 @@ class ConfigSpace:
             _with(warps, w0),
             _with(STAGE_VALUES, s0),
         )
-        vblock = min(block) if (block is not None and meta.engine == "vllm") else None
+        vblock = min(block) if (block is not None and clamps_block_k(meta.engine)) else None
         return cls(tuple(entry.items()), domain, DEFAULT_NUM_WARPS, default_stages, vblock,
                    type(entry.get("GROUP_SIZE_M")) is int)
 

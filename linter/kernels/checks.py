@@ -25,8 +25,11 @@ def _torch():
 
 
 def _dtype(name: str):
-    torch = _torch()
-    return {"fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32}[name]
+    from tilefit.dtypes import TORCH_NAMES
+
+    if name not in ("fp16", "bf16", "fp32"):
+        raise KeyError(name)
+    return getattr(_torch(), TORCH_NAMES[name])
 
 
 def _rel_err(out, ref) -> float:

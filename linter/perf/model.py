@@ -27,8 +27,8 @@ operand fragments held in registers (mma.sync; wgmma reads operands from shared 
 accumulation for 16-bit and weight-only paths). Per SM, ``peak / sm_count * c.mma_efficiency``,
 scaled by ``min(1, resident warps / c.tensor_subpartitions)``. Tiles smaller than the MMA
 instruction are padded to it (16 rows for mma.sync/MFMA, 64 for wgmma and tcgen05). On sm_90,
-BM < 64 falls back to mma.sync (``c.mma_v2_on_wgmma``) unless the fp8 kernel swaps A and B (both
-engines do for BM < 64 and BN >= 64), which makes BN the MMA's row count.
+BM < 64 falls back to mma.sync (``c.mma_v2_on_wgmma``) unless the fp8 kernel swaps A and B
+(:mod:`tilefit.serving.launch`: BM < 64 <= BN), which makes BN the MMA's row count.
 
 **L2 -> SM traffic** per K iteration: the real rows of the A tile plus the B tile, at
 ``c.l2_bytes_per_clk_per_sm * boost_clock * c.l2_efficiency`` per SM.
@@ -67,6 +67,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Mapping, Sequence
+
+from tilefit.serving.launch import swap_ab_tile, swaps_ab
 
 from .coefficients import Coefficients, load_coefficients
 from .shapes import GemmShape
@@ -153,8 +155,7 @@ def _smem_default(config: Mapping, shape: GemmShape, device) -> int | None:
         quant = "per_tensor"
     elif shape.dtype == "int8_w8a16":
         quant = "per_channel"
-    swap = (shape.engine == "vllm" and device.arch == "sm_90" and shape.dtype == "fp8_w8a8"
-            and bm < 64 and bn >= 64 and shape.kernel == "fused_moe")
+    swap = shape.kernel == "fused_moe" and swaps_ab(shape.engine, shape.dtype, device.arch, bm, bn)
     try:
         spec = make_spec(shape.kernel, shape.dtype,
                          {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g},
@@ -329,7 +330,7 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     # -- MMA path
     mma = st.mma
     path_eff = 1.0
-    swap = mma == "wgmma" and st.fp8_swap_kernel and bm < 64 and bn >= 64
+    swap = mma == "wgmma" and st.fp8_swap_kernel and swap_ab_tile(bm, bn)
     mm, nn = (bn, bm) if swap else (bm, bn)
     inst_rows = _MMA_ROWS.get(mma, 16)
     label = mma

@@ -15,12 +15,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-# bytes per element of A, B, C on each dtype path (as the shared-memory model has them)
-_OPERAND_BYTES = {
-    "fp16": (2, 2, 2), "bf16": (2, 2, 2), "fp32": (4, 4, 4),
-    "fp8_w8a8": (1, 1, 2), "int8_w8a8": (1, 1, 2),
-    "int8_w8a16": (2, 1, 2), "int4_w4a16": (2, 0.5, 2),
-}
+from tilefit.dtypes import operand_bytes
+
 
 
 @dataclass(frozen=True)
@@ -57,7 +53,7 @@ class GemmShape:
 
     @property
     def operand_bytes(self) -> tuple[float, float, float]:
-        return _OPERAND_BYTES.get(self.dtype, (2, 2, 2))
+        return operand_bytes(self.dtype)
 
     def at(self, M: int) -> "GemmShape":
         """The same GEMM at another batch size."""

@@ -42,13 +42,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .formula import compile_formula
+from .. import versions
+from ..dtypes import element_bytes, triton_type
+from ..formula import compile_formula
 from .spec import KernelSpec
 
 VARIABLES = ("S", "W", "BM", "BN", "BK", "a", "b", "c", "GN", "GK", "SWAP", "DPE", "G", "DV", "E")
-
-_TRITON_DTYPE_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8e4nv": 1, "fp8e5": 1, "i8": 1, "u8": 1}
-
 
 class ModelError(ValueError):
     """A model file is missing, malformed, or has no form for what was asked."""
@@ -122,8 +121,6 @@ class AnalyticModel:
     def _form_key(self, family: str, spec: KernelSpec):
         if spec.kernel == "mla_decode":
             # MLA decode's forms are keyed by the KV cache: fp8 (any fp8 format) or 16-bit
-            from .launch import triton_type
-
             kv = triton_type(spec.kv_dtype or spec.dtype)
             candidates = ("fp8",) if kv.startswith("fp8") else (kv, "bf16")
             for dtype in candidates + ("default",):
@@ -173,10 +170,10 @@ class AnalyticModel:
         ``family``'s default arch)."""
         tile = spec.tile_dict
         if spec.kernel == "mla_decode":
-            from .launch import mla_block_sizes, triton_type
+            from .launch import mla_block_sizes
 
-            kv = _TRITON_DTYPE_BYTES.get(triton_type(spec.kv_dtype or "bf16"), 2)
-            q = _TRITON_DTYPE_BYTES.get(triton_type(spec.dtype), 2)
+            kv = element_bytes(spec.kv_dtype or "bf16", 2)
+            q = element_bytes(spec.dtype, 2)
             p = spec.problem_dict
             blocks = mla_block_sizes(p.get("Lk", 576), p.get("Lv", 512))
             return dict(S=spec.num_stages, W=spec.num_warps, BM=tile.get("BLOCK_H", 16),
@@ -242,40 +239,20 @@ def _model_files() -> dict[str, object]:
 
 
 def available_versions() -> list[str]:
-    return sorted(_model_files(), key=_version_tuple)
-
-
-def _version_tuple(v: str) -> tuple[int, ...]:
-    out = []
-    for part in v.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
-
-
-def installed_triton_version() -> str | None:
-    """The installed Triton's version, read from package metadata (does not import triton)."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover
-        return None
-    try:
-        return version("triton")
-    except PackageNotFoundError:
-        return None
+    return sorted(_model_files(), key=versions.parse)
 
 
 def pick_version(wanted: str | None) -> str:
     """The model version for a Triton version: same major.minor, else the closest older one,
     else the oldest we have."""
-    versions = available_versions()
-    if not versions:
+    available = available_versions()
+    if not available:
         raise ModelError("no shared-memory model files are installed")
     if wanted is None:
-        return versions[-1]
-    want = _version_tuple(wanted)[:2]
-    older = [v for v in versions if _version_tuple(v)[:2] <= want]
-    return older[-1] if older else versions[0]
+        return available[-1]
+    want = versions.release(wanted, 2)
+    older = [v for v in available if versions.release(v, 2) <= want]
+    return older[-1] if older else available[0]
 
 
 @lru_cache(maxsize=None)
@@ -287,6 +264,6 @@ def load_model(triton_version: str | None = None, path: str | None = None) -> An
             return AnalyticModel(json.loads(p.read_text()), str(p))
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot read shared-memory model {p}: {exc}") from None
-    version = pick_version(triton_version or installed_triton_version())
+    version = pick_version(triton_version or versions.installed_triton())
     entry = _model_files()[version]
     return AnalyticModel(json.loads(entry.read_text()), f"tilefit/data/smem_model/triton-{version}.json")

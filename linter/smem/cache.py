@@ -35,7 +35,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from ..atomicfile import write_atomic
-from .exact import CompileFailed, ExactResult, triton_version
+from .. import versions
+from .exact import CompileFailed, ExactResult
 from .launch import KERNEL_SOURCES
 from .spec import KernelSpec
 
@@ -87,7 +88,7 @@ class CompileCache:
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, triton: str | None = None):
         self.root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
-        self.triton = triton or triton_version() or "none"
+        self.triton = triton or versions.installed_triton() or "none"
 
     def path(self, spec: KernelSpec, arch: str) -> Path:
         key = spec.key()
@@ -144,7 +145,7 @@ def _compile_worker(spec: KernelSpec, arch: str, stop: str) -> dict:
 
 def _error_result(arch: str, spec: KernelSpec, message: str, stage: str) -> ExactResult:
     return ExactResult(arch=arch, shared_bytes=None, num_warps=spec.num_warps, threads=spec.num_warps * 32,
-                       stage=stage, seconds=0.0, triton_version=triton_version() or "", error=message,
+                       stage=stage, seconds=0.0, triton_version=versions.installed_triton() or "", error=message,
                        error_stage=stage)
 
 

@@ -38,9 +38,12 @@ from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Callable, Iterable, Mapping, Sequence
 
+from .. import versions
+from ..dtypes import PATHS as DTYPE_PATHS, operand_bytes
 from ..atomicfile import write_atomic
 
-from .formula import compile_formula
+from ..formula import compile_formula
+from ..serving.launch import SWAP_AB_ARCH, swap_ab_tile
 from .spec import KernelSpec, make_spec
 
 # ------------------------------------------------------------------------------------------------
@@ -130,7 +133,7 @@ class Path:
         of A and B is vLLM's on sm_90 only)."""
         if self.fp8 and arch in NO_FP8:
             return False
-        if self.swap_ab and arch != "sm_90":
+        if self.swap_ab and arch != SWAP_AB_ARCH:
             return False
         return True
 
@@ -219,16 +222,14 @@ def point_spec(path: Path, tile: Sequence[int], num_warps: int, num_stages: int)
                      quant=path.quant, block_shape=path.block_shape, swap_ab=path.swap_ab)
 
 
-_ELT = {"fp16": 2, "bf16": 2, "fp32": 4, "fp8_w8a8": 1, "int8_w8a8": 1, "int8_w8a16": 2, "int4_w4a16": 2}
-
-
 def ring_lower_bound(path: Path, tile: Sequence[int], num_stages: int) -> int:
     """A cheap lower bound of the operand buffers (the domain filter of the grids)."""
     if path.kernel == "mla_decode":
         block_n, block_h, lk, _ = tile
         return block_n * lk * 2
     bm, bn, bk = tile
-    e = _ELT.get(path.dtype, 2)
+    a, b, _ = operand_bytes(path.dtype)
+    e = max(a, b)  # the wider operand's bytes
     return max(num_stages - 1, 1) * (bm + bn) * bk * e // 2
 
 
@@ -245,7 +246,7 @@ def _mla_tiles() -> list[tuple[tuple[int, int, int, int], int, int]]:
 
 def _applies(path: Path, tile: Sequence[int]) -> bool:
     if path.swap_ab:  # vLLM swaps only for BLOCK_SIZE_M < 64 <= BLOCK_SIZE_N
-        return tile[0] < 64 <= tile[1]
+        return swap_ab_tile(tile[0], tile[1])
     if path.kernel == "fused_moe_wna16":  # the engines' wNa16 needs BLOCK_SIZE_K | group size or v.v.
         g = path.block_shape[1] if path.block_shape else 128
         return tile[2] % g == 0 or g % tile[2] == 0
@@ -493,15 +494,9 @@ def epilogue_doc(points: Sequence[Point], family_default: Mapping[str, str] | No
 # the candidate forms
 
 
+# what the model file records per dtype path (tilefit.dtypes is the source)
 OPERAND_BYTES: Mapping[str, Mapping[str, float]] = {
-    "fp16": {"a": 2, "b": 2, "c": 2},
-    "bf16": {"a": 2, "b": 2, "c": 2},
-    "fp32": {"a": 4, "b": 4, "c": 4},
-    "fp8_w8a8": {"a": 1, "b": 1, "c": 2},
-    "int8_w8a8": {"a": 1, "b": 1, "c": 2},
-    "int8_w8a16": {"a": 2, "b": 1, "c": 2},
-    "int4_w4a16": {"a": 2, "b": 0.5, "c": 2},
-}
+    name: dict(zip("abc", p.operand_bytes)) for name, p in DTYPE_PATHS.items()}
 
 # The GEMM library. Each choice is (formula text, the same as a Python function of the variables
 # dict ``v``); the search evaluates the functions, the chosen form is written as text and checked
@@ -1082,11 +1077,6 @@ def fit_all(points: Sequence[Point], epilogue: Mapping, limits: Mapping[str, Seq
     return results
 
 
-def short_version(version: str) -> str:
-    parts = re.split(r"[.+]", version)
-    return ".".join(parts[:2])
-
-
 def build_table(results: Sequence[FitResult], epilogue: Mapping, *, triton_version: str, points: int,
                 seconds: float, command: str, date: str | None = None) -> dict:
     """The model file (``triton-<major>.<minor>.json``) from the chosen forms."""
@@ -1120,7 +1110,7 @@ def build_table(results: Sequence[FitResult], epilogue: Mapping, *, triton_versi
     exact = sum(r.exact for r in results)
     return {
         "format": 1,
-        "triton_version": short_version(triton_version),
+        "triton_version": versions.major_minor(triton_version),
         "provenance": {
             "method": "tilefit calibrate smem: exact ahead-of-time compiles of the reference kernels (stopped at "
                       "shared-memory allocation), one form per (arch family, kernel, dtype path) chosen from a "
@@ -1156,7 +1146,7 @@ def write_table(doc: Mapping, path: str | FsPath) -> None:
 
 
 def model_path(triton_version: str) -> FsPath:
-    return FsPath(__file__).resolve().parent.parent / "data" / "smem_model" / f"triton-{short_version(triton_version)}.json"
+    return FsPath(__file__).resolve().parent.parent / "data" / "smem_model" / f"triton-{versions.major_minor(triton_version)}.json"
 
 
 @dataclass
@@ -1175,10 +1165,10 @@ def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Ite
     the installed Triton (``out``, default ``tilefit/data/smem_model/triton-<major>.<minor>.json``)."""
     import time
 
-    from .exact import _triton, triton_version
+    from .exact import _triton
 
     _triton()  # TritonUnavailable early, with its message
-    version = triton_version() or "unknown"
+    version = versions.installed_triton() or "unknown"
     log = log or (lambda msg: None)
     t0 = time.perf_counter()
     fams = list(families) if families is not None else list(CALIBRATION_ARCHS)

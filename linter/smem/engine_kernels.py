@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
+from .. import versions
 from ..atomicfile import write_atomic
 from .launch import Arg, LaunchPlan, launch_plan
 from .spec import KernelSpec
@@ -217,10 +218,8 @@ class EngineKernels:
     def _cache_path(self, digest: str, arch: str, spec: KernelSpec) -> Path | None:
         if self._cache_root is None:
             return None
-        from .exact import triton_version
-
         key = hashlib.sha256(spec.key().encode()).hexdigest()[:32]
-        return self._cache_root / f"triton-{triton_version() or 'none'}" / arch / digest[:20] / f"{key}.json"
+        return self._cache_root / f"triton-{versions.installed_triton() or 'none'}" / arch / digest[:20] / f"{key}.json"
 
     def _cache_get(self, path: Path | None, spec: KernelSpec) -> EngineCompile | None:
         if path is None:

@@ -53,6 +53,7 @@ import warnings
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from .. import versions
 from .launch import Arg, LaunchPlan, adapt_to_arch, launch_plan
 from .spec import KernelSpec
 
@@ -147,36 +148,14 @@ def parse_arch(arch: str) -> tuple[str, object, int]:
 MIN_TRITON = (3, 5)
 
 
-def _version_tuple(text: str) -> tuple[int, ...]:
-    parts = []
-    for piece in re.split(r"[.+]", text)[:3]:
-        m = re.match(r"\d+", piece)
-        parts.append(int(m.group()) if m else 0)
-    return tuple(parts)
-
-
 def _triton():
     try:
         import triton  # noqa: F401
     except ImportError as exc:  # pragma: no cover - exercised where triton is absent
         raise TritonUnavailable("the exact estimator needs triton (pip install 'tilefit[triton]')") from exc
-    if _version_tuple(triton.__version__)[:2] < MIN_TRITON:
+    if versions.release(triton.__version__, 2) < MIN_TRITON:
         raise TritonUnavailable(f"the exact estimator needs Triton >= 3.5 (found {triton.__version__})")
     return triton
-
-
-def triton_version() -> str | None:
-    """The installed Triton's version, without importing it (``None`` if absent)."""
-    try:
-        from importlib.metadata import PackageNotFoundError, version
-    except ImportError:  # pragma: no cover
-        return None
-    for dist in ("triton", "pytorch-triton", "pytorch-triton-rocm", "triton-rocm"):
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            continue
-    return None
 
 
 _kernel_lock = threading.Lock()
@@ -220,20 +199,13 @@ class _Pointer:
 def _tl_dtype(name: str):
     import triton.language as tl
 
-    from .launch import triton_type
+    from ..dtypes import TL_NAMES, triton_type
 
     name = triton_type(name)
-    table = {
-        "fp16": tl.float16, "bf16": tl.bfloat16, "fp32": tl.float32, "fp64": tl.float64,
-        "fp8e4nv": tl.float8e4nv, "fp8e5": tl.float8e5, "fp8e4b8": tl.float8e4b8,
-        "fp8e4b15": tl.float8e4b15, "fp8e5b16": tl.float8e5b16,
-        "i8": tl.int8, "u8": tl.uint8, "i16": tl.int16, "i32": tl.int32, "i64": tl.int64,
-        "u32": tl.uint32, "i1": tl.int1,
-    }
-    try:
-        return table[name]
-    except KeyError:
-        raise ValueError(f"unknown Triton element type {name!r}") from None
+    for attr, ty in TL_NAMES.items():
+        if ty == name:
+            return getattr(tl, attr)
+    raise ValueError(f"unknown Triton element type {name!r}")
 
 
 def _arg_value(arg: Arg):

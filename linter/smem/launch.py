@@ -20,8 +20,8 @@ the block GEMM, vLLM ``_decode_grouped_att_m_fwd`` for MLA decode): which tensor
 its layout, and so which strides are 1, 0, or some multiple of 16.
 
 Policy the launcher of one engine applies before the launch (vLLM's clamp of BLOCK_SIZE_K to the
-quantisation block, SGLang's fp8 defaults, ...) is *not* applied here: a spec names the tile that
-is launched.
+quantisation block, its swap of A and B: :mod:`tilefit.serving.launch`) is *not* applied here: a
+spec names the tile that is launched.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ..dtypes import on_arch, triton_type
 from .spec import KernelSpec
 
 # kernel name -> (module, function) of our reference kernel. Paths relative to the package root
@@ -52,19 +53,6 @@ BACKEND_OPTIONS = frozenset({
 })
 
 ARG_KINDS = ("ptr", "int", "float", "bool", "none", "constexpr", "dtype")
-
-# Triton element type names of a KV cache / operand dtype alias.
-_TYPE_ALIASES = {
-    "fp8": "fp8e4nv", "fp8_e4m3": "fp8e4nv", "fp8e4m3": "fp8e4nv", "float8_e4m3fn": "fp8e4nv",
-    "fp8_e5m2": "fp8e5", "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32",
-    "auto": "bf16", "int8": "i8", "uint8": "u8",
-}
-
-
-def triton_type(name: str) -> str:
-    """Normalise a dtype alias (``fp8``, ``bfloat16``, ``int8``) to a Triton type name."""
-    return _TYPE_ALIASES.get(name, name)
-
 
 @dataclass(frozen=True)
 class Arg:
@@ -377,7 +365,7 @@ def _mla_decode(spec: KernelSpec) -> LaunchPlan:
     page = p.get("PAGE_SIZE", 1)
     max_pages = p.get("max_pages", 512)
     q_ty = triton_type(spec.dtype if spec.dtype in ("bf16", "fp16", "fp32") else "bf16")
-    kv_ty = triton_type(spec.kv_dtype or q_ty)
+    kv_ty = triton_type(spec.kv_dtype or q_ty, auto=q_ty)
     logit_cap = float(_extra(spec).get("logit_cap", 0.0))
     kv_stride = kv_heads * lk  # K/V buffer (tokens, kv_heads, Lk); V is a view of its first Lv dims
     args = [
@@ -411,31 +399,12 @@ _BUILDERS = {
 }
 
 
-def engine_swaps_ab(dtype: str, arch: str, block_m: int, block_n: int) -> bool:
-    """Whether the engines' fused-MoE launch swaps A and B: fp8 W8A8 on sm_90 with
-    ``BLOCK_SIZE_M < 64 <= BLOCK_SIZE_N`` (vLLM ``SWAP_AB``, SGLang ``swap_ab``)."""
-    return dtype == "fp8_w8a8" and arch.lower().rstrip("af") in ("sm_90", "sm90") and block_m < 64 <= block_n
-
-
-def vllm_block_k(block_k: int, block_shape: tuple[int, int] | None) -> int:
-    """BLOCK_SIZE_K as vLLM launches a block-quantised MoE: clamped to ``min(block_shape)``
-    (SGLang launches the table's value as is)."""
-    if not block_shape:
-        return block_k
-    return min(block_k, min(int(x) for x in block_shape if int(x) > 0) if any(block_shape) else block_k)
-
-
-# gfx940/941/942 (MI300) use the "fnuz" fp8 formats; the engines allocate float8_e4m3fnuz there.
-_FNUZ_ARCHS = ("gfx940", "gfx941", "gfx942")
-_FNUZ = {"fp8e4nv": "fp8e4b8", "fp8e5": "fp8e5b16"}
-
-
 def adapt_to_arch(plan: LaunchPlan, arch: str) -> LaunchPlan:
     """The plan as launched on ``arch``: on MI300 (gfx94x) fp8 tensors are e4m3fnuz/e5m2fnuz."""
-    if arch.lower() not in _FNUZ_ARCHS:
-        return plan
-    args = tuple(Arg(a.name, a.kind, _FNUZ.get(a.value, a.value)) if a.kind in ("ptr", "dtype") else a
+    args = tuple(Arg(a.name, a.kind, on_arch(str(a.value), arch)) if a.kind in ("ptr", "dtype") else a
                  for a in plan.args)
+    if args == plan.args:
+        return plan
     return LaunchPlan(plan.kernel, plan.module, plan.function, args, plan.num_warps, plan.num_stages,
                       plan.options)
 

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
-from .spec import DTYPE_PATHS, KERNELS, KernelSpec, make_spec
+from ..dtypes import PATHS as DTYPE_PATHS
+from .spec import KERNELS, KernelSpec, make_spec
 
 GEMM_KERNELS = ("fused_moe", "fused_moe_wna16", "block_gemm")
 
@@ -225,10 +226,10 @@ def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int 
                     triton_version: str | None = None) -> str:
     """Fill in ``shared``/``source``/``error``. ``mode``: ``exact`` (needs Triton), ``analytic``,
     or ``auto`` (exact when Triton is installed). Returns the mode used."""
-    from .analytic import installed_triton_version
+    from .. import versions
 
     if mode == "auto":
-        mode = "exact" if installed_triton_version() is not None else "analytic"
+        mode = "exact" if versions.installed_triton() is not None else "analytic"
     if mode == "exact":
         from .cache import ExactEstimator
         from .launch import launch_plan
@@ -418,9 +419,9 @@ def render_text(points: Sequence[ProbePoint], devices: Mapping[str, list], req: 
         fixed.append(f"num_warps={first.num_warps}")
     if "num_stages" not in swept:
         fixed.append(f"num_stages={first.num_stages}")
-    from .analytic import installed_triton_version
+    from .. import versions
 
-    why = "--estimator analytic" if installed_triton_version() else "Triton not installed"
+    why = "--estimator analytic" if versions.installed_triton() else "Triton not installed"
     how = "exact compiles" if mode == "exact" else f"ANALYTIC MODEL ({why}: closed forms, not compiles)"
     lines.append(f"{what}{', ' + ', '.join(fixed) if fixed else ''}")
     lines.append(f"shared memory per block in bytes, Triton {triton or '?'}, {how}")

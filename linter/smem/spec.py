@@ -14,21 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-# Operand and output element types of each dtype path of the fused-MoE and block GEMM kernels,
-# in Triton's type names. ``a`` is the activation, ``b`` the weight as stored in global memory
-# (int4 weights are packed two per uint8), ``c`` the output.
-DTYPE_PATHS: Mapping[str, Mapping[str, str]] = {
-    "fp16": {"a": "fp16", "b": "fp16", "c": "fp16"},
-    "bf16": {"a": "bf16", "b": "bf16", "c": "bf16"},
-    "fp32": {"a": "fp32", "b": "fp32", "c": "fp32"},
-    "fp8_w8a8": {"a": "fp8e4nv", "b": "fp8e4nv", "c": "bf16"},
-    "int8_w8a8": {"a": "i8", "b": "i8", "c": "bf16"},
-    "int8_w8a16": {"a": "bf16", "b": "i8", "c": "bf16"},
-    "int4_w4a16": {"a": "bf16", "b": "u8", "c": "bf16"},
-}
-
-# Quantisation granularity of the scales.
-QUANT_MODES = ("none", "per_tensor", "per_channel", "block", "group")
+from ..dtypes import PATHS, QUANT_MODES
 
 KERNELS = ("fused_moe", "fused_moe_wna16", "block_gemm", "mla_decode")
 
@@ -60,8 +46,8 @@ class KernelSpec:
     def __post_init__(self) -> None:
         if self.kernel not in KERNELS:
             raise ValueError(f"unknown kernel {self.kernel!r}; known: {', '.join(KERNELS)}")
-        if self.kernel != "mla_decode" and self.dtype not in DTYPE_PATHS:
-            raise ValueError(f"unknown dtype path {self.dtype!r}; known: {', '.join(DTYPE_PATHS)}")
+        if self.kernel != "mla_decode" and self.dtype not in PATHS:
+            raise ValueError(f"unknown dtype path {self.dtype!r}; known: {', '.join(PATHS)}")
         if self.quant not in QUANT_MODES:
             raise ValueError(f"unknown quantisation {self.quant!r}; known: {', '.join(QUANT_MODES)}")
 

@@ -4,7 +4,7 @@ A profile is data (``data/engine_profiles/<engine>-<version>.json``): the file-n
 (dtype strings, ``block_shape`` spacing, ``per_channel_quant``, ``_down``), the folders searched
 (environment variable, package folder, SGLang's ``triton_X_Y_Z`` folders and their fallback),
 the device-name spelling, and the default-config logic as an ordered list of cases whose
-conditions and values are formulas (:mod:`tilefit.smem.formula`) over:
+conditions and values are formulas (:mod:`tilefit.formula`) over:
 
 =========  =======================================================================
 ``M``      tokens of the call (the batch size the table is keyed by)
@@ -30,7 +30,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Mapping
 
-from tilefit.smem.formula import compile_formula
+from tilefit import versions
+from tilefit.formula import compile_formula
 
 VARIABLES = ("M", "E", "N", "K", "TOPK", "BN_Q", "BK_Q", "GROUP", "FP8", "INT8", "WNA16", "BLOCK",
              "PER_CHANNEL", "HIP", "GFX1250", "SMEM", "BK", "LK", "BLOCK_DMODEL")
@@ -39,18 +40,6 @@ ENGINES = ("sglang", "vllm")
 
 class ProfileError(ValueError):
     """A profile is missing, unknown or malformed."""
-
-
-def _version_tuple(v: str) -> tuple[int, ...]:
-    out = []
-    for part in str(v).split("."):
-        digits = ""
-        for ch in part:
-            if not ch.isdigit():
-                break
-            digits += ch
-        out.append(int(digits) if digits else 0)
-    return tuple(out)
 
 
 class Formula:
@@ -210,7 +199,9 @@ def profile_from_dict(data: Mapping, source: str) -> Profile:
 
 
 @lru_cache(maxsize=None)
-def load_profiles() -> tuple[Profile, ...]:
+def raw_profiles() -> tuple[tuple[str, Mapping[str, Any]], ...]:
+    """``(source, data)`` of every profile file, newest last per engine, as read (no formula is
+    compiled: what the naming rules of :mod:`tilefit.serving.naming` need on the check path)."""
     folder = resources.files("tilefit") / "data" / "engine_profiles"
     out = []
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
@@ -222,8 +213,16 @@ def load_profiles() -> tuple[Profile, ...]:
             data = json.loads(entry.read_text())
         except ValueError as exc:
             raise ProfileError(f"{source}: not valid JSON: {exc}") from None
-        out.append(profile_from_dict(data, source))
-    return tuple(sorted(out, key=lambda p: (p.engine, _version_tuple(p.version))))
+        if not isinstance(data, dict) or data.get("engine") not in ENGINES:
+            raise ProfileError(f"{source}: unknown engine {data.get('engine') if isinstance(data, dict) else data!r}")
+        out.append((source, data))
+    return tuple(sorted(out, key=lambda sd: (sd[1]["engine"], versions.parse(str(sd[1].get("version", "0"))))))
+
+
+@lru_cache(maxsize=None)
+def load_profiles() -> tuple[Profile, ...]:
+    """Every engine profile, formulas compiled and checked, sorted by engine then version."""
+    return tuple(profile_from_dict(data, source) for source, data in raw_profiles())
 
 
 def profile_names() -> list[str]:
@@ -243,11 +242,11 @@ def find_profile(engine: str, version: str | None = None) -> tuple[Profile, str 
     for p in candidates:
         if v in (p.version, p.name) or v in p.aliases or f"{engine}-{v}" in p.aliases:
             return p, None
-    want = _version_tuple(v.lstrip("v"))
-    if not any(want):
+    if not any(versions.release(v)):
         raise ProfileError(f"unknown {engine} version {version!r}; profiles: "
                            + ", ".join(f"{p.name} ({', '.join(p.aliases)})" if p.aliases else p.name for p in candidates))
-    older = [p for p in candidates if _version_tuple(p.version) <= want]
+    want = versions.parse(v)
+    older = [p for p in candidates if versions.parse(p.version) <= want]
     chosen = older[-1] if older else candidates[0]
     return chosen, (f"no profile for {engine} {v}; using {chosen.name}, the "
                     + ("newest profile at or below it" if older else "oldest profile"))

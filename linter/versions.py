@@ -1,0 +1,70 @@
+"""Version strings, parsed one way everywhere (``packaging.version``).
+
+Triton, the engines and tilefit's own data files carry versions: ``3.6.0``, ``3.4.0+git1a2b3c``
+(a source build), ``3.9`` (a model file), ``0.5.23`` (an engine profile), ``v0.33.0`` (typed by a
+user). :func:`parse` reads each into a :class:`packaging.version.Version`; a string that is not
+PEP 440 (``3.4.0-custom``) is read by its leading release numbers, so every caller compares the
+same way: ``3.4.0+git...`` is release ``(3, 4, 0)`` for the model picker, the compile checks and
+the profile lookup alike.
+
+:func:`installed_triton` is the installed Triton's version from package metadata (it does not
+import triton); the distributions tried are those Triton ships as (``triton``, PyTorch's
+``pytorch-triton`` and the ROCm builds).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from packaging.version import InvalidVersion, Version
+
+_LEADING_RELEASE = re.compile(r"\d+(?:\.\d+)*")
+
+# Distributions that install the ``triton`` package, in the order they are looked up.
+TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "triton-rocm")
+
+
+@lru_cache(maxsize=512)
+def parse(text: str) -> Version:
+    """``text`` as a :class:`Version`: PEP 440 when it is (a leading ``v`` is allowed), else its
+    leading release numbers (``"3.4.0-custom"`` -> ``3.4.0``); ``0`` when it has none."""
+    s = str(text).strip()
+    try:
+        return Version(s)
+    except InvalidVersion:
+        m = _LEADING_RELEASE.search(s)
+        return Version(m.group() if m else "0")
+
+
+def release(text: str, parts: int | None = None) -> tuple[int, ...]:
+    """The release numbers of ``text``: ``"3.4.0+git12"`` -> ``(3, 4, 0)``. With ``parts``, cut
+    or padded with zeros to that many (``release("3.9", 3)`` -> ``(3, 9, 0)``)."""
+    numbers = parse(text).release
+    if parts is None:
+        return tuple(numbers)
+    return tuple(numbers[:parts]) + (0,) * max(0, parts - len(numbers))
+
+
+def major_minor(text: str) -> str:
+    """``"3.6.0"`` / ``"3.6.0+git12"`` -> ``"3.6"`` (the shared-memory model files' version)."""
+    major, minor = release(text, 2)
+    return f"{major}.{minor}"
+
+
+def installed(*distributions: str) -> str | None:
+    """The version of the first installed distribution of ``distributions`` (package metadata,
+    nothing is imported), or None."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in distributions:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def installed_triton() -> str | None:
+    """The installed Triton's version, without importing it (None when Triton is absent)."""
+    return installed(*TRITON_DISTRIBUTIONS)
