@@ -130,10 +130,23 @@ def settings_from_table(table: dict[str, Any], source: str) -> Settings:
             for pattern, codes in value.items():
                 if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
                     raise ConfigError(f"{source}: per-file-ignores {pattern!r} must map to a list of codes")
+                _check_scope(pattern, source)
         if attr == "kernels":
             value = validate_kernels(value, source)
         setattr(settings, attr, value)
     return settings
+
+
+def _check_scope(pattern: str, source: str) -> None:
+    """A per-file ignore's ``#/json/pointer`` suffix must be an RFC 6901 pointer."""
+    from .jsonpos import PointerError, parse_pointer
+
+    _, sep, pointer = pattern.partition("#")
+    if sep:
+        try:
+            parse_pointer(pointer)
+        except PointerError as exc:
+            raise ConfigError(f"{source}: per-file-ignores {pattern!r}: {exc} (e.g. \"file.json#/4096\")") from None
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

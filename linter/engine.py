@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, NamedTuple, Sequence
 
 from .families import LINTED_FAMILIES
-from .jsonpos import pointer_to_str
+from .jsonpos import pointer_to_str, pointer_within
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of
 from .selection import Selection
 from .tables import ConfigTable
@@ -119,8 +119,7 @@ class Engine:
             ptr = pointer_to_str(pointer) if table.doc is not None else None
             if scoped_ignores and ptr is not None:
                 for scope_ptr, codes in scoped_ignores.items():
-                    if (ptr == scope_ptr or ptr.startswith(scope_ptr + "/")) and \
-                            not self.selection.decides(code, rule.default_enabled, codes):
+                    if pointer_within(ptr, scope_ptr) and not self.selection.decides(code, rule.default_enabled, codes):
                         return
             span = self._span(table, finding, pointer)
             identity = finding.identity

@@ -38,7 +38,7 @@ from typing import Iterable, Mapping, Sequence
 
 from tilefit.engine import Engine
 from tilefit.estimate import Estimator, EstimatorUnavailable
-from tilefit.jsonpos import JsonDocument, pointer_to_str
+from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix
 from tilefit.tables import ConfigTable
 from tilefit.variants import TILE_KEYS, effective_launch, is_int, kernel_variants
@@ -60,12 +60,6 @@ TUNED_PRIOR = 0.5
 NAMED_WEIGHT = 0.75
 # Relative cost of each edit beyond the nearest layer of fitting configs.
 EDIT_PENALTY = 0.01
-
-
-def split_pointer(pointer: str | None) -> tuple[str, ...]:
-    if not pointer:
-        return ()
-    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:])
 
 
 def freeze(entry: Mapping) -> tuple:
@@ -194,7 +188,7 @@ class FixPlanner:
             return list(diagnostics)
         out = []
         for d in diagnostics:
-            parts = split_pointer(d.pointer)
+            parts = parse_pointer(d.pointer)
             p = plan.plans.get(parts[0]) if (d.code in FIXABLE and parts) else None
             out.append(replace(d, fix=p.fix) if p is not None else d)
         return out
@@ -219,7 +213,7 @@ class FixPlanner:
             return result
         keys: list[str] = []
         for d in diagnostics:
-            parts = split_pointer(d.pointer)
+            parts = parse_pointer(d.pointer)
             if d.code in FIXABLE and parts and parts[0] not in keys:
                 keys.append(parts[0])
         if not keys:

@@ -286,6 +286,7 @@ def _fits(meta, cfg, device, estimator, margin) -> bool:
 
 def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementLog) -> list[Job]:
     """The jobs of one table: its offending entries (or all), each with its fitting candidates."""
+    from tilefit.jsonpos import parse_pointer
     from tilefit.perf.model import predict
     from tilefit.perf.shapes import GemmShape
 
@@ -296,7 +297,7 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
     if table.doc is None or not isinstance(table.value, dict):
         raise TuneError(f"{table.path}: not a readable table (run `tilefit check` first)")
     diagnostics = engine.check_table(table)
-    offending = {d.pointer.split("/")[1] for d in diagnostics
+    offending = {parse_pointer(d.pointer)[0] for d in diagnostics
                  if d.pointer and d.severity.value == "error" and d.code in ("SMEM001", "THR001")}
     candidates = [c for c in tuning_space(meta.block_shape) if _fits(meta, c, target, engine.estimator, opts.margin)]
     if not candidates:
