@@ -46,6 +46,8 @@ class Settings:
     # [tool.tilefit.kernels."module:function"]: parameter -> dtypes (pointers) or values, for the
     # kernel call sites of Python files (tilefit.callsites).
     kernels: dict[str, dict[str, list]] = field(default_factory=dict)
+    # [tool.tilefit.rules.CODE]: per-rule options, validated against the rule's declared ones.
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Where the config came from, for messages and for resolving relative paths.
     config_file: str | None = None
 
@@ -72,6 +74,7 @@ _KEYS: dict[str, tuple[str, type]] = {
     "fix-margin": ("fix_margin", int),
     "unsafe-fixes": ("unsafe_fixes", bool),
     "kernels": ("kernels", dict),
+    "rules": ("rule_options", dict),
 }
 
 
@@ -133,6 +136,13 @@ def settings_from_table(table: dict[str, Any], source: str) -> Settings:
                 _check_scope(pattern, source)
         if attr == "kernels":
             value = validate_kernels(value, source)
+        if attr == "rule_options":
+            from tilefit.rules import validate_rule_options
+
+            try:
+                value = validate_rule_options(value, source)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         setattr(settings, attr, value)
     return settings
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from .families import LINTED_FAMILIES
 from .jsonpos import pointer_to_str, pointer_within
@@ -83,12 +83,13 @@ class Engine:
     extra_targets: Sequence = ()  # Device objects added to every table's targets
     stats: RunStats = field(default_factory=RunStats)
     callsites: object | None = None  # tilefit.callsites.checker.CallsiteOptions for Python files
+    rule_options: Mapping = field(default_factory=dict)  # code -> validated [tool.tilefit.rules.CODE]
 
     def __post_init__(self):
         self._rules: dict[Scope, list[Rule]] = {s: [] for s in Scope}
         for code, cls in RULES.items():
             if self.selection.decides(code, cls.default_enabled):
-                self._rules[cls.scope].append(cls())
+                self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._variant_memo: dict[tuple, tuple] = {}
