@@ -120,7 +120,8 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
     from .callsites.checker import CallsiteOptions
 
     return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
-                  callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import))
+                  callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import),
+                  rule_options=settings.rule_options)
 
 
 @contextlib.contextmanager

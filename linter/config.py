@@ -46,6 +46,8 @@ class Settings:
     # [tool.tilefit.kernels."module:function"]: parameter -> dtypes (pointers) or values, for the
     # kernel call sites of Python files (tilefit.callsites).
     kernels: dict[str, dict[str, list]] = field(default_factory=dict)
+    # [tool.tilefit.rules.CODE]: per-rule options, validated against the rule's declared ones.
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Where the config came from, for messages and for resolving relative paths.
     config_file: str | None = None
 
@@ -72,6 +74,7 @@ _KEYS: dict[str, tuple[str, type]] = {
     "fix-margin": ("fix_margin", int),
     "unsafe-fixes": ("unsafe_fixes", bool),
     "kernels": ("kernels", dict),
+    "rules": ("rule_options", dict),
 }
 
 
@@ -130,10 +133,30 @@ def settings_from_table(table: dict[str, Any], source: str) -> Settings:
             for pattern, codes in value.items():
                 if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
                     raise ConfigError(f"{source}: per-file-ignores {pattern!r} must map to a list of codes")
+                _check_scope(pattern, source)
         if attr == "kernels":
             value = validate_kernels(value, source)
+        if attr == "rule_options":
+            from tilefit.rules import validate_rule_options
+
+            try:
+                value = validate_rule_options(value, source)
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         setattr(settings, attr, value)
     return settings
+
+
+def _check_scope(pattern: str, source: str) -> None:
+    """A per-file ignore's ``#/json/pointer`` suffix must be an RFC 6901 pointer."""
+    from .jsonpos import PointerError, parse_pointer
+
+    _, sep, pointer = pattern.partition("#")
+    if sep:
+        try:
+            parse_pointer(pointer)
+        except PointerError as exc:
+            raise ConfigError(f"{source}: per-file-ignores {pattern!r}: {exc} (e.g. \"file.json#/4096\")") from None
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, NamedTuple, Sequence
+from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from .families import LINTED_FAMILIES
-from .jsonpos import pointer_to_str
+from .jsonpos import pointer_to_str, pointer_within
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of
 from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key
@@ -85,12 +85,13 @@ class Engine:
     extra_targets: Sequence = ()  # Device objects added to every table's targets
     stats: RunStats = field(default_factory=RunStats)
     callsites: object | None = None  # tilefit.callsites.checker.CallsiteOptions for Python files
+    rule_options: Mapping = field(default_factory=dict)  # code -> validated [tool.tilefit.rules.CODE]
 
     def __post_init__(self):
         self._rules: dict[Scope, list[Rule]] = {s: [] for s in Scope}
         for code, cls in RULES.items():
             if self.selection.decides(code, cls.default_enabled):
-                self._rules[cls.scope].append(cls())
+                self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._variant_memo: dict[tuple, tuple] = {}
@@ -121,8 +122,7 @@ class Engine:
             ptr = pointer_to_str(pointer) if table.doc is not None else None
             if scoped_ignores and ptr is not None:
                 for scope_ptr, codes in scoped_ignores.items():
-                    if (ptr == scope_ptr or ptr.startswith(scope_ptr + "/")) and \
-                            not self.selection.decides(code, rule.default_enabled, codes):
+                    if pointer_within(ptr, scope_ptr) and not self.selection.decides(code, rule.default_enabled, codes):
                         return
             span = self._span(table, finding, pointer)
             identity = finding.identity

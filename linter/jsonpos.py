@@ -34,6 +34,8 @@ _FLAT_MEMBER = re.compile(
     r'(\{[^{}\[\]"]*(?:' + _STRING + r'[^{}\[\]"]*)*\}|' + _STRING + r'|[^\s,{}\[\]]+)')
 _SEPARATOR = re.compile(r"[ \t\r\n]*,?[ \t\r\n]*")
 _ELEMENT_TOKENS = re.compile(_STRING + r'|[\[\]{},]')
+# Non-ASCII text: a byte offset is kept for every _MARK-th character.
+_MARK = 1024
 
 
 class JsonError(ValueError):
@@ -108,7 +110,7 @@ class JsonDocument:
     """One parsed JSON file: ``value`` plus positions of every key and value."""
 
     __slots__ = ("data", "text", "value", "has_duplicates", "_ascii", "_line_starts", "_index", "_containers",
-                 "_members", "_flat", "_flat_inner")
+                 "_container_ends", "_members", "_children", "_elements", "_byte_marks", "_flat", "_flat_inner")
 
     def __init__(self, data: bytes, text: str, value: Any, has_duplicates: bool = False):
         self.has_duplicates = has_duplicates  # some object repeats a key
@@ -119,7 +121,11 @@ class JsonDocument:
         self._line_starts: list[int] | None = None
         self._index: dict[tuple, tuple[int, int, int]] | None = None
         self._containers: dict[tuple, tuple[int, int]] | None = None
+        self._container_ends: dict[int, int] | None = None  # a container's start -> its end (chars)
         self._members: list[tuple[tuple, int, int]] | None = None
+        self._children: dict[tuple, list[tuple[str, int, int]]] | None = None  # object -> its members
+        self._elements: dict[tuple, list[tuple[int, int]]] = {}  # array -> its elements' spans
+        self._byte_marks: list[int] | None = None  # byte offset of every _MARK-th character
         self._flat: dict[str, tuple[int, int, int, int]] | None = None  # key -> key and value spans
         self._flat_inner: dict[str, dict[str, tuple[int, int, int, int]]] = {}
 
@@ -151,15 +157,29 @@ class JsonDocument:
         return cls(data, text, value, _DUPLICATES_SEEN[0])
 
     # -- offsets and positions ----------------------------------------------------------------
+    def _marks(self) -> list[int]:
+        """The byte offset of every ``_MARK``-th character (non-ASCII text only), so converting
+        an offset encodes at most ``_MARK`` characters instead of the whole prefix."""
+        if self._byte_marks is None:
+            marks = [0]
+            text = self.text
+            for i in range(_MARK, len(text) + 1, _MARK):
+                marks.append(marks[-1] + len(text[i - _MARK:i].encode("utf-8", "surrogatepass")))
+            self._byte_marks = marks
+        return self._byte_marks
+
     def byte_offset(self, char_offset: int) -> int:
         if self._ascii:
             return char_offset
-        return len(self.text[:char_offset].encode("utf-8"))
+        k = char_offset // _MARK
+        return self._marks()[k] + len(self.text[k * _MARK:char_offset].encode("utf-8", "surrogatepass"))
 
     def char_offset(self, byte_offset: int) -> int:
         if self._ascii:
             return byte_offset
-        return len(self.data[:byte_offset].decode("utf-8", "replace"))
+        marks = self._marks()
+        k = bisect.bisect_right(marks, byte_offset) - 1
+        return k * _MARK + len(self.data[marks[k]:byte_offset].decode("utf-8", "replace"))
 
     def position(self, char_offset: int) -> Position:
         if self._line_starts is None:
@@ -229,12 +249,15 @@ class JsonDocument:
     # -- structural index ---------------------------------------------------------------------
     def _build_index(self) -> None:
         """Map every object member's pointer to (key start, key end, value start) in chars,
-        and every container's pointer to its (start, end)."""
+        and every container's pointer to its (start, end). One pass over the text: an array's
+        frame keeps a running count of its elements (the commas between its direct elements
+        are counted once, from where the previous element ended)."""
         text = self.text
         index: dict[tuple, tuple[int, int, int]] = {}
         members: list[tuple[tuple, int, int]] = []
         containers: dict[tuple, tuple[int, int]] = {}
-        # stack of [pointer, start, is_array, next_array_index]
+        ends: dict[int, int] = {}
+        # stack of [pointer, start, is_array, elements counted so far, where counting resumes]
         stack: list[list] = []
         pending: tuple | None = None  # pointer of the member whose value comes next
         colon = _COLON.match
@@ -257,23 +280,35 @@ class JsonDocument:
                     pointer = pending
                     pending = None
                 elif stack and stack[-1][2]:
-                    pointer = stack[-1][0] + (self._array_position(stack[-1], start),)
+                    frame = stack[-1]
+                    frame[3] += _count_commas(text, frame[4], start)
+                    frame[4] = start
+                    pointer = frame[0] + (frame[3],)
                 elif not stack:
                     pointer = ()
                 else:  # pragma: no cover - valid JSON never gets here
                     pointer = stack[-1][0] + ("?",)
-                stack.append([pointer, start, ch == "[", None])
+                stack.append([pointer, start, ch == "[", 0, start + 1])
             else:  # closing bracket
-                pointer, cstart, _, _ = stack.pop()
+                pointer, cstart, _, _, _ = stack.pop()
                 containers[pointer] = (cstart, start + 1)
+                ends[cstart] = start + 1
+                if stack:
+                    stack[-1][4] = start + 1  # the parent's counting resumes after this element
                 pending = None
         self._index = index
         self._containers = containers
+        self._container_ends = ends
         self._members = members
 
-    def _array_position(self, frame: list, start: int) -> int:
-        """Index of the array element that starts at ``start`` (counts commas at depth 1)."""
-        return _count_elements(self.text, frame[1], start)
+    def _array_elements(self, pointer: tuple) -> list[tuple[int, int]]:
+        """(start, end) in chars of each element of the array at ``pointer``, found by one scan
+        that jumps over nested containers (memoised per array)."""
+        hit = self._elements.get(pointer)
+        if hit is None:
+            start, end = self._containers[pointer]
+            hit = self._elements[pointer] = _element_spans(self.text, start, end, self._container_ends)
+        return hit
 
     def _ensure_index(self) -> None:
         if self._index is None:
@@ -311,11 +346,13 @@ class JsonDocument:
             m = _SCALAR.match(self.text, start)
             return self.span_of_chars(start, m.end() if m else start)
         if pointer and isinstance(pointer[-1], int):
+            if pointer in self._containers:
+                return self.span_of_chars(*self._containers[pointer])
             parent = pointer[:-1]
-            if parent in self._containers:
-                found = _find_element(self.text, self._containers[parent][0], pointer[-1])
-                if found is not None:
-                    return self.span_of_chars(*found)
+            if parent in self._containers and self.text[self._containers[parent][0]] == "[":
+                elements = self._array_elements(parent)
+                if 0 <= pointer[-1] < len(elements):
+                    return self.span_of_chars(*elements[pointer[-1]])
         return None
 
     def span(self, pointer: tuple) -> Span:
@@ -332,52 +369,49 @@ class JsonDocument:
     def members_in_order(self, pointer: tuple = ()) -> Iterator[tuple[str, Span]]:
         """(key, key span) of an object's members in file order, duplicates included."""
         self._ensure_index()
-        pointer = tuple(pointer)
-        n = len(pointer)
-        for member, start, end in self._members:
-            if len(member) == n + 1 and member[:n] == pointer:
-                yield member[-1], self.span_of_chars(start, end)
+        if self._children is None:
+            children: dict[tuple, list[tuple[str, int, int]]] = {}
+            for member, start, end in self._members:
+                children.setdefault(member[:-1], []).append((member[-1], start, end))
+            self._children = children
+        for key, start, end in self._children.get(tuple(pointer), ()):
+            yield key, self.span_of_chars(start, end)
 
 
-def _count_elements(text: str, array_start: int, element_start: int) -> int:
-    """Commas at depth 1 between the array's '[' and ``element_start``."""
-    depth = 0
+def _count_commas(text: str, start: int, end: int) -> int:
+    """Commas in ``text[start:end]`` outside strings; the caller passes a stretch of an array
+    that holds no container (scalars and separators only)."""
     count = 0
-    i = array_start + 1
-    for m in _ELEMENT_TOKENS.finditer(text, i, element_start):
-        ch = text[m.start()]
-        if ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
+    for m in _ELEMENT_TOKENS.finditer(text, start, end):
+        if text[m.start()] == ",":
             count += 1
     return count
 
 
-def _find_element(text: str, array_start: int, wanted: int) -> tuple[int, int] | None:
-    """(start, end) in chars of element ``wanted`` of the array starting at ``array_start``."""
-    depth = 0
-    count = 0
-    elem_start = _WS.match(text, array_start + 1).end()
-    for m in _ELEMENT_TOKENS.finditer(text, array_start + 1):
-        ch = text[m.start()]
+def _element_spans(text: str, array_start: int, array_end: int, container_ends: dict[int, int]) -> list[tuple[int, int]]:
+    """(start, end) in chars of each element of the array ``text[array_start:array_end]``."""
+    out: list[tuple[int, int]] = []
+    pos = _WS.match(text, array_start + 1).end()
+    if pos >= array_end - 1:  # []
+        return out
+    elem_start = pos
+    search = _ELEMENT_TOKENS.search
+    while True:
+        m = search(text, pos, array_end)
+        if m is None:  # pragma: no cover - valid JSON never gets here
+            return out
+        i = m.start()
+        ch = text[i]
         if ch == '"':
-            continue
-        if ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            if depth == 0:
-                if count == wanted and m.start() > elem_start:
-                    return elem_start, _rstrip_end(text, elem_start, m.start())
-                return None
-            depth -= 1
-        elif ch == "," and depth == 0:
-            if count == wanted:
-                return elem_start, _rstrip_end(text, elem_start, m.start())
-            count += 1
-            elem_start = _WS.match(text, m.end()).end()
-    return None
+            pos = m.end()
+        elif ch in "[{":
+            pos = container_ends[i]
+        elif ch == ",":
+            out.append((elem_start, _rstrip_end(text, elem_start, i)))
+            pos = elem_start = _WS.match(text, m.end()).end()
+        else:  # the array's own closing bracket
+            out.append((elem_start, _rstrip_end(text, elem_start, i)))
+            return out
 
 
 def _rstrip_end(text: str, start: int, end: int) -> int:
@@ -398,3 +432,33 @@ def pointer_to_str(pointer: tuple) -> str:
     if not pointer:
         return ""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in pointer)
+
+
+class PointerError(ValueError):
+    """Not an RFC 6901 JSON pointer."""
+
+
+_BAD_ESCAPE = re.compile(r"~(?![01])")
+
+
+def parse_pointer(pointer: str | None) -> tuple[str, ...]:
+    """The parts of an RFC 6901 pointer (``"/4096/num_stages"`` -> ``("4096", "num_stages")``),
+    ``~1`` and ``~0`` unescaped (in that order); ``""`` and None are the whole document.
+    Parts stay strings: ``"/a/0"`` names member ``"0"`` of an object or element 0 of an array.
+    The only parser of pointers in tilefit: the fixer, tune and per-file ignores read them here."""
+    if not pointer:
+        return ()
+    if pointer[0] != "/":
+        raise PointerError(f"{pointer!r} is not a JSON pointer: it must start with '/'")
+    if "~" not in pointer:
+        return tuple(pointer[1:].split("/"))
+    if _BAD_ESCAPE.search(pointer):
+        raise PointerError(f"{pointer!r} is not a JSON pointer: '~' must be followed by 0 or 1")
+    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer[1:].split("/"))
+
+
+def pointer_within(pointer: str | None, scope: str) -> bool:
+    """Whether ``pointer`` is ``scope`` or lies inside it (both RFC 6901 strings)."""
+    if pointer is None:
+        return False
+    return pointer == scope or pointer.startswith(scope + "/") or scope == ""

@@ -58,7 +58,8 @@ def run_key(engine, settings, opts) -> str:
     parts = {
         "format": FORMAT, "code": _code_fingerprint(), "rules": rules, "targets": targets,
         "estimator": [est.mode, est.margin, getattr(est, "_triton_version", None), versions.installed_triton()],
-        "per_file_ignores": settings.per_file_ignores, "device_files": list(settings.extend_device_db)
+        "per_file_ignores": settings.per_file_ignores, "rule_options": getattr(engine, "rule_options", {}),
+        "device_files": list(settings.extend_device_db)
         + list(getattr(opts, "device_files", []) or []),
     }
     for p in parts["device_files"]:

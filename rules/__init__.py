@@ -1,14 +1,17 @@
 """The rule registry: one module per rule, listed here explicitly (yamllint's style).
 
 ``RULES`` maps each code to its class. Import-time checks keep the registry honest: codes are
-unique and well-formed, every rule has a docstring, a name and a scope.
+unique and well-formed, every rule has a docstring, a name and a scope, and a rule has a fix
+planner exactly when it says it is fixable. :func:`fixable_codes` is where the fixer, ``tune`` and
+the CLI learn which codes a fix clears; :func:`validate_rule_options` checks
+``[tool.tilefit.rules]``.
 """
 
 from __future__ import annotations
 
 import re
 
-from .base import Example, Finding, Rule, Scope
+from .base import Example, FixAvailability, Finding, Option, Planner, Rule, Scope
 from .dev001_unknown_device import DEV001
 from .dev002_dtype_unsupported import DEV002
 from .est001_no_estimate import EST001
@@ -51,10 +54,44 @@ def _registry(rules) -> dict[str, type[Rule]]:
             raise RuntimeError(f"rule code {rule.code} registered twice")
         if not rule.__doc__ or not rule.name or not isinstance(rule.scope, Scope):
             raise RuntimeError(f"rule {rule.code} lacks a docstring, name or scope")
+        if rule.fixable() != (rule.fix_planner is not None):
+            raise RuntimeError(f"rule {rule.code}: a fixable rule names its fix planner, and only a fixable one")
         out[rule.code] = rule
     return out
 
 
 RULES: dict[str, type[Rule]] = _registry(_ALL)
 
-__all__ = ["RULES", "Rule", "Finding", "Example", "Scope"]
+
+def fixable_codes(planner: Planner | None = None) -> tuple[str, ...]:
+    """Codes of the rules whose findings a fix clears, in registry order; with ``planner``,
+    only those it fixes (``Planner.ENTRY``: the table fixer's, which ``tune`` re-tunes too)."""
+    return tuple(code for code, rule in RULES.items()
+                 if rule.fixable() and (planner is None or rule.fix_planner is planner))
+
+
+def validate_rule_options(table, source: str) -> dict[str, dict]:
+    """``[tool.tilefit.rules]``: {code: {option: value}}, each checked against the rule's
+    declared options. Raises ValueError with the place and the reason."""
+    import difflib
+
+    if not isinstance(table, dict):
+        raise ValueError(f"{source}: [tool.tilefit.rules] must be a table of rule codes")
+    out: dict[str, dict] = {}
+    for code, options in table.items():
+        rule = RULES.get(code)
+        if rule is None:
+            close = difflib.get_close_matches(code.upper(), RULES, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            raise ValueError(f"{source}: [tool.tilefit.rules.{code}]: no rule {code!r}{hint}")
+        if not isinstance(options, dict):
+            raise ValueError(f"{source}: [tool.tilefit.rules.{code}] must be a table of options")
+        try:
+            out[code] = rule.validate_options(options)
+        except ValueError as exc:
+            raise ValueError(f"{source}: [tool.tilefit.rules.{code}] {exc}") from None
+    return out
+
+
+__all__ = ["RULES", "Rule", "Finding", "Example", "FixAvailability", "Option", "Planner", "Scope",
+           "fixable_codes", "validate_rule_options"]

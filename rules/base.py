@@ -20,8 +20,20 @@ depend only on the entry's values and the context's ``memo_key``, so the engine 
 once per distinct entry and reuses them (real tables repeat the same configs many times).
 
 The class docstring is the rule's documentation (``tilefit rule CODE``, SARIF
-``fullDescription``); its first line is the summary. ``examples`` are checked by the test suite:
-each example is a small file and whether the rule fires on it.
+``fullDescription``, ``docs/rules.md``); its first line is the summary. ``examples`` are checked
+by the test suite: each example is a small file, whether the rule fires on it and, for a fixable
+rule, the text ``tilefit check --fix`` makes of it (Fixit's ``expected_replacement``).
+
+The class also says how the rest of tilefit treats the rule, so nothing else lists codes:
+
+* ``fix_availability`` (ruff's: never, sometimes, always) and ``fix_planner``, what makes the
+  fix: :attr:`Planner.ENTRY`, the fixer's search over a table entry's configs
+  (:mod:`tilefit.fix.planner`; the fixer, ``tune`` and the CLI's hints take their codes from
+  here), or :attr:`Planner.CALLSITE`, byte edits of literals the rule attaches to its own
+  findings (:mod:`tilefit.callsites.fixes` applies them);
+* ``options``: per-rule settings read from ``[tool.tilefit.rules.CODE]``, validated when the
+  configuration loads (an unknown option or a wrong type is a configuration error, exit 2),
+  and read by the rule with ``self.option(name)``.
 """
 
 from __future__ import annotations
@@ -31,7 +43,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterable, Mapping
 
-from tilefit.model import Applicability, Severity
+from tilefit.families import LINTED_FAMILIES
+from tilefit.model import Severity
 
 
 class Scope(enum.Enum):
@@ -48,28 +61,73 @@ class Finding:
     at_key: bool = False  # point at the member's key instead of its value
     severity: Severity | None = None  # overrides the rule's severity for this finding
     data: Mapping[str, Any] = field(default_factory=dict)
-    # A fix that sets entry values: {parameter: new value}. Only for ENTRY/TARGET rules.
-    replace: Mapping[str, Any] | None = None
-    fix_title: str | None = None
-    applicability: Applicability = Applicability.SAFE
     # What identifies this finding across reformatting (defaults to the entry's content).
     identity: str | None = None
     # A byte offset to point at when the file has no parsed document (invalid JSON).
     offset: int | None = None
     # CALLSITE rules: where in the .py file (default: the site's anchor) and a fix of byte edits.
     span: Any = None  # tilefit.model.Span
-    fix: Any = None  # tilefit.model.Fix
+    fix: Any = None  # tilefit.model.Fix; only rules whose fix_planner is Planner.CALLSITE
 
 
 @dataclass(frozen=True)
 class Example:
-    """A file name and its content; ``fails`` says whether the rule must fire on it."""
+    """A file name and its content; ``fails`` says whether the rule must fire on it, ``fixed``
+    what ``tilefit check --fix`` (``--unsafe-fixes`` with ``unsafe``) makes of the file."""
 
     file_name: str
     content: str
     fails: bool
     targets: tuple[str, ...] = ()
     note: str = ""
+    fixed: str | None = None
+    unsafe: bool = False
+
+
+class FixAvailability(enum.Enum):
+    """Whether a rule's findings come with a fix (ruff's ``FixAvailability``)."""
+
+    NONE = "none"
+    SOMETIMES = "sometimes"
+    ALWAYS = "always"
+
+
+class Planner(enum.Enum):
+    """What makes a rule's fixes."""
+
+    ENTRY = "entry"  # tilefit.fix.planner: the fastest config that fits, searched per table entry
+    CALLSITE = "callsite"  # the rule's own findings carry byte edits of a Python literal
+
+
+_KIND_NAMES = {int: "an integer", float: "a number", bool: "a boolean", str: "a string", list: "a list of strings"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """A per-rule setting: ``[tool.tilefit.rules.CODE] name = value``."""
+
+    name: str  # kebab-case, as written in TOML
+    type: type  # int, float, bool, str or list (of strings)
+    default: Any
+    help: str
+    minimum: int | float | None = None
+    choices: tuple | None = None
+
+    def validate(self, value: Any) -> Any:
+        """The value, or a ValueError that says what was expected."""
+        kind = self.type
+        ok = isinstance(value, kind) and not (kind in (int, float) and isinstance(value, bool))
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value, ok = float(value), True
+        if kind is list and ok and not all(isinstance(v, str) for v in value):
+            ok = False
+        if not ok:
+            raise ValueError(f"must be {_KIND_NAMES.get(kind, kind.__name__)}, got {value!r}")
+        if self.minimum is not None and value < self.minimum:
+            raise ValueError(f"must be at least {self.minimum}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(map(repr, self.choices))}, got {value!r}")
+        return value
 
 
 class Rule:
@@ -78,14 +136,45 @@ class Rule:
     severity: ClassVar[Severity] = Severity.ERROR
     scope: ClassVar[Scope]
     # Families the rule applies to; None means every recognised file.
-    families: ClassVar[tuple[str, ...] | None] = ("fused_moe", "w8a8_gemm")
+    families: ClassVar[tuple[str, ...] | None] = LINTED_FAMILIES
     # Selected unless the user's selection leaves it out (ruff's preview rules are not).
     default_enabled: ClassVar[bool] = True
-    fixable: ClassVar[bool] = False
+    fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE
+    fix_planner: ClassVar[Planner | None] = None
+    options: ClassVar[tuple[Option, ...]] = ()
     examples: ClassVar[tuple[Example, ...]] = ()
+
+    def __init__(self, options: Mapping[str, Any] | None = None):
+        """``options``: validated values of ``[tool.tilefit.rules.CODE]``; the rest default."""
+        values = {o.name: o.default for o in type(self).options}
+        values.update(options or {})
+        self.option_values = values
+
+    def option(self, name: str) -> Any:
+        return self.option_values[name]
 
     def check(self, ctx) -> Iterable[Finding]:  # pragma: no cover - interface
         raise NotImplementedError
+
+    @classmethod
+    def fixable(cls) -> bool:
+        return cls.fix_availability is not FixAvailability.NONE
+
+    @classmethod
+    def validate_options(cls, table: Mapping[str, Any]) -> dict[str, Any]:
+        """``[tool.tilefit.rules.CODE]`` checked against the declared options (ValueError)."""
+        known = {o.name: o for o in cls.options}
+        out = {}
+        for name, value in table.items():
+            opt = known.get(name) or known.get(name.replace("_", "-"))
+            if opt is None:
+                listed = ", ".join(known) if known else "none"
+                raise ValueError(f"unknown option {name!r} (options of {cls.code}: {listed})")
+            try:
+                out[opt.name] = opt.validate(value)
+            except ValueError as exc:
+                raise ValueError(f"{opt.name} {exc}") from None
+        return out
 
     @classmethod
     def summary(cls) -> str:
@@ -104,7 +193,6 @@ class FileContext:
     db: Any  # tilefit.device_db.DeviceDB
     named_device: Any  # the Device the file name names, or None
     engine: str | None
-    settings: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def meta(self):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilefit.estimate import EstimatorUnavailable
 from tilefit.model import Severity
 
-from .base import Example, Finding, Rule, Scope, TargetContext
+from .base import Example, Finding, Option, Rule, Scope, TargetContext
 
 
 class OCC001(Rule):
@@ -28,6 +28,10 @@ class OCC001(Rule):
     severity = Severity.WARNING
     scope = Scope.TARGET
     default_enabled = False
+    options = (
+        Option("min-blocks-per-sm", int, 2, "Report entries of which fewer blocks than this fit on an SM "
+               "(3: also entries of which two fit).", minimum=2),
+    )
     examples = (
         Example("E=128,N=768,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.json",
                 '{"1": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
@@ -43,6 +47,7 @@ class OCC001(Rule):
         if limit is None or per_sm is None:
             return
         reserve = dev.reserved_smem_per_block or 0
+        wanted = self.option("min-blocks-per-sm")
         for variant in ctx.variants:
             try:
                 need = ctx.estimator.estimate(variant.spec, dev.arch, limit).shared_bytes
@@ -51,8 +56,9 @@ class OCC001(Rule):
             if need > limit or need == 0:
                 continue
             blocks = per_sm // (need + reserve)
-            if blocks <= 1:
-                yield Finding(f"one block per SM on {ctx.target_names()}: {need} bytes of shared memory per block "
+            if blocks < wanted:
+                count = "one block" if blocks <= 1 else f"{blocks} blocks (fewer than {wanted})"
+                yield Finding(f"{count} per SM on {ctx.target_names()}: {need} bytes of shared memory per block "
                               f"(+{reserve} reserved) of {per_sm} per SM", at=("num_stages",) if "num_stages" in
                               ctx.entry else (), data={"required_bytes": need, "smem_per_sm": per_sm,
                                                        "blocks_per_sm": blocks})

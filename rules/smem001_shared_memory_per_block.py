@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilefit.estimate import EstimatorUnavailable
 from tilefit.model import Severity
 
-from .base import ARCH, Example, Finding, Rule, Scope, TargetContext
+from .base import ARCH, Example, Finding, FixAvailability, Planner, Rule, Scope, TargetContext
 
 _FH = "E=128,N=768,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.json"
 
@@ -52,16 +52,22 @@ class SMEM001(Rule):
     name = "shared-memory-per-block"
     severity = Severity.ERROR
     scope = Scope.TARGET
-    fixable = True
+    fix_availability = FixAvailability.SOMETIMES
+    fix_planner = Planner.ENTRY
     examples = (
         Example(_FH, '{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
-                     '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 4}}', True),
+                     '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 4}}', True,
+                fixed='{"4096": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
+                      '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 3}}',
+                note="the fastest config that fits the RTX 4090 (the performance model's choice)"),
         Example(_FH, '{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
                      '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 3}}', False),
         Example("E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json",
                 '{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
                 '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 4}}', True, targets=("rtx4090",),
-                note="an H100 table checked for an RTX 4090"),
+                fixed='{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
+                      '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 3}}',
+                note="an H100 table checked for an RTX 4090: one fewer stage keeps the H100's tile"),
     )
 
     def check(self, ctx: TargetContext):

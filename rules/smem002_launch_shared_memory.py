@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tilefit.model import Severity
 
-from .base import CallsiteContext, Example, Finding, Rule, Scope, format_targets
+from .base import CallsiteContext, Example, Finding, FixAvailability, Planner, Rule, Scope, format_targets
 
 # A small GEMM kernel for the examples of the call-site rules.
 GEMM_KERNEL = '''import triton
@@ -82,9 +82,11 @@ class SMEM002(Rule):
     severity = Severity.ERROR
     scope = Scope.CALLSITE
     families = None
-    fixable = True
+    fix_availability = FixAvailability.SOMETIMES
+    fix_planner = Planner.CALLSITE
     examples = (
-        Example("matmul_launch.py", _LAUNCH.replace("{stages}", "4"), True, targets=("rtx4090",)),
+        Example("matmul_launch.py", _LAUNCH.replace("{stages}", "4"), True, targets=("rtx4090",),
+                fixed=_LAUNCH.replace("{stages}", "3"), unsafe=True),
         Example("matmul_launch.py", _LAUNCH.replace("{stages}", "2"), False, targets=("rtx4090",)),
         Example("matmul_launch.py", _LAUNCH.replace("{stages}", "4"), False, targets=("h100-sxm",),
                 note="an H100 has 227 KB per block"),

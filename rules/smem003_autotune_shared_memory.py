@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tilefit.model import Severity
 
-from .base import CallsiteContext, Example, Finding, Rule, Scope, format_targets
+from .base import CallsiteContext, Example, Finding, FixAvailability, Planner, Rule, Scope, format_targets
 from .smem002_launch_shared_memory import GEMM_KERNEL
 
 _AUTOTUNED = GEMM_KERNEL.replace(
@@ -51,7 +51,7 @@ class SMEM003(Rule):
     ], key=["M", "N", "K"])
     ```
     The first config needs 147456 bytes on an RTX 4090 (limit 101376): a warning, with an
-    unsafe fix to ``num_stages=2``. Prune per device with ``prune_configs_by`` or drop it.
+    unsafe fix to ``num_stages=3`` (98304 bytes). Prune per device with ``prune_configs_by`` or drop it.
     """
 
     code = "SMEM003"
@@ -59,9 +59,11 @@ class SMEM003(Rule):
     severity = Severity.WARNING
     scope = Scope.CALLSITE
     families = None
-    fixable = True
+    fix_availability = FixAvailability.SOMETIMES
+    fix_planner = Planner.CALLSITE
     examples = (
         Example("autotuned.py", _AUTOTUNED.replace("{s1}", "4").replace("{s2}", "3"), True, targets=("rtx4090",),
+                fixed=_AUTOTUNED.replace("{s1}", "3").replace("{s2}", "3"), unsafe=True,
                 note="one config of two overflows: a warning"),
         Example("autotuned.py", _AUTOTUNED.replace("{s1}", "2").replace("{s2}", "3"), False, targets=("rtx4090",)),
     )

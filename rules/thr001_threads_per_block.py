@@ -5,7 +5,7 @@ from __future__ import annotations
 from tilefit.model import Severity
 from tilefit.variants import effective_launch
 
-from .base import Example, Finding, Rule, Scope, TargetContext
+from .base import Example, Finding, FixAvailability, Planner, Rule, Scope, TargetContext
 
 
 class THR001(Rule):
@@ -18,16 +18,24 @@ class THR001(Rule):
     ## Why is this bad?
     The launch fails with ``too many resources requested for launch`` / an invalid argument.
     ``num_warps: 32`` runs on NVIDIA (1024 threads) but asks 2048 threads of an MI300X.
+
+    ## Fix
+    ``--fix`` replaces the entry with the fastest config (by the performance model) that fits
+    every target's threads and shared memory, as for SMEM001.
     """
 
     code = "THR001"
     name = "threads-per-block"
     severity = Severity.ERROR
     scope = Scope.TARGET
+    fix_availability = FixAvailability.SOMETIMES
+    fix_planner = Planner.ENTRY
     examples = (
         Example("E=8,N=14336,device_name=AMD_Instinct_MI300X.json",
                 '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
-                '"num_warps": 32}}', True),
+                '"num_warps": 32}}', True,
+                fixed='{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
+                      '"num_warps": 8, "num_stages": 3}}'),
         Example("E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json",
                 '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
                 '"num_warps": 32}}', False),

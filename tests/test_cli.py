@@ -121,6 +121,18 @@ def test_pyproject_targets_per_file_ignores_and_unknown_keys(cli, table, tmp_pat
     assert r.exit_code == 2 and "invalid TOML" in r.output
 
 
+def test_per_file_ignore_pointers_are_rfc_6901(cli, table, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    base = '[tool.tilefit]\ntargets = ["rtx4090"]\nestimator = "analytic"\n[tool.tilefit.per-file-ignores]\n'
+    (tmp_path / "pyproject.toml").write_text(base + f'"{H100_FP8}#4096" = ["SMEM001"]\n')
+    r = cli("check", table.name)
+    assert r.exit_code == 2 and "must start with '/'" in r.output and "Traceback" not in r.output
+    (tmp_path / "pyproject.toml").write_text(base + f'"{H100_FP8}#/4096/num_stages" = ["SMEM001"]\n')
+    assert cli("check", table.name).exit_code == 0  # the finding points at /4096/num_stages
+    (tmp_path / "pyproject.toml").write_text(base + f'"{H100_FP8}#/409" = ["SMEM001"]\n')
+    assert cli("check", table.name).exit_code == 1  # a prefix of a key is not a parent
+
+
 def test_baseline_hides_known_findings_only(cli, table, tmp_path):
     base = tmp_path / "baseline.json"
     args = ("check", table, "--isolated", "-t", "rtx4090", "--estimator", "analytic", "--baseline", base)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,73 @@ def test_rule_examples(tmp_path, code, index, example):
     assert (code in codes) == example.fails, (example.note, [d.message for d in result.diagnostics])
     for d in result.diagnostics:
         assert d.path == str(path) and d.span.start.line >= 1 and d.span.start.column >= 1
+
+
+FIXED = [(code, i, ex) for code, i, ex in CASES if ex.fixed is not None]
+
+
+@pytest.mark.parametrize("code,index,example", FIXED, ids=[f"{c}-{i}" for c, i, _ in FIXED])
+def test_rule_examples_are_fixed_to_their_fixed_text(tmp_path, code, index, example):
+    """Fixit's expected_replacement: `check --fix` turns the example into exactly ``fixed``, which
+    the rule accepts; an example that needs --unsafe-fixes is left alone without it."""
+    from tilefit.fix import run_fix
+    from tilefit.rules.base import Scope
+
+    if RULES[code].scope is Scope.CALLSITE:
+        pytest.importorskip("triton", reason="call-site examples compile the scanned kernel")
+    path = tmp_path / example.file_name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opts = CheckOptions(targets=list(example.targets), select=[code], estimator="analytic")
+    if example.unsafe:
+        path.write_text(example.content)
+        run_fix([str(path)], opts, Settings())
+        assert path.read_text() == example.content  # safe fixes only: nothing to apply
+    path.write_text(example.content)
+    result = run_fix([str(path)], CheckOptions(targets=list(example.targets), select=[code], estimator="analytic",
+                                               unsafe_fixes=example.unsafe), Settings())
+    assert not result.errors and path.read_text() == example.fixed
+    assert [d.code for d in result.check.diagnostics] == []
+
+
+def test_fix_metadata_is_the_registry_of_what_the_fixer_clears():
+    from tilefit.fix.planner import FIXABLE
+    from tilefit.rules import FixAvailability, Planner, fixable_codes
+
+    assert FIXABLE == fixable_codes(Planner.ENTRY) == ("SMEM001", "THR001")
+    assert fixable_codes(Planner.CALLSITE) == ("SMEM002", "SMEM003")
+    for code, rule in RULES.items():
+        fixed = [e for e in rule.examples if e.fixed is not None]
+        if rule.fix_availability is FixAvailability.NONE:
+            assert rule.fix_planner is None and not fixed, code
+        else:
+            assert rule.fix_planner is not None and fixed, f"{code} is fixable: an example must show its fix"
+        assert all(e.fails for e in fixed), code
+
+
+def test_rule_options_from_pyproject_reach_the_rule(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "E=128,N=768,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.json").write_text(
+        '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, '
+        '"num_warps": 4, "num_stages": 3}}')
+    base = '[tool.tilefit]\nestimator = "analytic"\nextend-select = ["OCC001"]\n'
+    (tmp_path / "pyproject.toml").write_text(base)
+    assert cli("check", ".").exit_code == 0  # several blocks fit an SM
+    (tmp_path / "pyproject.toml").write_text(base + '[tool.tilefit.rules.OCC001]\nmin-blocks-per-sm = 5\n')
+    r = cli("check", ".", "--output-format", "json")
+    (d,) = json.loads(r.output)
+    assert r.exit_code == 1 and d["code"] == "OCC001" and d["data"]["blocks_per_sm"] == 4
+    assert d["message"].startswith("4 blocks (fewer than 5) per SM on rtx4090")
+    for table, fragment in [
+        ('[tool.tilefit.rules.OCC001]\nmin-blocks = 5\n', "unknown option 'min-blocks' (options of OCC001: "
+                                                          "min-blocks-per-sm)"),
+        ('[tool.tilefit.rules.OCC001]\nmin-blocks-per-sm = "5"\n', "min-blocks-per-sm must be an integer, got '5'"),
+        ('[tool.tilefit.rules.OCC001]\nmin-blocks-per-sm = 1\n', "must be at least 2"),
+        ('[tool.tilefit.rules.OCC01]\nmin-blocks-per-sm = 3\n', "no rule 'OCC01' (did you mean OCC001?)"),
+        ('[tool.tilefit.rules.SMEM001]\nmargin = 3\n', "unknown option 'margin' (options of SMEM001: none)"),
+    ]:
+        (tmp_path / "pyproject.toml").write_text(base + table)
+        r = cli("check", ".")
+        assert r.exit_code == 2 and fragment in r.output and "Traceback" not in r.output, r.output
 
 
 def test_every_rule_is_documented_with_failing_and_passing_examples():
@@ -98,3 +166,32 @@ def test_default_targets_are_the_named_device_only(tmp_path):
     path.write_text('{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, '
                     '"GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 4}}')
     assert run_check([str(path)], CheckOptions(estimator="analytic"), Settings()).diagnostics == []
+
+
+def test_rule_docs_and_the_readme_table_are_generated_from_the_registry():
+    """docs/rules.md and the README's rule table are what `python -m tilefit.rules.docs` writes
+    (run it after changing a rule); every rule link of the reporters points at a section."""
+    from tilefit.reporters.common import rule_url
+    from tilefit.rules.docs import repo_root, rules_markdown, stale_files
+
+    stale = stale_files()
+    assert not stale, f"stale: {', '.join(str(p) for p in stale)}; run `python -m tilefit.rules.docs`"
+    text = (repo_root() / "docs" / "rules.md").read_text()
+    headings = {line[3:].strip().lower() for line in text.splitlines() if line.startswith("## ")}
+    for code, rule in RULES.items():
+        url = rule_url(code)
+        assert url.endswith(f"/docs/rules.md#{code.lower()}") and code.lower() in headings
+        assert rule.summary() in text
+        for ex in rule.examples:
+            if ex.fixed is not None:  # the fix is shown: its changed lines are in the diff
+                assert all(f"+{line}" in text for line in set(ex.fixed.splitlines()) - set(ex.content.splitlines()))
+    assert rules_markdown() == text
+
+
+def test_rule_command_prints_markdown_and_options(cli):
+    from tilefit.rules.docs import rule_section, rules_markdown
+
+    assert cli("rule", "--all", "--format", "markdown").output == rules_markdown()
+    assert cli("rule", "THR001", "--format", "markdown").output == rule_section(RULES["THR001"])
+    r = cli("rule", "OCC001")
+    assert "min-blocks-per-sm (int, default 2)" in r.output

@@ -53,7 +53,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
     evaluator = CallsiteEvaluator(project, kernels=options.kernels, mode=engine.estimator.mode,
                                   allow_import=options.allow_import, estimator=engine.estimator)
     checks = SiteChecks(evaluator, classes)
-    from tilefit.rules.base import CallsiteContext
+    from tilefit.rules.base import CallsiteContext, Planner
 
     out: list[Diagnostic] = []
     errors: list[str] = []
@@ -89,7 +89,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                     severity=finding.severity or rule.severity,
                     pointer=None,
                     target=target,
-                    fix=finding.fix,
+                    fix=finding.fix if rule.fix_planner is Planner.CALLSITE else None,
                     data=dict(finding.data),
                     fingerprint=fingerprint_of(rule.code, path, site.identity, target,
                                                finding.identity or finding.message),

@@ -137,7 +137,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         hint = fix_hints(result, required)
         if hint:
             hints.append(hint)
-    elif any(d.code in ("SMEM001", "THR001") for d in result.diagnostics):
+    elif _entry_fixable(result.diagnostics):
         hints.append("Run `tilefit check --fix` (or `--diff` to preview) to replace offending entries with the "
                      "fastest config that fits.")
     render(result, fmt, output_file, statistics, quiet, fix_applicability=required if opts.fix else None,
@@ -147,6 +147,14 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     if exit_zero and code == 1:
         code = 0
     sys.exit(code)
+
+
+def _entry_fixable(diagnostics) -> bool:
+    """Whether some diagnostic is one the table fixer clears (the rules say which)."""
+    from tilefit.rules import Planner, fixable_codes
+
+    codes = fixable_codes(Planner.ENTRY)
+    return any(d.code in codes for d in diagnostics)
 
 
 def _required(unsafe_fixes, settings) -> int:

@@ -1,7 +1,8 @@
 """The fix planner: one replacement config per offending entry, valid for every target.
 
 After :meth:`tilefit.engine.Engine.check_table` the planner groups the fixable diagnostics
-(``FIXABLE``) by entry and, for each such entry:
+(``FIXABLE``: the codes of the rules whose ``fix_planner`` is ``Planner.ENTRY``) by entry and, for
+each such entry:
 
 1. walks the config graph (:mod:`tilefit.fix.space`) breadth first from the entry, keeping the
    configs that fit **every** target of the table (the file's own device and each ``--target``)
@@ -38,16 +39,16 @@ from typing import Iterable, Mapping, Sequence
 
 from tilefit.engine import Engine
 from tilefit.estimate import Estimator, EstimatorUnavailable
-from tilefit.jsonpos import JsonDocument, pointer_to_str
+from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix
+from tilefit.rules import Planner, fixable_codes
 from tilefit.tables import ConfigTable
 from tilefit.variants import TILE_KEYS, effective_launch, is_int, kernel_variants
 
 from .edits import EditError, entry_edits
 from .space import ConfigSpace
 
-FIXABLE = ("SMEM001", "THR001")
-SEARCH_CODES = FIXABLE
+FIXABLE = fixable_codes(Planner.ENTRY)
 
 # GROUP_SIZE_M moves one step on this many of the best-ranked candidates
 GROUP_REFINE_TOP = 3
@@ -60,12 +61,6 @@ TUNED_PRIOR = 0.5
 NAMED_WEIGHT = 0.75
 # Relative cost of each edit beyond the nearest layer of fitting configs.
 EDIT_PENALTY = 0.01
-
-
-def split_pointer(pointer: str | None) -> tuple[str, ...]:
-    if not pointer:
-        return ()
-    return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:])
 
 
 def freeze(entry: Mapping) -> tuple:
@@ -164,7 +159,7 @@ class FixPlanner:
         self.search_estimator = est if est.mode == "analytic" else Estimator("analytic", model=est.model)
         # A private engine for re-checks: its own memo tables and statistics.
         self.checker = Engine(db=engine.db, estimator=est, selection=engine.selection,
-                              extra_targets=engine.extra_targets)
+                              extra_targets=engine.extra_targets, rule_options=engine.rule_options)
         # Candidates are judged by the entry and target rules the user selected (file rules see
         # the same file either way).
         from tilefit.rules import RULES, Scope
@@ -175,7 +170,8 @@ class FixPlanner:
                        if cls.scope is not Scope.FILE and sel.decides(code, cls.default_enabled)]
         self.prober = Engine(db=engine.db, estimator=est, extra_targets=engine.extra_targets,
                              selection=Selection(select=entry_codes,
-                                                 per_file_ignores=sel.per_file_ignores))
+                                                 per_file_ignores=sel.per_file_ignores),
+                             rule_options=engine.rule_options)
         self.coefficients = coefficients
         self._need_memo: dict[tuple, int | None] = {}
         self._pred_memo: dict[tuple, object] = {}
@@ -194,7 +190,7 @@ class FixPlanner:
             return list(diagnostics)
         out = []
         for d in diagnostics:
-            parts = split_pointer(d.pointer)
+            parts = parse_pointer(d.pointer)
             p = plan.plans.get(parts[0]) if (d.code in FIXABLE and parts) else None
             out.append(replace(d, fix=p.fix) if p is not None else d)
         return out
@@ -219,7 +215,7 @@ class FixPlanner:
             return result
         keys: list[str] = []
         for d in diagnostics:
-            parts = split_pointer(d.pointer)
+            parts = parse_pointer(d.pointer)
             if d.code in FIXABLE and parts and parts[0] not in keys:
                 keys.append(parts[0])
         if not keys:

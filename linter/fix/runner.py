@@ -25,12 +25,12 @@ from typing import Sequence
 from tilefit.api import CheckOptions, CheckResult, run_check
 from tilefit.atomicfile import write_atomic
 from tilefit.config import Settings, resolve_relative
-from tilefit.jsonpos import JsonDocument, JsonError
+from tilefit.jsonpos import JsonDocument, JsonError, parse_pointer
 from tilefit.model import Applicability, Diagnostic, Fix
 from tilefit.tables import ConfigTable
 
 from .edits import apply_fixes, resolve, same_json
-from .planner import FIXABLE, EntryPlan, FixPlanner, split_pointer
+from .planner import FIXABLE, EntryPlan, FixPlanner
 
 MAX_PASSES = 3
 
@@ -211,7 +211,7 @@ def signature(diagnostics: Sequence[Diagnostic]) -> set[tuple]:
     """(code, entry, target) of every diagnostic: what "no new diagnostic" compares."""
     out = set()
     for d in diagnostics:
-        parts = split_pointer(d.pointer)
+        parts = parse_pointer(d.pointer)
         targets = d.data.get("targets") if hasattr(d.data, "get") else None
         for t in targets or [d.target]:
             out.add((d.code, parts[0] if parts else None, t))
@@ -229,7 +229,7 @@ def verify(checker, old: ConfigTable, new: ConfigTable, fixes: Sequence[Fix], be
     expected: dict[tuple, object] = {}
     for fix in fixes:
         for ptr, value in fix.expected.items():
-            expected[tuple(split_pointer(ptr))] = value
+            expected[tuple(parse_pointer(ptr))] = value
     old_keys = [k for k, _ in getattr(old_value, "pairs", None) or old_value.items()]
     new_keys = [k for k, _ in getattr(new_value, "pairs", None) or new_value.items()]
     if old_keys != new_keys:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DOCS_URL = "https://github.com/tilefit/tilefit/blob/main/docs/rules.md#{code}"
-
 
 @dataclass
 class RenderContext:
@@ -17,7 +15,10 @@ class RenderContext:
 
 
 def rule_url(code: str) -> str:
-    return DOCS_URL.format(code=code.lower())
+    """The rule's section of the generated docs/rules.md."""
+    from tilefit.rules.docs import rule_url as url
+
+    return url(code)
 
 
 def fixable_mark(diag, ctx: RenderContext) -> str:

@@ -286,6 +286,8 @@ def _fits(meta, cfg, device, estimator, margin) -> bool:
 
 def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementLog) -> list[Job]:
     """The jobs of one table: its offending entries (or all), each with its fitting candidates."""
+    from tilefit.fix.planner import FIXABLE
+    from tilefit.jsonpos import parse_pointer
     from tilefit.perf.model import predict
     from tilefit.perf.shapes import GemmShape
 
@@ -296,8 +298,8 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
     if table.doc is None or not isinstance(table.value, dict):
         raise TuneError(f"{table.path}: not a readable table (run `tilefit check` first)")
     diagnostics = engine.check_table(table)
-    offending = {d.pointer.split("/")[1] for d in diagnostics
-                 if d.pointer and d.severity.value == "error" and d.code in ("SMEM001", "THR001")}
+    offending = {parse_pointer(d.pointer)[0] for d in diagnostics
+                 if d.pointer and d.severity.value == "error" and d.code in FIXABLE}
     candidates = [c for c in tuning_space(meta.block_shape) if _fits(meta, c, target, engine.estimator, opts.margin)]
     if not candidates:
         raise TuneError(f"{table.path}: no config of the tuning grid fits {target.key}")
@@ -367,6 +369,7 @@ def tune_files(paths: Sequence[str], opts: TuneOptions, settings=None,
     from tilefit.discovery import discover
     from tilefit.engine import Engine
     from tilefit.estimate import Estimator
+    from tilefit.fix.planner import FIXABLE
     from tilefit.selection import Selection
     from tilefit.tables import read_table
 
@@ -374,8 +377,8 @@ def tune_files(paths: Sequence[str], opts: TuneOptions, settings=None,
     db = load_devices(settings)
     local = local or local_device(db)
     target = target_device(db, opts, local)
-    engine = Engine(db=db, estimator=Estimator(opts.estimator), selection=Selection(select=["SMEM001", "THR001"]),
-                    extra_targets=[target])
+    engine = Engine(db=db, estimator=Estimator(opts.estimator), selection=Selection(select=list(FIXABLE)),
+                    extra_targets=[target], rule_options=settings.rule_options)
     out = TuneResult(device=local.key, emulated=target.key if target.key != local.key or opts.smem_limit else None)
     log = MeasurementLog(opts.results)
     found = discover(paths)
