@@ -29,12 +29,15 @@ import os
 import shlex
 import subprocess
 import sys
+import tempfile
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, TextIO
 
 MODES = ("check", "fix", "pr")
+# the environment variables action.yml sets, one per input (INPUT_<NAME>)
+ENV_INPUTS = ("MODE", "PATHS", "TARGETS", "UNSAFE_FIXES", "EXTRA_ARGS", "FAIL_ON_FINDINGS", "OUTPUT_DIR")
 SUMMARY_ROWS = 50  # findings listed in the check summary
 
 
@@ -55,6 +58,7 @@ class Inputs:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Inputs":
         def get(name: str, default: str = "") -> str:
+            assert name in ENV_INPUTS, name
             return (env.get(f"INPUT_{name}") or default).strip()
 
         mode = get("MODE", "check").lower()
@@ -66,7 +70,7 @@ class Inputs:
         except ValueError as exc:
             raise ActionError(f"input paths or extra-args: {exc}") from None
         targets = [t for t in get("TARGETS").replace(",", " ").split() if t]
-        output_dir = get("OUTPUT_DIR") or os.path.join(env.get("RUNNER_TEMP") or os.getcwd(), "tilefit")
+        output_dir = get("OUTPUT_DIR") or os.path.join(env.get("RUNNER_TEMP") or tempfile.gettempdir(), "tilefit")
         return cls(mode=mode, paths=paths, targets=targets, unsafe_fixes=_bool(get("UNSAFE_FIXES", "false"), "unsafe-fixes"),
                    extra_args=extra, fail_on_findings=_bool(get("FAIL_ON_FINDINGS", "true"), "fail-on-findings"),
                    output_dir=output_dir)

@@ -68,15 +68,17 @@ class PrOutcome:
 
 def run_pr(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None, *,
            commit: bool = True, dry_run: bool = False, author: str | None = None, verify: bool = True,
-           command: str | None = None) -> PrOutcome:
+           command: str | None = None, own_files: Sequence[str] = ()) -> PrOutcome:
     """The whole flow; raises :class:`PrRefused` (dirty tree, not a repository, a fix that did
-    not verify, a git failure) with a message for the user."""
+    not verify, a git failure) with a message for the user. ``own_files``: files this run
+    writes itself (the body), which do not make the work tree dirty."""
     opts = opts or CheckOptions()
     settings = settings or Settings()
     paths = list(paths) or ["."]
     repo = _repo(paths[0], required=commit and not dry_run)
     if repo is not None and commit and not dry_run:
-        dirty = repo.dirty_paths()
+        own = {repo.relpath(p) for p in own_files}
+        dirty = [p for p in repo.dirty_paths() if p not in own]
         if dirty:
             shown = ", ".join(dirty[:SHOWN_DIRTY]) + (f" and {len(dirty) - SHOWN_DIRTY} more"
                                                      if len(dirty) > SHOWN_DIRTY else "")

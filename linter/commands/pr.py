@@ -65,7 +65,8 @@ def run_from_params(params: dict, *, commit: bool = True, argv=None):
     paths, opts, settings = check_options(params)
     command = "tilefit pr " + shlex.join(argv) if argv is not None else None
     return run_pr(paths, opts, settings, commit=commit, dry_run=bool(params.get("dry_run")),
-                  author=params.get("author"), verify=params.get("verify", True), command=command)
+                  author=params.get("author"), verify=params.get("verify", True), command=command,
+                  own_files=[params["body"]] if params.get("body") else [])
 
 
 def _pr_callback(**params):
