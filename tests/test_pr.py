@@ -230,3 +230,28 @@ def test_body_file_inside_the_work_tree_does_not_make_the_next_run_refuse(cli, r
     assert r.exit_code == 0 and "already holds these fixes" in r.stderr
     assert (repo / "PR.md").read_text().startswith("## tilefit: fit 10 entries")
     assert FITTING not in git(repo, "diff", "--name-only", "main", "HEAD")
+
+
+def test_python_call_site_fix_is_committed_with_its_line(cli, git_env, monkeypatch):
+    """A launch's literal num_stages (SMEM002), judged by compiling the kernel from the file's AST."""
+    pytest.importorskip("triton")
+    root = git_env / "pyrepo"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "callsites" / "engine", root / "engine")
+    (root / "pyproject.toml").write_text(
+        '[tool.tilefit]\ntargets = ["rtx4090"]\n\n'
+        '[tool.tilefit.kernels."engine.ops.gemm_plain:matmul_plain_kernel"]\n"a_ptr,b_ptr" = ["bf16"]\n')
+    for args in (("init", "-q", "-b", "main"), ("config", "user.name", "T"), ("config", "user.email", "t@x.invalid"),
+                 ("add", "."), ("commit", "-q", "-m", "engine")):
+        git(root, *args)
+    monkeypatch.chdir(root)
+    launcher = "engine/ops/launcher.py"
+    assert cli("pr", launcher).stderr.startswith("Nothing to fix")  # the fix is unsafe: not applied
+    r = cli("pr", launcher, "--unsafe-fixes")
+    assert r.exit_code == 0, r.output
+    assert git(root, "diff", "--name-only", "main", "HEAD") == launcher
+    assert "num_stages=3):" in (root / launcher).read_text()
+    message = git(root, "log", "-1", "--format=%B")
+    assert message.startswith("tilefit: fit 1 call site in 1 Python file to rtx4090")
+    (site_line,) = re.findall(rf"- {launcher}: line (\d+)", message)
+    assert f"| `{launcher}` | line {site_line} | SMEM002 | " in r.stdout and "| 101376 bytes | rtx4090 |" in r.stdout
+    assert "Set num_stages=3 (was 4)" in r.stdout and "Not fixed here" not in r.stdout

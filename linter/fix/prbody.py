@@ -237,26 +237,32 @@ def pr_body(fix_result, findings: Sequence[FixedFinding], relpath, *, targets: S
     else:
         lines.append("### What crashed where")
         lines.append("")
-        lines.append("Before this change, these entries need more than the device allows per block "
-                     "(the engine's Triton launch fails with `OutOfResources`):")
+        lines.append("Before this change, these entries and launches need more than the device allows per "
+                     "block (the Triton launch fails with `OutOfResources`):")
         lines.append("")
         lines.append("| file | batch sizes / lines | rule | needs | limit | devices |")
         lines.append("|---|---|---|--:|--:|---|")
         lines.extend(_crash_rows(findings))
         lines.append("")
-        # The fixer's own report: per entry old -> new config, bytes before -> after per arch,
-        # predicted speed vs the original and the naive fix. Its title is ours above.
-        shown = replace(fix_result, files=[replace(ff, path=_relative(ff.path, relpath)) for ff in files])
-        report = markdown(shown, applied=applied).splitlines()
-        if report and report[0].startswith("## "):
-            report = report[1:]
         lines.append("### What changed")
-        lines.extend(report)
-        python = [ff for ff in files if not ff.plans]
-        if python:
-            lines.append("")
-            for ff in python:
-                lines.append(f"`{_relative(ff.path, relpath)}`: " + "; ".join(f.title for f in ff.fixes))
+        lines.append("")
+        tables = [ff for ff in files if ff.plans]
+        if tables:
+            # The fixer's own report: per entry old -> new config, bytes before -> after per arch,
+            # predicted speed vs the original and the naive fix. Its title is ours above.
+            shown = replace(fix_result, files=[replace(ff, path=_relative(ff.path, relpath)) for ff in tables])
+            report = markdown(shown, applied=applied).splitlines()
+            if report and report[0].startswith("## "):
+                report = report[1:]
+            while report and not report[0].strip():
+                report = report[1:]
+            lines.extend(report)
+        for ff in files:
+            if not ff.plans:  # Python call sites: the literal each fix sets
+                rel = _relative(ff.path, relpath)
+                for f in ff.fixes:
+                    line = f.edits[0].start.line if f.edits and f.edits[0].start else None
+                    lines.append(f"- `{rel}{f':{line}' if line else ''}`: {f.title}")
         lines.append("")
     if skipped:
         lines.append("### Left unchanged")
