@@ -255,3 +255,9 @@ def test_python_call_site_fix_is_committed_with_its_line(cli, git_env, monkeypat
     (site_line,) = re.findall(rf"- {launcher}: line (\d+)", message)
     assert f"| `{launcher}` | line {site_line} | SMEM002 | " in r.stdout and "| 101376 bytes | rtx4090 |" in r.stdout
     assert "Set num_stages=3 (was 4)" in r.stdout and "Not fixed here" not in r.stdout
+
+
+def test_body_in_a_missing_folder_is_refused_before_anything_changes(cli, repo):
+    r = _pr(cli, "--body", "no/such/folder/pr.md")
+    assert r.exit_code == 2 and "does not exist" in r.stderr and "Traceback" not in r.output
+    assert git(repo, "branch", "--show-current") == "main" and fix_branches(repo) == []

@@ -72,13 +72,17 @@ def run_from_params(params: dict, *, commit: bool = True, argv=None):
 def _pr_callback(**params):
     from tilefit.pullrequest import PrRefused
 
+    import os
+
     argv = sys.argv[2:] if len(sys.argv) > 1 and sys.argv[1] == "pr" else None
+    body_file = params.get("body")
+    if body_file and not os.path.isdir(os.path.dirname(os.path.abspath(body_file))):
+        fail(f"--body {body_file}: the folder {os.path.dirname(os.path.abspath(body_file))} does not exist")
     try:
         out = run_from_params(params, argv=argv)
     except (PrRefused, UsageError) as exc:
         fail(str(exc))
         return
-    body_file = params.get("body")
     if body_file:
         from tilefit.atomicfile import write_atomic
 
