@@ -89,7 +89,7 @@ def test_branch_commit_and_body(cli, repo, tmp_path):
     assert f"updates branch `{branch}`" in body
 
 
-def test_second_run_on_the_same_findings_reuses_the_branch(cli, repo):
+def test_second_run_on_the_same_findings_reuses_the_branch(cli, repo, monkeypatch):
     r = _pr(cli, "-q")
     assert r.exit_code == 0, r.output
     branch = git(repo, "branch", "--show-current")
@@ -101,6 +101,12 @@ def test_second_run_on_the_same_findings_reuses_the_branch(cli, repo):
     assert git(repo, "branch", "--show-current") == branch
     assert git(repo, "rev-parse", "HEAD") == tip  # nothing new committed
     assert fix_branches(repo) == [branch]
+    # from a subfolder, with the paths spelt differently: the same findings, the same branch
+    git(repo, "switch", "-q", "main")
+    monkeypatch.chdir(repo / "configs")
+    r = cli("pr", ".", "--isolated", "--estimator", "analytic", "-t", "rtx4090")
+    assert r.exit_code == 0 and f"Branch {branch} already holds these fixes" in r.stderr, r.output
+    monkeypatch.chdir(repo)
     # on the fix branch itself nothing is left to fix: no new branch, no commit
     r = _pr(cli)
     assert r.exit_code == 0 and "Nothing to fix" in r.stderr
@@ -261,3 +267,11 @@ def test_body_in_a_missing_folder_is_refused_before_anything_changes(cli, repo):
     r = _pr(cli, "--body", "no/such/folder/pr.md")
     assert r.exit_code == 2 and "does not exist" in r.stderr and "Traceback" not in r.output
     assert git(repo, "branch", "--show-current") == "main" and fix_branches(repo) == []
+
+
+def test_detached_head_as_actions_checkout_leaves_it(cli, repo):
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "--detach")
+    r = _pr(cli)
+    assert r.exit_code == 0 and f"from {base}" in r.stderr, r.output
+    assert git(repo, "rev-parse", "HEAD^") == base and BRANCH.match(git(repo, "branch", "--show-current"))
