@@ -1,15 +1,13 @@
 """Temporary git repositories of real corpus tables, for the tests of ``tilefit pr`` and the
-GitHub Action. git runs with no global or system configuration (the developer's own settings,
-hooks and signing never leak in), and nothing talks to a network."""
+GitHub Action (with the ``git_env`` fixture of conftest.py: no global or system git
+configuration, so the developer's own settings, hooks and signing never leak in). Nothing here
+talks to a network."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
-
-import pytest
 
 # Real tables (SGLang 0.5.23, vLLM 0.33.0) that overflow an RTX 4090, and one that fits it.
 VLLM_H200 = "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs/E=128,N=768,device_name=NVIDIA_H200.json"
@@ -32,22 +30,6 @@ def git(repo: Path, *args: str, check: bool = True) -> str:
     if check and proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)}: {proc.stderr}")
     return proc.stdout.strip()
-
-
-@pytest.fixture
-def git_env(tmp_path, monkeypatch):
-    """No global/system git configuration, no GitHub Actions variables, a private cache."""
-    if shutil.which("git") is None:
-        pytest.skip("git is not installed")
-    empty = tmp_path / "gitconfig"
-    empty.write_text("")
-    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
-    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for var in list(os.environ):
-        if var.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_", "GITHUB_", "INPUT_", "RUNNER_")):
-            monkeypatch.delenv(var)
-    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
-    return tmp_path
 
 
 def make_repo(root: Path, corpus: Path, tables=tuple(LAYOUT)) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from gitrepo import FITTING, OVERFLOWING, VLLM_4090, fix_branches, git, git_env, make_repo  # noqa: F401
+from gitrepo import OVERFLOWING, VLLM_4090, fix_branches, git, make_repo
 
 REPO = Path(__file__).resolve().parents[1]
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 
 import pytest
-from gitrepo import FITTING, OVERFLOWING, VLLM_4090, VLLM_H200, fix_branches, git, git_env, make_repo  # noqa: F401
+from gitrepo import FITTING, OVERFLOWING, VLLM_4090, VLLM_H200, fix_branches, git, make_repo
 
 ARGS = ("configs", "--isolated", "--estimator", "analytic", "--target", "rtx4090")
 BRANCH = re.compile(r"^tilefit/fix-[0-9a-f]{10}$")

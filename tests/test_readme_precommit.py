@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gitrepo import LAYOUT, VLLM_H200, git, git_env, make_repo  # noqa: F401
+from gitrepo import LAYOUT, VLLM_H200, git, make_repo
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
