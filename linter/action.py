@@ -24,8 +24,10 @@ Outputs (``$GITHUB_OUTPUT``): ``changed`` (true/false), ``report`` (the Markdown
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -119,7 +121,7 @@ def run(inputs: Inputs, env: Mapping[str, str] | None = None, stdout: TextIO | N
 def _check(inputs: Inputs, env, stdout, stderr, report: Path, sarif: Path) -> Result:
     base = [sys.executable, "-m", "tilefit", "check", *inputs.argv()]
     annotate = subprocess.run(base + ["--output-format", "github"], capture_output=True, text=True, env=env)
-    stdout.write(annotate.stdout)
+    stdout.write(rebase_annotations(annotate.stdout, env))
     stderr.write(annotate.stderr)
     code = annotate.returncode
     as_sarif = subprocess.run(base + ["--output-format", "sarif", "-o", str(sarif), "--exit-zero"],
@@ -223,7 +225,9 @@ def _fix(inputs: Inputs, stdout, stderr, report: Path, sarif: Path, commit: bool
     except SystemExit:  # a configuration error, already printed on stderr
         raise ActionError(f"tilefit pr {shlex.join(argv)}: bad options or configuration (see the log)") from None
     left = [d for d in out.fix.check.diagnostics if d.severity.value != "info"]
-    REPORTERS["github"](out.fix.check.diagnostics, stdout, RenderContext(tool_version=__version__))
+    annotations = io.StringIO()
+    REPORTERS["github"](out.fix.check.diagnostics, annotations, RenderContext(tool_version=__version__))
+    stdout.write(rebase_annotations(annotations.getvalue(), os.environ))
     with open(sarif, "w", encoding="utf-8") as fh:
         REPORTERS["sarif"](out.fix.check.diagnostics, fh, RenderContext(tool_version=__version__))
     report.write_text(out.body, encoding="utf-8")
@@ -232,6 +236,28 @@ def _fix(inputs: Inputs, stdout, stderr, report: Path, sarif: Path, commit: bool
                "findings": str(len(left)), "branch": out.branch or "", "title": out.title,
                "commit-message": out.message if out.changed else "", "commit": out.commit or ""}
     return Result(0, outputs, out.body)
+
+
+_FILE_PROP = re.compile(r"(?<=[ ,])file=([^,:]*)")
+
+
+def rebase_annotations(text: str, env: Mapping[str, str]) -> str:
+    """GitHub places an annotation by a path relative to the repository root; tilefit prints
+    paths relative to where it runs (``working-directory``). Prefix them with that folder."""
+    workspace = env.get("GITHUB_WORKSPACE")
+    if not workspace:
+        return text
+    prefix = os.path.relpath(os.path.realpath(os.getcwd()), os.path.realpath(workspace))
+    if prefix == "." or prefix.startswith(".."):
+        return text
+    prefix = prefix.replace(os.sep, "/").replace("%", "%25").replace(",", "%2C").replace(":", "%3A")
+
+    def sub(m: re.Match) -> str:
+        path = m.group(1)
+        return m.group(0) if path.startswith("/") else f"file={prefix}/{path}"
+
+    return "\n".join(_FILE_PROP.sub(sub, line, count=1) if line.startswith("::") else line
+                     for line in text.split("\n"))
 
 
 # -- GitHub's files --------------------------------------------------------------------------

@@ -310,3 +310,16 @@ def test_readme_workflows_tilefit_steps_in_a_repository(runner):
     git(ws, "merge", "-q", "--ff-only", outputs["branch"])
     procs, again = runner.run(**{k: str(v) for k, v in fix.items()}, **{"extra-args": "--estimator analytic"})
     assert procs[-1].returncode == 0 and again["changed"] == "false"
+
+
+def test_annotations_are_placed_relative_to_the_repository_root(runner):
+    procs, outputs = runner.run(paths="vllm", targets="rtx4090", **{"working-directory": "configs",
+                                                                     "extra-args": EXTRA})
+    files = {re.search(r"file=([^,]+),", a).group(1).replace("%2C", ",")
+             for a in procs[-1].stdout.splitlines() if a.startswith("::error ")}
+    assert files == {OVERFLOWING[0]}  # configs/vllm/..., not vllm/...
+    procs, outputs = runner.run(paths="vllm", targets="rtx4090", mode="fix",
+                                **{"working-directory": "configs", "extra-args": EXTRA})
+    assert procs[-1].returncode == 0 and outputs["changed"] == "true"
+    assert set(git(runner.workspace, "diff", "--name-only").splitlines()) == {OVERFLOWING[0]}
+    assert f"`{OVERFLOWING[0]}`" in Path(outputs["report"]).read_text()  # the body names repo paths
