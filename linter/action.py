@@ -114,7 +114,7 @@ def run(inputs: Inputs, env: Mapping[str, str] | None = None, stdout: TextIO | N
     report, sarif = out_dir / "report.md", out_dir / "tilefit.sarif"
     if inputs.mode == "check":
         return _check(inputs, env, stdout, stderr, report, sarif)
-    return _fix(inputs, stdout, stderr, report, sarif, commit=inputs.mode == "pr")
+    return _fix(inputs, env, stdout, stderr, report, sarif, commit=inputs.mode == "pr")
 
 
 # -- check -----------------------------------------------------------------------------------
@@ -203,7 +203,7 @@ def _uri(result) -> str:
 
 
 # -- fix / pr --------------------------------------------------------------------------------
-def _fix(inputs: Inputs, stdout, stderr, report: Path, sarif: Path, commit: bool) -> Result:
+def _fix(inputs: Inputs, env, stdout, stderr, report: Path, sarif: Path, commit: bool) -> Result:
     import click
 
     from tilefit import __version__
@@ -227,7 +227,7 @@ def _fix(inputs: Inputs, stdout, stderr, report: Path, sarif: Path, commit: bool
     left = [d for d in out.fix.check.diagnostics if d.severity.value != "info"]
     annotations = io.StringIO()
     REPORTERS["github"](out.fix.check.diagnostics, annotations, RenderContext(tool_version=__version__))
-    stdout.write(rebase_annotations(annotations.getvalue(), os.environ))
+    stdout.write(rebase_annotations(annotations.getvalue(), env))
     with open(sarif, "w", encoding="utf-8") as fh:
         REPORTERS["sarif"](out.fix.check.diagnostics, fh, RenderContext(tool_version=__version__))
     report.write_text(out.body, encoding="utf-8")

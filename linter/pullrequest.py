@@ -72,6 +72,14 @@ def run_pr(paths: Sequence[str], opts: CheckOptions | None = None, settings: Set
     """The whole flow; raises :class:`PrRefused` (dirty tree, not a repository, a fix that did
     not verify, a git failure) with a message for the user. ``own_files``: files this run
     writes itself (the body), which do not make the work tree dirty."""
+    try:
+        return _run_pr(paths, opts, settings, commit=commit, dry_run=dry_run, author=author, verify=verify,
+                       command=command, own_files=own_files)
+    except GitError as exc:  # reading the repository's state failed: nothing was changed yet
+        raise PrRefused(str(exc)) from None
+
+
+def _run_pr(paths, opts, settings, *, commit, dry_run, author, verify, command, own_files) -> PrOutcome:
     opts = opts or CheckOptions()
     settings = settings or Settings()
     paths = list(paths) or ["."]
