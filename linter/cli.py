@@ -26,6 +26,8 @@ COMMANDS = {
     "calibrate": ("calibrate", "calibrate", "Regenerate model tables from compiles or GPU measurements."),
     "tune": ("tune", "tune", "Re-tune offending entries on the local GPU."),
     "doctor": ("doctor", "doctor", "Will this model crash on this GPU with this engine?"),
+    # issue 16 (auto-fix pull requests): tilefit/commands/pr.py
+    "pr": ("pr", "pr", "Fix, commit the fixes on a branch of their own and write the PR body."),
 }
 
 

@@ -53,3 +53,22 @@ def cli():
         return runner.invoke(group, [str(a) for a in args], catch_exceptions=False, **kwargs)
 
     return invoke
+
+
+# issue 16 (tilefit pr, the GitHub Action): tests that run git in temporary repositories
+@pytest.fixture
+def git_env(tmp_path, monkeypatch):
+    """No global/system git configuration, no GitHub Actions variables, a private cache."""
+    import shutil
+
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    empty = tmp_path / "gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in list(os.environ):
+        if var.startswith(("GIT_AUTHOR_", "GIT_COMMITTER_", "GITHUB_", "INPUT_", "RUNNER_")):
+            monkeypatch.delenv(var)
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path

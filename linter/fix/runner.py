@@ -59,6 +59,8 @@ class FixResult:
     files: list[FileFix]  # files that change
     errors: list[str]  # fixes that did not verify, files that could not be written
     required: Applicability
+    # The diagnostics before fixing (fixes attached): what ``tilefit pr`` reports as crashed.
+    found: list[Diagnostic] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -97,6 +99,7 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
     unsafe = opts.unsafe_fixes if opts.unsafe_fixes is not None else settings.unsafe_fixes
     required = Applicability.UNSAFE if unsafe else Applicability.SAFE
     result = run_check(paths, opts, settings)
+    found = list(result.diagnostics)
     planner: FixPlanner = result.planner
     by_path: dict[str, list[Diagnostic]] = collections.defaultdict(list)
     for d in result.diagnostics:
@@ -132,7 +135,7 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
         diagnostics.extend(fresh)
         diagnostics.sort(key=lambda d: d.sort_key)
         result = replace(result, diagnostics=diagnostics, baselined=result.baselined + hidden)
-    return FixResult(check=result, files=files, errors=errors, required=required)
+    return FixResult(check=result, files=files, errors=errors, required=required, found=found)
 
 
 def _fix_python_files(result, required, write, files, errors, final, opts, settings) -> None:
