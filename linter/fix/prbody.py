@@ -24,7 +24,7 @@ from typing import Callable, Iterable, Sequence
 
 from tilefit.model import Applicability, Diagnostic
 
-from .planner import split_pointer
+from ..jsonpos import parse_pointer
 from .report import markdown
 
 BRANCH_PREFIX = "tilefit/fix-"
@@ -81,7 +81,7 @@ def fixed_findings(fix_result, relpath: Callable[[str], str | None], files=None)
 
 
 def _entry(d: Diagnostic) -> str | None:
-    parts = split_pointer(d.pointer)
+    parts = parse_pointer(d.pointer)
     return parts[0] if parts else None
 
 
