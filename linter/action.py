@@ -196,8 +196,11 @@ def check_summary(doc, inputs: Inputs, code: int) -> str:
 
 
 def _uri(result) -> str:
+    """A result's path as people read it (SARIF URIs are percent-encoded)."""
+    from urllib.parse import unquote
+
     try:
-        return result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        return unquote(result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"])
     except (KeyError, IndexError):
         return ""
 
@@ -210,8 +213,7 @@ def _fix(inputs: Inputs, env, stdout, stderr, report: Path, sarif: Path, commit:
     from tilefit.api import UsageError
     from tilefit.commands.pr import describe, pr, run_from_params
     from tilefit.pullrequest import PrRefused
-    from tilefit.reporters import REPORTERS
-    from tilefit.reporters.common import RenderContext
+    from tilefit.reporters import RenderContext, get_reporter
 
     argv = inputs.argv()
     try:
@@ -226,10 +228,12 @@ def _fix(inputs: Inputs, env, stdout, stderr, report: Path, sarif: Path, commit:
         raise ActionError(f"tilefit pr {shlex.join(argv)}: bad options or configuration (see the log)") from None
     left = [d for d in out.fix.check.diagnostics if d.severity.value != "info"]
     annotations = io.StringIO()
-    REPORTERS["github"](out.fix.check.diagnostics, annotations, RenderContext(tool_version=__version__))
+    root = str(out.fix.check.root) if out.fix.check.root is not None else None
+    render = RenderContext(tool_version=__version__, root=root)
+    get_reporter("github").render(out.fix.check.diagnostics, annotations, render)
     stdout.write(rebase_annotations(annotations.getvalue(), env))
     with open(sarif, "w", encoding="utf-8") as fh:
-        REPORTERS["sarif"](out.fix.check.diagnostics, fh, RenderContext(tool_version=__version__))
+        get_reporter("sarif").render(out.fix.check.diagnostics, fh, render)
     report.write_text(out.body, encoding="utf-8")
     stderr.write(describe(out, str(report)) + "\n")
     outputs = {"changed": "true" if out.changed else "false", "report": str(report), "sarif": str(sarif),

@@ -59,6 +59,7 @@ class CheckResult:
     baselined: int = 0
     engine: Engine | None = None
     planner: object | None = None  # tilefit.fix.FixPlanner when fixes were planned
+    root: object | None = None  # the project root (pathlib.Path): the folder of pyproject.toml, else the cwd
 
     @property
     def exit_code(self) -> int:
@@ -224,7 +225,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         diagnostics, baselined = filter_baselined(diagnostics, records)
     return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files) + len(found.python_files),
                        missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine,
-                       planner=planner)
+                       planner=planner, root=settings.root)
 
 
 def print_errors(result: CheckResult, stream=None) -> None:

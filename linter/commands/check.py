@@ -9,10 +9,9 @@ import click
 
 from tilefit.api import CheckOptions, UsageError, print_errors, run_check
 from tilefit.estimate import MODES
+from tilefit.reporters import FORMATS, get_reporter
 
 from .common import fail, settings_or_exit, split_codes
-
-FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
 
 
 @click.command()
@@ -26,7 +25,7 @@ FORMATS = ("concise", "full", "json", "sarif", "github", "gitlab")
 @click.option("--estimator", type=click.Choice(MODES), default=None,
               help="How shared memory is computed: analytic closed forms, exact compiles (needs Triton), or "
                    "auto: analytic, re-checked exactly near a limit when Triton is installed. [default: auto]")
-@click.option("--output-format", type=click.Choice(FORMATS), default=None, help="Output format. [default: concise]")
+@click.option("--output-format", type=click.Choice(list(FORMATS)), default=None, help="Output format. [default: concise]")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to a file instead of stdout.")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics.")
@@ -93,6 +92,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:
         fail(f"unknown output format {fmt!r} in configuration; choose from {', '.join(FORMATS)}")
+    needs = get_reporter(fmt).needs
     if (fix or diff or fix_report) and not update_baseline:
         from .fix import run_fix_flow
 
@@ -104,12 +104,12 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
             fail(str(exc))
             return
         sys.exit(code)
-    # Fixes are planned when the output shows them (help lines, the json `fix` field) or when asked
-    # about them. The concise format (the pre-commit hook's) does not plan: on a large audit,
-    # planning a fix for every finding costs several times the check itself.
+    # Fixes are planned when the format shows them (its reporter says so: help lines, the json
+    # `fix` field) or when asked about them. The concise format (the pre-commit hook's) does not
+    # plan: on a large audit, planning a fix for every finding costs several times the check.
     opts.fix = not update_baseline and (show_fixes or unsafe_fixes is not None
-                                        or (fmt in ("full", "json") and not statistics))
-    opts.fix_rank = fmt in ("full", "json")
+                                        or (needs.fixes and not statistics))
+    opts.fix_rank = needs.fix_ranking
     try:
         result = run_check(list(paths) or ["."], opts, settings)
     except UsageError as exc:
@@ -167,20 +167,23 @@ def _required(unsafe_fixes, settings) -> int:
 def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: bool,
            fix_applicability: int | None = None, summary_lines: list[str] | None = None) -> None:
     from tilefit import __version__
-    from tilefit.reporters import REPORTERS
-    from tilefit.reporters.common import RenderContext
+    from tilefit.reporters import RenderContext
 
+    reporter = get_reporter(fmt)
     stream = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
     try:
         if statistics:
             write_statistics(result.diagnostics, stream)
         else:
-            ctx = RenderContext(tool_version=__version__, fix_applicability=fix_applicability)
-            if fmt == "full":
+            ctx = RenderContext(tool_version=__version__, fix_applicability=fix_applicability,
+                                root=str(result.root) if result.root is not None else None)
+            if reporter.needs.sources:
                 ctx.sources = {p: (t.doc.text if t.doc is not None else t.data.decode("utf-8", "replace"))
                                for p, t in result.tables.items()}
-            REPORTERS[fmt](result.diagnostics, stream, ctx)
-        if not quiet and fmt in ("concise", "full") and not statistics:
+            if reporter.needs.result:
+                ctx.result = result
+            reporter.render(result.diagnostics, stream, ctx)
+        if not quiet and reporter.needs.human_text and not statistics:
             for line in summary_lines if summary_lines is not None else [summary(result)]:
                 stream.write(line + "\n")
     finally:

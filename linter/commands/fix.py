@@ -42,8 +42,10 @@ def run_fix_flow(opts, settings, paths, *, fmt: str, output_file, statistics: bo
         render(result.check, fmt, output_file, statistics, quiet, fix_applicability=int(result.required),
                summary_lines=fix_summary(result))
     if show_fixes:
-        write_show_fixes(result, sys.stderr if (diff or fmt not in ("concise", "full") or output_file) else out,
-                         would=diff)
+        from tilefit.reporters import get_reporter
+
+        human = get_reporter(fmt).needs.human_text
+        write_show_fixes(result, sys.stderr if (diff or not human or output_file) else out, would=diff)
     if fix_report:
         from tilefit.fix.report import write_report
 

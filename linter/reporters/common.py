@@ -1,8 +1,34 @@
-"""Shared bits of the reporters: the render context and the rule URL."""
+"""The reporter protocol, the render context, and what several formats share.
+
+A :class:`Reporter` is a render function and the :class:`Needs` of its format. The CLI reads
+the needs before it runs the check (whether to plan fixes, and how well) and before it renders
+(file texts, the whole result, the summary lines); a reporter gets everything it declared in the
+:class:`RenderContext` and nothing it did not ask for is computed.
+"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence, TextIO
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a format needs besides the diagnostics."""
+
+    sources: bool = False  # ctx.sources: the text of every checked table (path -> str)
+    fixes: bool = False  # a planned Fix on each fixable diagnostic (d.fix)
+    fix_ranking: bool = False  # fixes ranked by the performance model (else the nearest that fits)
+    human_text: bool = False  # a report for people: the summary and hint lines follow it on its stream
+    result: bool = False  # ctx.result: the whole CheckResult (tables, entries, the planner's fix plans)
+
+
+@dataclass(frozen=True)
+class Reporter:
+    render: Callable[[Sequence[Any], TextIO, "RenderContext"], None]
+    needs: Needs = Needs()
 
 
 @dataclass
@@ -10,8 +36,19 @@ class RenderContext:
     """What reporters may need besides the diagnostics."""
 
     fix_applicability: int | None = None  # the applicability a fix needs to be marked [*]
-    sources: dict = field(default_factory=dict)  # path -> text, for the full format
+    sources: dict = field(default_factory=dict)  # path -> text (Needs.sources)
     tool_version: str = ""
+    root: str | None = None  # the project root (the folder of pyproject.toml, else the current folder)
+    result: Any = None  # tilefit.api.CheckResult (Needs.result)
+
+    def project_path(self, path: str) -> str | None:
+        """``path`` relative to the project root, POSIX separators; None when outside it."""
+        from tilefit.paths import relative_to
+
+        return relative_to(path, self.root if self.root is not None else os.getcwd())
+
+    def root_uri(self) -> str:
+        return Path(os.path.abspath(self.root if self.root is not None else os.getcwd())).as_uri().rstrip("/") + "/"
 
 
 def rule_url(code: str) -> str:

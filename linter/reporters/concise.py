@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from .common import RenderContext, fixable_mark
+from .common import Needs, RenderContext, Reporter, fixable_mark
 
 
 def render(diagnostics, stream, ctx: RenderContext) -> None:
     for d in diagnostics:
         s = d.span.start
         stream.write(f"{d.path}:{s.line}:{s.column}: {d.code} {fixable_mark(d, ctx)}{d.message}\n")
+
+
+# The pre-commit hook's format: no fix planning (a large audit would spend most of its time there).
+REPORTER = Reporter(render, Needs(human_text=True))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import RenderContext, fixable_mark
+from .common import Needs, RenderContext, Reporter, fixable_mark
 
 
 def render(diagnostics, stream, ctx: RenderContext) -> None:
@@ -20,3 +20,6 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
         if d.fix is not None:
             stream.write(f"  = help: {d.fix.title} ({d.fix.applicability.label} fix)\n")
         stream.write("\n")
+
+
+REPORTER = Reporter(render, Needs(sources=True, fixes=True, fix_ranking=True, human_text=True))

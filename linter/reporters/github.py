@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import RenderContext
+from .common import RenderContext, Reporter
 
 
 def _escape_data(s: str) -> str:
@@ -24,3 +24,6 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
         props = (f"title={_escape_prop(title)},file={_escape_prop(d.path)},line={s.line},col={s.column},"
                  f"endLine={e.line},endColumn={e.column}")
         stream.write(f"::{level} {props}::{_escape_data(f'{d.path}:{s.line}:{s.column}: {d.code} {d.message}')}\n")
+
+
+REPORTER = Reporter(render)

@@ -1,23 +1,29 @@
-"""GitLab Code Quality (Code Climate) JSON."""
+"""GitLab Code Quality (Code Climate) JSON; paths relative to the project root, as GitLab needs."""
 
 from __future__ import annotations
 
 import json
 
-from .common import RenderContext
+from tilefit.paths import project_path
+
+from .common import RenderContext, Reporter
 
 _SEVERITY = {"error": "major", "warning": "minor", "info": "info"}
 
 
 def render(diagnostics, stream, ctx: RenderContext) -> None:
+    root = ctx.root or "."
     json.dump([
         {
             "check_name": d.code,
             "description": f"{d.code}: {d.message}",
             "fingerprint": d.fingerprint,
             "severity": _SEVERITY.get(d.severity.value, "info"),
-            "location": {"path": d.path, "lines": {"begin": d.span.start.line, "end": d.span.end.line}},
+            "location": {"path": project_path(d.path, root), "lines": {"begin": d.span.start.line, "end": d.span.end.line}},
         }
         for d in diagnostics
     ], stream, indent=2)
     stream.write("\n")
+
+
+REPORTER = Reporter(render)

@@ -1,11 +1,12 @@
 """A JSON list with ruff's fields plus ``severity``, ``pointer``, ``target``, ``fingerprint``
-and ``data``. Fixes are always included, whatever ``--unsafe-fixes`` says."""
+and ``data``. Fixes are always included, whatever ``--unsafe-fixes`` says; ``filename`` is the
+path as given on the command line."""
 
 from __future__ import annotations
 
 import json
 
-from .common import RenderContext, rule_url
+from .common import Needs, RenderContext, Reporter, rule_url
 
 
 def fix_to_json(fix):
@@ -51,3 +52,6 @@ def diagnostic_to_json(d) -> dict:
 def render(diagnostics, stream, ctx: RenderContext) -> None:
     json.dump([diagnostic_to_json(d) for d in diagnostics], stream, indent=2)
     stream.write("\n")
+
+
+REPORTER = Reporter(render, Needs(fixes=True, fix_ranking=True))

@@ -1,13 +1,31 @@
-"""SARIF 2.1.0: rules from the rule docstrings, results with regions and fingerprints."""
+"""SARIF 2.1.0: rules from the rule docstrings, results with regions and fingerprints.
+
+Artifact URIs are relative to the project root and name it with ``uriBaseId: %SRCROOT%``, whose
+absolute URI the run's ``originalUriBaseIds`` gives (GitHub code scanning resolves results
+against the repository this way); a file outside the root gets an absolute ``file:`` URI.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
+from urllib.parse import quote
 
-from .common import RenderContext, rule_url
+from .common import RenderContext, Reporter, rule_url
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+ROOT_ID = "%SRCROOT%"
+# RFC 3986 path characters left as they are (':' is encoded: it would read as a scheme)
+_SAFE = "/!$&'()*+,;=@~"
+
+
+def artifact_location(path: str, ctx: RenderContext) -> dict:
+    rel = ctx.project_path(path)
+    if rel is None:
+        return {"uri": Path(os.path.abspath(path)).as_uri()}
+    return {"uri": quote(rel, safe=_SAFE), "uriBaseId": ROOT_ID}
 
 
 def _rules(codes):
@@ -42,7 +60,7 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
             "message": {"text": d.message},
             "locations": [{
                 "physicalLocation": {
-                    "artifactLocation": {"uri": d.path},
+                    "artifactLocation": artifact_location(d.path, ctx),
                     "region": {"startLine": s.line, "startColumn": s.column, "endLine": e.line,
                                "endColumn": e.column, "byteOffset": d.span.start_offset,
                                "byteLength": max(0, d.span.end_offset - d.span.start_offset)},
@@ -60,8 +78,12 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
         "runs": [{
             "tool": {"driver": {"name": "tilefit", "version": ctx.tool_version,
                                 "informationUri": "https://github.com/tilefit/tilefit", "rules": rules}},
+            "originalUriBaseIds": {ROOT_ID: {"uri": ctx.root_uri()}},
             "results": results,
         }],
     }
     json.dump(doc, stream, indent=2)
     stream.write("\n")
+
+
+REPORTER = Reporter(render)
