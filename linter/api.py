@@ -35,6 +35,7 @@ class CheckOptions:
     estimator: str | None = None
     baseline: str | None = None
     force_exclude: bool = False
+    respect_gitignore: bool | None = None  # None: [tool.tilefit] respect-gitignore (default true)
     device_files: list[str] = field(default_factory=list)
     triton_version: str | None = None
     # Python files: import a kernel's module when its source cannot be extracted (runs its code).
@@ -81,6 +82,7 @@ def merged_selection(settings: Settings, opts: CheckOptions) -> Selection:
             ignore=validate_selectors(settings.ignore + opts.ignore, codes, "ignore"),
             per_file_ignores={k: validate_selectors(v, codes, f"per-file-ignores {k!r}")
                               for k, v in settings.per_file_ignores.items()},
+            root=str(settings.root),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -122,7 +124,7 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
 
     return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
                   callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import),
-                  rule_options=settings.rule_options)
+                  rule_options=settings.rule_options, root=str(settings.root))
 
 
 @contextlib.contextmanager
@@ -167,7 +169,9 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
 
         planner = make_planner(engine, settings, opts)
     exclude = list(settings.exclude) + list(settings.extend_exclude)
-    found = discover(paths, exclude=exclude, force_exclude=opts.force_exclude, python=engine.has_callsite_rules())
+    gitignore = opts.respect_gitignore if opts.respect_gitignore is not None else settings.respect_gitignore
+    found = discover(paths, exclude=exclude, force_exclude=opts.force_exclude, python=engine.has_callsite_rules(),
+                     root=str(settings.root), respect_gitignore=gitignore)
     diagnostics = []
     tables = {}
     errors: list[str] = []

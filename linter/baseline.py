@@ -2,8 +2,9 @@
 
 JSON has no comments, so there is no ``# noqa`` for a config entry; a committed baseline
 (detect-secrets' model) is the main way to accept a finding. Fingerprints do not contain line
-numbers, so reformatting a file keeps its baseline valid. Because pre-commit passes subsets of
-files, ``--update-baseline`` keeps the records of files that were not part of this run.
+numbers, so reformatting a file keeps its baseline valid, and paths relative to the project
+root, so it holds whatever folder tilefit runs from. Because pre-commit passes subsets of files,
+``--update-baseline`` keeps the records of files that were not part of this run.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from dataclasses import dataclass
 
 from .atomicfile import write_atomic
+from .paths import project_path
 
 FORMAT = 1
 
@@ -60,13 +62,18 @@ def filter_baselined(diagnostics, records) -> tuple[list, int]:
     return kept, len(diagnostics) - len(kept)
 
 
-def write_baseline(path: str, diagnostics, previous=(), checked_paths=()) -> int:
+def write_baseline(path: str, diagnostics, previous=(), checked_paths=(), root: str | None = None) -> int:
     """Write the baseline atomically: this run's findings plus earlier records of files not
-    checked in this run. Returns the number of records."""
-    checked = set(checked_paths)
+    checked in this run. Paths are recorded relative to ``root`` (the project root; default the
+    current folder). Returns the number of records."""
+    import os
+
+    base = root if root is not None else os.getcwd()
+    checked = {project_path(p, base) for p in checked_paths}
     records = {r.fingerprint: r for r in previous if r.path not in checked}
     for d in diagnostics:
-        records[d.fingerprint] = BaselineRecord(d.code, d.path, d.pointer, d.target, d.fingerprint, d.message)
+        records[d.fingerprint] = BaselineRecord(d.code, project_path(d.path, base), d.pointer, d.target,
+                                                d.fingerprint, d.message)
     ordered = sorted(records.values(), key=lambda r: (r.path, r.pointer or "", r.code, r.target or ""))
     doc = {"format": FORMAT, "tool": "tilefit",
            "findings": [r.__dict__ for r in ordered]}

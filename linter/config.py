@@ -35,6 +35,7 @@ class Settings:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=list)
     extend_exclude: list[str] = field(default_factory=list)
+    respect_gitignore: bool = True
     estimator: str = "auto"
     estimator_margin: int = 4096
     extend_device_db: list[str] = field(default_factory=list)
@@ -53,7 +54,10 @@ class Settings:
 
     @property
     def root(self) -> Path:
-        return Path(self.config_file).parent if self.config_file else Path.cwd()
+        """The project root: the folder of the pyproject.toml the settings came from (absolute),
+        else the current folder. Globs, the baseline's paths and the paths of SARIF and GitLab
+        reports are relative to it."""
+        return Path(self.config_file).resolve().parent if self.config_file else Path.cwd()
 
 
 # key in TOML -> (attribute, expected type)
@@ -65,6 +69,7 @@ _KEYS: dict[str, tuple[str, type]] = {
     "per-file-ignores": ("per_file_ignores", dict),
     "exclude": ("exclude", list),
     "extend-exclude": ("extend_exclude", list),
+    "respect-gitignore": ("respect_gitignore", bool),
     "estimator": ("estimator", str),
     "estimator-margin": ("estimator_margin", int),
     "extend-device-db": ("extend_device_db", list),

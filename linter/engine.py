@@ -11,12 +11,14 @@ filled in: only the batch size and the position differ between two tables' copie
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from .families import LINTED_FAMILIES
 from .jsonpos import pointer_to_str, pointer_within
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of
+from .paths import project_path
 from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key
 from .serving.naming import device_for_file_name
@@ -86,6 +88,8 @@ class Engine:
     stats: RunStats = field(default_factory=RunStats)
     callsites: object | None = None  # tilefit.callsites.checker.CallsiteOptions for Python files
     rule_options: Mapping = field(default_factory=dict)  # code -> validated [tool.tilefit.rules.CODE]
+    # The project root: fingerprints hold paths relative to it, so a baseline holds from any folder.
+    root: str | None = None
 
     def __post_init__(self):
         self._rules: dict[Scope, list[Rule]] = {s: [] for s in Scope}
@@ -101,6 +105,9 @@ class Engine:
         self._file_targets_memo: dict[str | None, tuple] = {}
         self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
         self._identities: dict[int, str] = {}
+        if self.root is None:
+            self.root = os.getcwd()
+        self._project_paths: dict[str, str] = {}
 
     # -- public -----------------------------------------------------------------------------
     def check_table(self, table: ConfigTable) -> list[Diagnostic]:
@@ -110,6 +117,7 @@ class Engine:
         fctx = FileContext(table=table, db=self.db, named_device=named, engine=meta.engine)
         whole_ignores, scoped_ignores = self.selection.file_ignores(table.path)
         out: list[Diagnostic] = []
+        fp_path = self.project_path(table.path)
 
         identities = self._identities
 
@@ -143,7 +151,7 @@ class Engine:
                 pointer=ptr,
                 target=target,
                 data=data if data is not None else dict(finding.data),
-                fingerprint=fingerprint_of(code, table.path, ptr, target, identity),
+                fingerprint=fingerprint_of(code, fp_path, ptr, target, identity),
             ))
 
         for rule in self._rules[Scope.FILE]:
@@ -167,6 +175,14 @@ class Engine:
 
     def has_callsite_rules(self) -> bool:
         return bool(self._rules[Scope.CALLSITE])
+
+    def project_path(self, path: str) -> str:
+        """``path`` relative to the project root (absolute outside it): what fingerprints and
+        the baseline hold, whatever folder the run started in."""
+        hit = self._project_paths.get(path)
+        if hit is None:
+            hit = self._project_paths[path] = project_path(path, self.root)
+        return hit
 
     # -- internals ---------------------------------------------------------------------------
     def named_device(self, meta):

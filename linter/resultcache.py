@@ -59,6 +59,7 @@ def run_key(engine, settings, opts) -> str:
         "format": FORMAT, "code": _code_fingerprint(), "rules": rules, "targets": targets,
         "estimator": [est.mode, est.margin, getattr(est, "_triton_version", None), versions.installed_triton()],
         "per_file_ignores": settings.per_file_ignores, "rule_options": getattr(engine, "rule_options", {}),
+        "root": getattr(engine, "root", None),
         "device_files": list(settings.extend_device_db)
         + list(getattr(opts, "device_files", []) or []),
     }

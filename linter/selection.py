@@ -3,15 +3,18 @@
 A code is selected when the longest prefix that matches it among the selectors is a select
 (``ALL`` is the empty prefix, shorter than any code). Without ``select``, every rule that is
 enabled by default is selected. Per-file ignores add ignores for paths matching a glob
-(``**`` crosses folders); a ``#/json/pointer`` suffix scopes an ignore to one entry.
+(:mod:`tilefit.globs`: gitignore-style, relative to the project root, braces expanded); a
+``#/json/pointer`` suffix scopes an ignore to one entry.
 """
 
 from __future__ import annotations
 
-import fnmatch
-import re
+import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
+
+from .globs import Glob
+from .paths import relative_to
 
 
 class SelectionError(ValueError):
@@ -42,6 +45,8 @@ class Selection:
     extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     per_file_ignores: Mapping[str, list[str]] = field(default_factory=dict)
+    root: str | None = None  # what per-file-ignore globs are relative to (None: the current folder)
+    _globs: list | None = field(default=None, init=False, repr=False, compare=False)
 
     def decides(self, code: str, default_enabled: bool, extra_ignores: Iterable[str] = ()) -> bool:
         """True when ``code`` runs. The longest matching selector wins; an ignore wins a tie."""
@@ -68,58 +73,19 @@ class Selection:
         """(codes ignored for the whole file, {pointer: codes} for single entries)."""
         whole: list[str] = []
         scoped: dict[str, list[str]] = {}
-        for pattern, codes in self.per_file_ignores.items():
-            glob, _, pointer = pattern.partition("#")
-            if _match(path, glob):
+        if not self.per_file_ignores:
+            return whole, scoped
+        if self._globs is None:
+            self._globs = []
+            for pattern, codes in self.per_file_ignores.items():
+                glob, _, pointer = pattern.partition("#")
+                self._globs.append((Glob(glob), pointer, list(codes)))
+        rel = relative_to(path, self.root if self.root is not None else os.getcwd())
+        name = os.path.basename(path)
+        for glob, pointer, codes in self._globs:
+            if glob.matches(rel, name):
                 if pointer:
                     scoped.setdefault(pointer, []).extend(codes)
                 else:
                     whole.extend(codes)
         return whole, scoped
-
-
-_GLOB_CACHE: dict[str, re.Pattern] = {}
-
-
-def _glob_regex(glob: str) -> re.Pattern:
-    rx = _GLOB_CACHE.get(glob)
-    if rx is None:
-        parts = []
-        i = 0
-        while i < len(glob):
-            if glob.startswith("**/", i):
-                parts.append("(?:.*/)?")
-                i += 3
-            elif glob.startswith("**", i):
-                parts.append(".*")
-                i += 2
-            else:
-                ch = glob[i]
-                if ch == "*":
-                    parts.append("[^/]*")
-                elif ch == "?":
-                    parts.append("[^/]")
-                else:
-                    parts.append(re.escape(ch))
-                i += 1
-        rx = re.compile("".join(parts) + r"\Z")
-        _GLOB_CACHE[glob] = rx
-    return rx
-
-
-def _match(path: str, glob: str) -> bool:
-    """Match a path against a glob. A glob without '/' matches the file name in any folder;
-    one with '/' matches the whole path or any tail of it that starts at a folder."""
-    path = path.replace("\\", "/")
-    while path.startswith("./"):
-        path = path[2:]
-    if "/" not in glob:
-        return fnmatch.fnmatchcase(path.rsplit("/", 1)[-1], glob)
-    rx = _glob_regex(glob[2:] if glob.startswith("./") else glob)
-    if rx.match(path):
-        return True
-    return any(rx.match(path[i + 1:]) for i, ch in enumerate(path) if ch == "/")
-
-
-def path_matches(path: str, glob: str) -> bool:
-    return _match(path, glob)

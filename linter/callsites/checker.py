@@ -91,7 +91,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                     target=target,
                     fix=finding.fix if rule.fix_planner is Planner.CALLSITE else None,
                     data=dict(finding.data),
-                    fingerprint=fingerprint_of(rule.code, path, site.identity, target,
+                    fingerprint=fingerprint_of(rule.code, engine.project_path(path), site.identity, target,
                                                finding.identity or finding.message),
                 ))
     out.sort(key=lambda d: d.sort_key)

@@ -42,6 +42,9 @@ from .common import fail, settings_or_exit, split_codes
               help="Read [tool.tilefit] from this pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
 @click.option("--force-exclude", is_flag=True, help="Apply excludes to files named on the command line too.")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=None,
+              help="Skip what .gitignore files ignore when walking folders in a git work tree. On unless "
+                   "[tool.tilefit] respect-gitignore = false.")
 @click.option("--no-cache", is_flag=True, help="Do not reuse the results of unchanged files.")
 @click.option("--allow-import", is_flag=True,
               help="Python files: import a kernel's module when its source cannot be extracted (runs its code).")
@@ -60,7 +63,7 @@ from .common import fail, settings_or_exit, split_codes
               help="Write a Markdown summary of the fixes (for a pull-request body).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
-          force_exclude, no_cache, allow_import, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
+          force_exclude, respect_gitignore, no_cache, allow_import, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
           fix_report):
     """Check tuning-config files against device limits.
 
@@ -81,6 +84,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         estimator=estimator,
         baseline=None if update_baseline else baseline,
         force_exclude=force_exclude,
+        respect_gitignore=respect_gitignore,
         device_files=list(device_files),
         triton_version=triton_version,
         allow_import=allow_import,
@@ -122,7 +126,8 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         if not target:
             fail("--update-baseline needs --baseline FILE or `baseline` in [tool.tilefit]")
         try:
-            n = write_baseline(target, result.diagnostics, load_baseline(target), result.tables.keys())
+            n = write_baseline(target, result.diagnostics, load_baseline(target), result.tables.keys(),
+                               root=str(result.root))
         except (OSError, ValueError) as exc:
             fail(f"cannot write baseline: {exc}")
         click.echo(f"wrote {n} findings to {target}", err=True)

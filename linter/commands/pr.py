@@ -26,8 +26,8 @@ from .common import fail, settings_or_exit, split_codes
 
 # check's options that mean the same for pr (shared Click parameters)
 SHARED = ("paths", "targets", "select", "extend_select", "ignore", "estimator", "baseline", "device_files",
-          "triton_version", "config_file", "isolated", "force_exclude", "allow_import", "engine_kernels",
-          "unsafe_fixes", "fix_margin")
+          "triton_version", "config_file", "isolated", "force_exclude", "respect_gitignore", "allow_import",
+          "engine_kernels", "unsafe_fixes", "fix_margin")
 
 
 def check_options(params: dict):
@@ -46,6 +46,7 @@ def check_options(params: dict):
         estimator=params.get("estimator"),
         baseline=params.get("baseline"),
         force_exclude=bool(params.get("force_exclude")),
+        respect_gitignore=params.get("respect_gitignore"),
         device_files=list(params.get("device_files") or ()),
         triton_version=params.get("triton_version"),
         allow_import=bool(params.get("allow_import")),

@@ -159,7 +159,7 @@ class FixPlanner:
         self.search_estimator = est if est.mode == "analytic" else Estimator("analytic", model=est.model)
         # A private engine for re-checks: its own memo tables and statistics.
         self.checker = Engine(db=engine.db, estimator=est, selection=engine.selection,
-                              extra_targets=engine.extra_targets, rule_options=engine.rule_options)
+                              extra_targets=engine.extra_targets, rule_options=engine.rule_options, root=engine.root)
         # Candidates are judged by the entry and target rules the user selected (file rules see
         # the same file either way).
         from tilefit.rules import RULES, Scope
@@ -169,9 +169,9 @@ class FixPlanner:
         entry_codes = [code for code, cls in RULES.items()
                        if cls.scope is not Scope.FILE and sel.decides(code, cls.default_enabled)]
         self.prober = Engine(db=engine.db, estimator=est, extra_targets=engine.extra_targets,
-                             selection=Selection(select=entry_codes,
-                                                 per_file_ignores=sel.per_file_ignores),
-                             rule_options=engine.rule_options)
+                             selection=Selection(select=entry_codes, per_file_ignores=sel.per_file_ignores,
+                                                 root=sel.root),
+                             rule_options=engine.rule_options, root=engine.root)
         self.coefficients = coefficients
         self._need_memo: dict[tuple, int | None] = {}
         self._pred_memo: dict[tuple, object] = {}
