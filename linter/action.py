@@ -188,7 +188,10 @@ def check_summary(doc, inputs: Inputs, code: int) -> str:
         if len(shown) > SUMMARY_ROWS:
             lines.append(f"| … | | | {len(shown) - SUMMARY_ROWS} more in the SARIF file |")
         lines.append("")
-        if any(r["ruleId"] in ("SMEM001", "THR001", "SMEM002", "SMEM003") for r in shown):
+        from tilefit.rules import fixable_codes
+
+        fixable = fixable_codes()
+        if any(r["ruleId"] in fixable for r in shown):
             lines.append("`tilefit check --fix` (or this action with `mode: fix`) replaces offending entries "
                          "with the fastest config that fits.")
             lines.append("")
