@@ -1,0 +1,456 @@
+"""Sweep and final rounds of the engine's own fused-MoE kernel on a lent GPU (issue 13).
+
+Runs vLLM 0.33's ``fused_moe_kernel`` (taken from the engine's source by AST, carried as a scratch
+module: ``--kernel``), launched as vLLM launches it (:mod:`engine_moe`), on the cases of
+:mod:`moe_cases`.
+
+``--phase sweep`` (input: ``python bench/moe_cases.py --plan plan.json``): every fitting grid tile
+at GROUP_SIZE_M 1 at every batch size, plus each point's starting entry, naive fix, vLLM default
+and fixer pick; then GROUP_SIZE_M 16/32/64 on the ``--g-top`` fastest configs of every point with
+M >= 16. Timer: :func:`tilefit.tune.measure.measure` (CUDA-graph replays after an L2 flush,
+median), each result checked against an fp32 reference first. Compiles run ahead in a pool of
+``--workers`` processes (``JITFunction.warmup``: compile only, no launch, so the GPU is not
+shared with the timing), deduplicated by the launch's specialisation.
+
+``--phase final`` (input: ``--finals finals.json`` from ``bench/moe_fit.py``): per point the
+finalists (sweep's best few, the fixer's pick, vLLM's default, the naive fix, the tuner's pick
+read from ``tune_tables``) in ``--rounds`` shuffled, interleaved rounds with the same timer.
+
+Everything is written to ``--out`` as it finishes (JSON lines, gzip), so a run cut off at its
+``--deadline`` keeps what it measured.
+
+    python bench/moe_h200.py --phase sweep --plan plan.json --kernel .devrun/_tilefit_scratch_x.py --out $OUT
+    python bench/moe_h200.py --phase sweep --plan plan.json --dry-run --out /tmp/x   # CPU, fake times
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import random
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+T0 = time.perf_counter()
+KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+
+
+def log(*a):
+    print(f"[{time.perf_counter() - T0:7.1f}s]", *a, file=sys.stderr, flush=True)
+
+
+def ckey(cfg) -> str:
+    return "/".join(str(cfg.get(k)) for k in KEYS)
+
+
+def moe_shape(d: dict):
+    from tilefit.tune.workload import MoEShape
+
+    return MoEShape(d["E"], d["N"], d["K"], d["top_k"], d["dtype"], d["quant"],
+                    tuple(d["block_shape"]) if d.get("block_shape") else None)
+
+
+# -- compile pool ----------------------------------------------------------------------------------
+_KERNEL = None
+
+
+def _init_worker(kernel_path: str) -> None:
+    global _KERNEL
+    import torch
+
+    torch.cuda.set_device(0)
+    from engine_moe import load_kernel
+
+    _KERNEL = load_kernel(kernel_path)
+
+
+def _compile(shape_json: str, M: int, cfg: dict) -> tuple[str, str]:
+    from engine_moe import EngineLaunch, tiny_pointers
+
+    shape = moe_shape(json.loads(shape_json))
+    try:
+        EngineLaunch(_KERNEL, shape, M, cfg).warmup(tiny_pointers(shape, M))
+        return ckey(cfg), "ok"
+    except Exception as exc:  # noqa: BLE001 - reported, the timing run reports it again
+        return ckey(cfg), f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+
+
+class Compiler:
+    def __init__(self, kernel_path: str | None, workers: int, dry: bool):
+        self.dry = dry
+        self.pool = None if dry else ProcessPoolExecutor(
+            max_workers=workers, mp_context=__import__("multiprocessing").get_context("spawn"),
+            initializer=_init_worker, initargs=(kernel_path,))
+        self.seen: dict = {}
+        self.failed = 0
+        self.submitted = 0
+
+    def submit(self, shape_json: str, shape, M: int, cfg: dict):
+        """A future for the compile of (cfg, M)'s specialisation (shared with equal ones)."""
+        from engine_moe import specialization
+
+        key = (shape_json, ckey(cfg), specialization(shape, M, cfg))
+        fut = self.seen.get(key)
+        if fut is None and not self.dry:
+            fut = self.seen[key] = self.pool.submit(_compile, shape_json, M, dict(cfg))
+            self.submitted += 1
+        return fut
+
+    def wait(self, futures) -> None:
+        for f in futures:
+            if f is not None and f.result()[1] != "ok":
+                self.failed += 1
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+
+# -- timing ----------------------------------------------------------------------------------------
+class Timer:
+    def __init__(self, kernel_path: str | None, dry: bool):
+        self.dry = dry
+        self.kernel = None
+        self.workloads: dict = {}
+        self.gpu_seconds: dict = {}
+        if not dry:
+            from engine_moe import check_parameters, load_kernel
+
+            self.kernel = load_kernel(kernel_path)
+            check_parameters(self.kernel)
+
+    def workload(self, combo: dict, M: int):
+        key = (combo["name"], M)
+        wl = self.workloads.get(key)
+        if wl is None:
+            from engine_moe import EngineWorkload
+
+            wl = self.workloads[key] = EngineWorkload(moe_shape(combo["shape"]), M, self.kernel)
+        return wl
+
+    def drop(self, combo: dict) -> None:
+        for key in [k for k in self.workloads if k[0] == combo["name"]]:
+            del self.workloads[key]
+        from tilefit.tune import workload as w
+
+        w._WEIGHTS.clear()
+        import torch
+
+        torch.cuda.empty_cache()
+
+    def measure(self, combo: dict, M: int, cfg: dict, phase: str, warmup_ms: float, rep_ms: float) -> dict:
+        if self.dry:
+            from moe_cases import Combo, combos
+
+            by_name = {c.name: c for c in combos()}
+            from tilefit.device_db import load_database
+            from tilefit.perf.model import predict
+
+            dev = load_database().get("h200")
+            rnd = random.Random(ckey(cfg) + str(M) + combo["name"])
+            t = predict(cfg, by_name[combo["name"]].gemm_shape(M), dev).time_us * math.exp(rnd.gauss(0, 0.2))
+            rec = {"config": dict(cfg), "M": M, "status": "ok", "time_us": t, "gpu_seconds": 0.0, "timer": "dry"}
+            _ = Combo
+        else:
+            from tilefit.tune.measure import measure
+
+            rec = measure(self.workload(combo, M), cfg, warmup_ms=warmup_ms, rep_ms=rep_ms).to_json()
+        self.gpu_seconds[combo["name"]] = self.gpu_seconds.get(combo["name"], 0.0) + rec["gpu_seconds"]
+        rec.update(combo=combo["name"], phase=phase, t=round(time.perf_counter() - T0, 2))
+        return rec
+
+
+class Sink:
+    """JSON lines, gzip, flushed per record batch (a cut-off run keeps what it wrote)."""
+
+    def __init__(self, path: Path):
+        self.fh = gzip.open(path, "at")
+
+    def write(self, rows):
+        for r in rows:
+            self.fh.write(json.dumps(r, separators=(",", ":")) + "\n")
+        self.fh.flush()
+
+    def close(self):
+        self.fh.close()
+
+
+def _distinct(configs):
+    out = {}
+    for c in configs:
+        out.setdefault(ckey(c), dict(c))
+    return out
+
+
+# -- phases ----------------------------------------------------------------------------------------
+def phase_sweep(args, out: Path) -> dict:
+    plan = json.loads(Path(args.plan).read_text())
+    combos = [c for c in plan["combos"] if not args.combos or c["name"] in args.combos.split(",")]
+    Ms = [int(m) for m in (args.ms.split(",") if args.ms else plan["Ms"])]
+    compiler = Compiler(args.kernel, args.workers, args.dry_run)
+    timer = Timer(args.kernel, args.dry_run)
+    sink = Sink(out / "sweep.jsonl.gz")
+    deadline = T0 + args.deadline
+    jobs = {}  # combo -> M -> {ckey: cfg}
+    futures = {}
+    for combo in combos:
+        shape = moe_shape(combo["shape"])
+        sj = json.dumps(combo["shape"], sort_keys=True)
+        per_m = {}
+        futs = []
+        for M in Ms:
+            extras = combo["extras"].get(str(M), {}).get("roles", {})
+            per_m[M] = _distinct(list(combo["tiles"]) + list(extras.values()))
+            futs += [compiler.submit(sj, shape, M, c) for c in per_m[M].values()]
+        jobs[combo["name"]] = per_m
+        futures[combo["name"]] = futs
+    log(f"sweep: {len(combos)} combos, {sum(len(v) for j in jobs.values() for v in j.values())} timings, "
+        f"{compiler.submitted} compiles queued")
+    summary = {"combos": {}, "Ms": Ms}
+    best: dict = {}
+    stopped = False
+    for combo in combos:
+        name = combo["name"]
+        t_wait = time.perf_counter()
+        compiler.wait(futures[name])
+        t_start = time.perf_counter()
+        n = 0
+        for M in Ms:
+            rows = []
+            for cfg in jobs[name][M].values():
+                if time.perf_counter() > deadline:
+                    stopped = True
+                    break
+                rows.append(timer.measure(combo, M, cfg, "sweep", args.warmup_ms, args.rep_ms))
+            sink.write(rows)
+            n += len(rows)
+            ok = sorted((r for r in rows if r["status"] == "ok"), key=lambda r: r["time_us"])
+            best[(name, M)] = ok
+            bad = [r["status"] for r in rows if r["status"] != "ok"]
+            if ok:
+                log(f"{name} M={M}: {len(ok)} ok {len(bad)} failed ({sorted(set(bad))}); best "
+                    f"{ok[0]['time_us']:.1f} us {ckey(ok[0]['config'])}")
+            if stopped:
+                break
+        summary["combos"][name] = {"timings": n, "compile_wait_s": round(t_start - t_wait, 1),
+                                   "wall_s": round(time.perf_counter() - t_start, 1),
+                                   "gpu_s": round(timer.gpu_seconds.get(name, 0.0), 2)}
+        if stopped:
+            break
+    # GROUP_SIZE_M on the fastest few of every point with M >= 16
+    if not stopped and args.g_top:
+        variants = []
+        for combo in combos:
+            name = combo["name"]
+            shape = moe_shape(combo["shape"])
+            sj = json.dumps(combo["shape"], sort_keys=True)
+            for M in Ms:
+                if M < 16:
+                    continue
+                have = set(jobs[name][M])
+                for r in best.get((name, M), [])[:args.g_top]:
+                    for g in (16, 32, 64):
+                        cfg = dict(r["config"], GROUP_SIZE_M=g)
+                        if ckey(cfg) not in have:
+                            have.add(ckey(cfg))
+                            variants.append((combo, M, cfg, compiler.submit(sj, shape, M, cfg)))
+        log(f"group variants: {len(variants)}")
+        for combo in combos:
+            rows = []
+            for c, M, cfg, fut in variants:
+                if c is not combo:
+                    continue
+                if time.perf_counter() > deadline:
+                    stopped = True
+                    break
+                compiler.wait([fut])
+                rows.append(timer.measure(combo, M, cfg, "sweep_group", args.warmup_ms, args.rep_ms))
+            sink.write(rows)
+            summary["combos"].setdefault(combo["name"], {})["group_timings"] = len(rows)
+            summary["combos"][combo["name"]]["gpu_s"] = round(timer.gpu_seconds.get(combo["name"], 0.0), 2)
+            if stopped:
+                break
+    sink.close()
+    compiler.close()
+    summary.update(stopped_at_deadline=stopped, compiles=compiler.submitted, compile_failures=compiler.failed)
+    return summary
+
+
+def phase_final(args, out: Path) -> dict:
+    finals = json.loads(Path(args.finals).read_text())
+    compiler = Compiler(args.kernel, args.workers, args.dry_run)
+    timer = Timer(args.kernel, args.dry_run)
+    sink = Sink(out / "final.jsonl.gz")
+    deadline = T0 + args.deadline
+    combos = {c["name"]: c for c in finals["combos"]}
+    # the tuner's picks (phase tune, same run)
+    picks_file = out / "tune_picks.json"
+    if picks_file.is_file():
+        for name, r in json.loads(picks_file.read_text()).items():
+            for pt in finals["points"]:
+                e = r["picks"].get(str(pt["M"]))
+                if pt["combo"] == name and e:
+                    pt["roles"]["tune"] = e
+    futs = []
+    for pt in finals["points"]:
+        combo = combos[pt["combo"]]
+        shape = moe_shape(combo["shape"])
+        sj = json.dumps(combo["shape"], sort_keys=True)
+        for cfg in pt["roles"].values():
+            futs.append(compiler.submit(sj, shape, pt["M"], cfg))
+    log(f"final: {len(finals['points'])} points, {compiler.submitted} compiles")
+    compiler.wait(futs)
+    compiler.close()
+    results = []
+    current = None
+    for pt in finals["points"]:
+        combo = combos[pt["combo"]]
+        if current is not None and current != combo["name"]:
+            timer.drop(combos[current])
+        current = combo["name"]
+        M = pt["M"]
+        configs = _distinct(pt["roles"].values())
+        times = {k: [] for k in configs}
+        rows = []
+        for rnd in range(args.rounds):
+            order = list(configs)
+            random.Random(rnd * 7919 + M).shuffle(order)
+            for k in order:
+                if time.perf_counter() > deadline:
+                    break
+                r = timer.measure(combo, M, configs[k], "final", args.final_warmup_ms, args.final_rep_ms)
+                r["round"] = rnd
+                rows.append(r)
+                if r["status"] == "ok":
+                    times[k].append(r["time_us"])
+        sink.write(rows)
+        med = {k: sorted(v)[len(v) // 2] for k, v in times.items() if v}
+        results.append({"combo": combo["name"], "M": M, "median_us": med, "times_us": times,
+                        "roles": {role: ckey(c) for role, c in pt["roles"].items()}})
+        best = min(med.values()) if med else None
+        log(f"final {combo['name']} M={M}: " + ", ".join(
+            f"{role}={best / med[ckey(c)]:.3f}" for role, c in pt["roles"].items() if ckey(c) in med and best))
+        if time.perf_counter() > deadline:
+            break
+    sink.close()
+    (out / "final_points.json").write_text(json.dumps(results, indent=1))
+    return {"points": len(results), "gpu_s": {k: round(v, 2) for k, v in timer.gpu_seconds.items()}}
+
+
+def phase_tune(args, out: Path) -> dict:
+    """``tilefit tune --emulate rtx4090`` (its code path, :func:`tilefit.tune.runner.tune_files`)
+    on the starting tables of ``finals["tune"]``, timing the engine's kernel: the runner's
+    measurer and precompiler are swapped for the engine's (same timer, same search)."""
+    finals = json.loads(Path(args.finals).read_text())
+    combos = {c["name"]: c for c in finals["combos"]}
+    from tilefit.tune import runner as R
+
+    timer = Timer(args.kernel, args.dry_run)
+    compiler = Compiler(args.kernel, args.workers, args.dry_run)
+    stats = {"timings": 0, "gpu_s": 0.0}
+    current = {}
+
+    def measure(shape: dict, config: dict, M: int):
+        rec = timer.measure(current["combo"], M, dict(config), "tune", 5.0, 20.0)  # the tuner's own settings
+        stats["timings"] += 1
+        stats["gpu_s"] += rec["gpu_seconds"]
+        current["rows"].append(rec)
+        return rec["time_us"] if rec["status"] == "ok" else None
+
+    def precompile(jobs, per_job=None):
+        futs = []
+        for job in jobs:
+            combo = current["combo"]
+            shape = moe_shape(combo["shape"])
+            sj = json.dumps(combo["shape"], sort_keys=True)
+            order = sorted(range(len(job.candidates)), key=job.predicted.__getitem__)[:per_job or 2 * job.budget]
+            futs += [compiler.submit(sj, shape, job.M, job.candidates[i]) for i in order]
+        compiler.wait(futs)
+
+    R.gpu_measure = measure
+    R.precompile_jobs = precompile
+    results = {}
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / "tilefit_tune_tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, spec in (finals.get("tune") or {}).items():
+        combo = combos[name]
+        path = folder / combo["file_name"]
+        path.write_text(json.dumps(spec["entries"], indent=4) + "\n")
+        current.update(combo=combo, rows=[])
+        before = dict(stats)
+        t = time.perf_counter()
+        local = None
+        if args.dry_run:
+            from tilefit.device_db import load_database
+
+            local = load_database().get("h200")
+        res = R.tune_files([str(path)], R.TuneOptions(emulate="rtx4090", budget=args.tune_budget,
+                                                      estimator="analytic", gpus=1), local=local)
+        wall = time.perf_counter() - t
+        picks = json.loads(path.read_text())
+        if current["rows"]:
+            sink = Sink(out / "tune.jsonl.gz")
+            sink.write(current["rows"])
+            sink.close()
+        results[name] = {"picks": {k: {x: v[x] for x in KEYS if x in v} for k, v in picks.items()},
+                         "timings": stats["timings"] - before["timings"],
+                         "gpu_s": round(stats["gpu_s"] - before["gpu_s"], 2), "wall_s": round(wall, 1),
+                         "errors": res.errors, "written": len(res.written)}
+        log(f"tune {name}: {results[name]['timings']} timings, {results[name]['gpu_s']} GPU s, {wall:.0f} s wall, "
+            f"errors {res.errors}")
+        timer.drop(combo)
+    compiler.close()
+    (out / "tune_picks.json").write_text(json.dumps(results, indent=1))
+    return {"tune": {k: {x: y for x, y in v.items() if x != "picks"} for k, v in results.items()}}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--phase", required=True, help="sweep, or tune and/or final (comma-separated)")
+    ap.add_argument("--tune-budget", type=int, default=24)
+    ap.add_argument("--plan")
+    ap.add_argument("--finals")
+    ap.add_argument("--kernel", help="scratch module of the engine's fused_moe_kernel")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--combos", default="")
+    ap.add_argument("--ms", default="")
+    ap.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 4) - 3))
+    ap.add_argument("--warmup-ms", type=float, default=1.0)
+    ap.add_argument("--rep-ms", type=float, default=6.0)
+    ap.add_argument("--final-warmup-ms", type=float, default=10.0)
+    ap.add_argument("--final-rep-ms", type=float, default=40.0)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--g-top", type=int, default=6)
+    ap.add_argument("--deadline", type=float, default=520.0, help="seconds after start: stop measuring")
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    info = {"phase": args.phase, "argv": sys.argv[1:], "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    if not args.dry_run:
+        import torch
+        import triton
+
+        info.update(device=torch.cuda.get_device_name(0), torch=torch.__version__, triton=triton.__version__,
+                    sms=torch.cuda.get_device_properties(0).multi_processor_count, cpus=os.cpu_count())
+    log(info)
+    summary = {}
+    for phase in args.phase.split(","):
+        fn = {"sweep": phase_sweep, "tune": phase_tune, "final": phase_final}[phase]
+        summary.update(fn(args, out))
+    summary.update(info=info, wall_s=round(time.perf_counter() - T0, 1))
+    (out / f"{args.phase.replace(',', '_')}_summary.json").write_text(json.dumps(summary, indent=1))
+    log("done", json.dumps({k: v for k, v in summary.items() if k != "combos"}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
