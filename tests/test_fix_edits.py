@@ -358,7 +358,13 @@ def test_compare_fixes_gives_original_naive_and_chosen(tmp_path):
     assert row.chosen != OFFENDING and row.applicability == "safe"
     assert row.shape["experts"] == 8 and row.shape["top_k"] == 2
     assert set(row.predicted_us) >= {"h200", "rtx4090"}
-    assert set(row.predicted_us["h200"]) == {"original", "naive", "chosen"}
+    assert set(row.predicted_us["h200"]) == {"original", "naive", "chosen", "engine_default"}
+    # vLLM 0.33's get_default_config at M=256 for fp8 per tensor, which fits both devices
+    assert row.engine_default == {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1,
+                                  "num_warps": 8, "num_stages": 3}
+    assert row.source in ("search", "naive fix", "engine default")
+    assert set(row.reasons) == {k for k in row.chosen if row.chosen[k] != row.original.get(k)}
+    assert set(row.reasons.values()) <= {"to fit", "for speed", "engine default"}
 
 
 def test_applicability_of_planned_fixes(tmp_path):

@@ -125,11 +125,16 @@ def write_show_fixes(result, stream, would: bool = False) -> None:
         return
     n = sum(result.fixed.values())
     stream.write(f"{'Would fix' if would else 'Fixed'} {n} error{'s' if n != 1 else ''}:\n")
+    from tilefit.fix.report import explain
+
     for ff in result.files:
         stream.write(f"- {ff.path}:\n")
         for code, count in sorted(ff.fixed.items(), key=lambda kv: (-kv[1], kv[0])):
             name = RULES[code].name if code in RULES else ""
             stream.write(f"    {count} \N{MULTIPLICATION SIGN} {code} ({name})\n")
+        for plan in ff.plans:
+            for line in explain(plan):
+                stream.write(f"      {line}\n")
 
 
 def _fix_callback(**kwargs):

@@ -5,8 +5,9 @@
 ...     time(row.original, row.M); time(row.naive, row.M); time(row.chosen, row.M)
 
 For every entry with a fixable diagnostic: the original entry, the naive fix (lower num_stages,
-not below 2, until it fits every target, then halve the largest block) and the fixer's choice,
-plus the GEMM shape the performance model assumed and its predictions. A GPU script can time the
+not below 2, until it fits every target, then halve the largest block), the engine's own default
+for the batch size (vLLM's ``get_default_config``, when it fits) and the fixer's choice, plus the
+GEMM shape the performance model assumed, its predictions, and why each key changed. A GPU script can time the
 three configs at ``M`` with the table's kernel; nothing here needs a GPU.
 """
 
@@ -29,7 +30,11 @@ class FixComparison:
     applicability: str  # "safe" or "unsafe"
     targets: tuple[str, ...]  # every device the chosen config fits
     shape: Mapping | None = None  # tilefit.perf.GemmShape as a dict (E, top_k, n, k, dtype, ...)
-    predicted_us: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # device -> original/naive/chosen
+    # device -> original/naive/chosen (and engine_default when there is one)
+    predicted_us: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    engine_default: Mapping | None = None  # vLLM's get_default_config for the batch size, if it fits
+    source: str = "search"  # where the choice came from: search, naive fix, engine default
+    reasons: Mapping[str, str] = field(default_factory=dict)  # changed key -> to fit / for speed / engine default
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -62,5 +67,7 @@ def compare_fixes(table, targets: Sequence[str] = (), *, estimator: str = "analy
             targets=tuple(d for n in p.needs for d in n.group.devices),
             shape=asdict(shape) if shape is not None else None,
             predicted_us={dev: dict(row) for dev, row in p.predicted.items()},
+            engine_default=dict(p.engine_default) if p.engine_default else None, source=p.source,
+            reasons=dict(p.reasons),
         ))
     return out

@@ -46,11 +46,11 @@ from tilefit.tables import ConfigTable
 from tilefit.variants import TILE_KEYS, effective_launch, is_int, kernel_variants
 
 from .edits import EditError, entry_edits
-from .space import ConfigSpace
+from .space import ConfigSpace, table_values
 
 FIXABLE = fixable_codes(Planner.ENTRY)
 
-# GROUP_SIZE_M moves one step on this many of the best-ranked candidates
+# every GROUP_SIZE_M value of the space is tried on this many of the best-ranked candidates
 GROUP_REFINE_TOP = 3
 # how many ranked candidates are re-checked with the engine's rules before giving up
 RULE_CHECK_TRIES = 12
@@ -61,6 +61,12 @@ TUNED_PRIOR = 0.5
 NAMED_WEIGHT = 0.75
 # Relative cost of each edit beyond the nearest layer of fitting configs.
 EDIT_PENALTY = 0.01
+# The engine's own default for the batch size (vLLM's get_default_config) is kept unless another
+# candidate is predicted this much faster, scaled by the share of the default's predicted time
+# that is DRAM time: memory-bound configs sit on one roofline, where the model cannot tell them
+# apart and the engine's hand-tuned rule is the safer pick; compute-bound ones it ranks well
+# (bench/moe_fit.py scores this shape by shape held out).
+DEFAULT_PREFERENCE = 0.1
 
 
 def freeze(entry: Mapping) -> tuple:
@@ -125,6 +131,11 @@ class EntryPlan:
     hidden_unsafe: Mapping | None = None  # a faster UNSAFE config that was not chosen
     shape_model: str | None = None
     device: str | None = None  # the device the file name names (where the engine loads it)
+    # why each changed key changed: "to fit" (reverting it alone breaks a target), "for speed" (the
+    # model's choice) or "engine default" (part of the engine's own default config)
+    reasons: Mapping[str, str] = field(default_factory=dict)
+    source: str = "search"  # search, naive fix, engine default
+    engine_default: Mapping | None = None  # the engine's own default for the batch size, if it fits
 
     @property
     def pointer(self) -> str:
@@ -261,7 +272,8 @@ class FixPlanner:
                                        max((d.warp_size or 32) for d in devs)))
         kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine)
         return _TableContext(meta=meta, kernel_key=kernel_key, named=named, devices=tuple(devices), groups=tuple(fit_groups),
-                             ranking=ranking_devices(named, devices, meta))
+                             ranking=ranking_devices(named, devices, meta),
+                             values=table_values(table.value.values() if isinstance(table.value, dict) else ()))
 
     # -- fitting -------------------------------------------------------------------------------
     def need(self, meta, entry: Mapping, arch: str, vendor: str) -> int | None:
@@ -328,19 +340,31 @@ class FixPlanner:
             return "an earlier entry with this key offends; json.load keeps only this last one, which fits"
         vendor = ctx.named.vendor if ctx.named is not None else None
         max_warps = min((g.max_threads for g in ctx.groups if g.max_threads), default=32)
-        space = ConfigSpace.for_entry(meta, entry, vendor, max_warps, lock_block_m=shares_block_m(table))
+        space = ConfigSpace.for_entry(meta, entry, vendor, max_warps, lock_block_m=shares_block_m(table),
+                                      table=ctx.values)
         memo_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.E, meta.N,
                     meta.K, meta.down, key, freeze(entry), ctx.groups, tuple(d.key for d, _ in ctx.ranking),
-                    self.unsafe, space.domain)
+                    self.unsafe, space.domain, space.groups)
         found = self._plan_memo.get(memo_key)
         if found is None:
             found = self._search(table, ctx, key, entry, space)
             self._plan_memo[memo_key] = found
         if isinstance(found, str):
             return found
-        chosen, depth, hidden, naive, preds = found
+        chosen, depth, hidden, naive, preds, source, default = found
         applicability = Applicability.UNSAFE if space.changes_accumulation(chosen) else Applicability.SAFE
         changes = space.changes(chosen)
+        reasons = {}
+        for k in changes:
+            back = dict(chosen)
+            if k in entry:
+                back[k] = entry[k]
+            else:
+                back.pop(k, None)
+            if not self.fits(ctx, back):
+                reasons[k] = "to fit"
+            else:
+                reasons[k] = "engine default" if source == "engine default" else "for speed"
         edits = entry_edits(table.doc, key, entry, chosen)
         needs = tuple(Need(g, self.need(meta, entry, g.arch, g.vendor) if g.limit else None,
                            self.need(meta, chosen, g.arch, g.vendor) if g.limit else None) for g in ctx.groups)
@@ -349,10 +373,12 @@ class FixPlanner:
         return EntryPlan(path=table.path, key=key, original=dict(entry), entry=dict(chosen), changes=changes,
                          applicability=applicability, fix=fix, needs=needs, depth=depth, predicted=preds,
                          naive=naive, hidden_unsafe=hidden, shape_model=ctx.shape_model(key),
-                         device=ctx.named.key if ctx.named is not None else None)
+                         device=ctx.named.key if ctx.named is not None else None, reasons=reasons, source=source,
+                         engine_default=dict(default) if default is not None else None)
 
     def _search(self, table, ctx, key, entry, space: ConfigSpace):
-        """(chosen entry, depth, hidden unsafe entry or None, naive entry, predictions) or a reason."""
+        """(chosen entry, depth, hidden unsafe entry or None, naive entry, predictions, where the choice
+        came from, the engine default or None) or a reason."""
         group0 = entry.get("GROUP_SIZE_M") if space.has_group else None
         fitting: list[tuple[dict, int]] = []
         first = None
@@ -380,6 +406,16 @@ class FixPlanner:
         if naive is not None and cfg_key(naive) not in depth_of:
             depth_of[cfg_key(naive)] = space.distance(naive)
             fitting.append((naive, depth_of[cfg_key(naive)]))
+        # the engine's own default for this batch size, when it fits every target
+        default = engine_default(ctx.meta, M, entry, space) if self.rank else None
+        if default is not None and not self.fits(ctx, default):
+            default = None
+        if default is not None and cfg_key(default) not in depth_of:
+            depth_of[cfg_key(default)] = first  # an engine-chosen config: no edit penalty
+            fitting.append((default, first))
+        ctx.default = default
+        ctx.naive = naive
+        ctx.default_bonus = self._default_bonus(ctx, key, M, default)
         if not self.rank:
             ranked = [(c, float(d)) for c, d in sorted(fitting, key=lambda cd: cd[1])]
         else:
@@ -391,7 +427,7 @@ class FixPlanner:
         if self.rank and space.has_group and ranked:
             extra = []
             for cand, _ in ranked[:GROUP_REFINE_TOP]:
-                for g in space.group_neighbours(cand["GROUP_SIZE_M"]):
+                for g in space.group_values(cand["GROUP_SIZE_M"]):
                     alt = dict(cand)
                     alt["GROUP_SIZE_M"] = g
                     if cfg_key(alt) not in depth_of:
@@ -422,8 +458,15 @@ class FixPlanner:
                    "original": self._predict(ctx, key, M, entry, dev)}
             if naive is not None:
                 row["naive"] = self._predict(ctx, key, M, naive, dev)
+            if default is not None:
+                row["engine_default"] = self._predict(ctx, key, M, default, dev)
             preds[dev.key] = row
-        return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds
+        source = "search"
+        if naive is not None and cfg_key(chosen) == cfg_key(naive):
+            source = "naive fix"
+        elif default is not None and cfg_key(chosen) == cfg_key(default):
+            source = "engine default"
+        return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds, source, default
 
     def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
         g = space.graph()
@@ -465,6 +508,17 @@ class FixPlanner:
             self._pred_memo[k] = hit
         return hit
 
+    def _default_bonus(self, ctx, key, M, default) -> float:
+        """``DEFAULT_PREFERENCE`` times the DRAM share of the default's predicted time on the
+        file's own device (0 without a default or a prediction)."""
+        if default is None or ctx.named is None or ctx.shape(key, M) is None:
+            return 0.0
+        from tilefit.perf import predict
+
+        smem = self.need(ctx.meta, default, ctx.named.arch, ctx.named.vendor)
+        pred = predict(default, ctx.shape(key, M), ctx.named, self._coeffs(ctx.named), smem_bytes=smem or 0)
+        return DEFAULT_PREFERENCE * min(1.0, pred.dram_us / max(pred.time_us, 1e-9))
+
     def _coeffs(self, dev):
         hit = self._coeff_memo.get(dev.key)
         if hit is None:
@@ -490,8 +544,9 @@ class FixPlanner:
         named = ctx.named.key if ctx.named is not None else None
         base = {dev.key: math.log(self._predict(ctx, key, M, original, dev)) for dev, _ in ctx.ranking
                 if dev.key == named}
-        out = []
-        for cand in candidates:
+        default = cfg_key(ctx.default) if ctx.default is not None else None
+
+        def predicted(cand) -> float:
             s = 0.0
             for dev, w in ctx.ranking:
                 t = math.log(self._predict(ctx, key, M, cand, dev))
@@ -499,7 +554,15 @@ class FixPlanner:
                 if b is not None and t < b:
                     t = b + TUNED_PRIOR * (t - b)
                 s += w * t
-            s = s / total + math.log1p(EDIT_PENALTY * (depth_of[cfg_key(cand)] - first))
+            return s / total
+
+        out = []
+        for cand in candidates:
+            s = predicted(cand) + math.log1p(EDIT_PENALTY * max(0, depth_of[cfg_key(cand)] - first))
+            # within the preference the engine's default wins, also over a naive fix the model
+            # predicts a little faster (the report shows both predictions)
+            if cfg_key(cand) == default:
+                s -= math.log1p(ctx.default_bonus)
             out.append((cand, math.exp(s)))
         out.sort(key=lambda r: r[1])
         return out
@@ -538,6 +601,10 @@ class _TableContext:
     devices: tuple
     groups: tuple[FitGroup, ...]
     ranking: list  # [(device, weight)]
+    values: Mapping = field(default_factory=dict)  # per key, the values the table uses
+    default: Mapping | None = None  # the engine default of the entry being planned
+    default_bonus: float = 0.0  # its preference (DEFAULT_PREFERENCE x predicted DRAM share)
+    naive: Mapping | None = None  # the naive fix of the entry being planned
     _shapes: dict = field(default_factory=dict)
 
     def shape(self, key: str, M: int | None):
@@ -568,6 +635,32 @@ def shares_block_m(table: ConfigTable) -> bool:
     if not path.endswith(".json"):
         return False
     return os.path.exists(path[: -len(".json")] + "_down.json")
+
+
+def engine_default(meta, M: int | None, entry: Mapping, space: ConfigSpace) -> dict | None:
+    """vLLM's ``get_default_config`` for a fused-MoE table's batch size, in the entry's key order
+    (keys the entry lacks are added, launch options only where they differ from Triton's
+    default); None for other families, unknown sizes, and defaults outside the space."""
+    from tilefit.perf.shapes import moe_model
+    from tilefit.variants import dtype_path
+
+    from .defaults import vllm_default_config
+
+    if M is None or meta.family != "fused_moe" or meta.down or meta.E is None or meta.N is None:
+        return None
+    dtype = dtype_path(meta)
+    if dtype not in ("bf16", "fp16", "fp8_w8a8"):
+        return None
+    hidden, top_k, _ = moe_model(meta.E, meta.N)
+    block = list(meta.block_shape) if meta.block_shape and min(meta.block_shape) > 0 else None
+    cfg = vllm_default_config(M, meta.E, meta.N, hidden, top_k, dtype, block if dtype == "fp8_w8a8" else None,
+                              rocm=space.default_stages == 2)
+    out = space.to_entry(space.node_of(cfg), cfg["GROUP_SIZE_M"] if space.has_group else None)
+    for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K"):
+        out[k] = cfg[k]
+    if not space.has_group or not space.in_domain(out):
+        return None
+    return out
 
 
 def batch_size(key: str) -> int | None:

@@ -1,10 +1,16 @@
-"""A Markdown summary of the fixes, ready for a pull-request body (``--fix-report FILE``).
+"""The explanation of each fix: a Markdown summary for a pull-request body (``--fix-report
+FILE``) and the per-entry lines of ``--show-fixes``.
 
-Per file: each changed entry, old -> new values, shared memory needed before -> after against
-each target group's limit, and the predicted speed change: against the original on the file's
-own device (where the original runs) and against the naive fix (lower num_stages, then halve the
-largest block) on the target devices (where the original does not fit). Predictions come from
-the performance model (:mod:`tilefit.perf`), not from measurements.
+Per entry: old -> new config, and for each changed key why it changed (``to fit``: putting the
+old value back alone breaks a target; ``for speed``: it fits either way and the performance model
+predicts the new value faster; ``engine default``: it fits either way and is part of the engine's
+own default config, which the fixer keeps unless another config is predicted clearly faster) and
+where the new config came from (the search, the engine's own
+default for the batch size, or the naive fix); shared memory needed before -> after against each
+target group's limit; the predicted time relative to the original (on the devices where the
+original runs: the file's own device) and relative to the naive fix (lower num_stages, then halve
+the largest block) on every ranked device. Predictions come from the performance model
+(:mod:`tilefit.perf`), not from measurements.
 """
 
 from __future__ import annotations
@@ -26,16 +32,31 @@ def _ratio(new: float | None, old: float | None) -> str:
     return f"{r:.2f}× ({abs(pct):.0f} % {'slower' if pct > 0 else 'faster'})"
 
 
-def _change(plan) -> str:
+SHORT = {"BLOCK_SIZE_M": "BM", "BLOCK_SIZE_N": "BN", "BLOCK_SIZE_K": "BK"}
+SOURCES = {"engine default": "the engine's own default for this batch size (vLLM `get_default_config`)",
+           "naive fix": "the naive fix", "search": "the fixer's search"}
+
+
+def change_parts(plan, arrow: str = "→") -> list[str]:
+    """``BM 128 → 64 (for speed)`` per changed key."""
     parts = []
     for k, v in plan.changes.items():
-        short = {"BLOCK_SIZE_M": "BM", "BLOCK_SIZE_N": "BN", "BLOCK_SIZE_K": "BK", "GROUP_SIZE_M": "GROUP_SIZE_M"}.get(k, k)
+        short = SHORT.get(k, k)
+        why = plan.reasons.get(k) if getattr(plan, "reasons", None) else None
+        tail = f" ({why})" if why else ""
         if k in plan.original:
-            parts.append(f"`{short}` {plan.original[k]} → {v}")
+            parts.append(f"{short} {plan.original[k]} {arrow} {v}{tail}")
         else:
-            parts.append(f"`{short}` + {v}")
+            parts.append(f"{short} + {v}{tail}")
+    return parts
+
+
+def _change(plan) -> str:
+    parts = [f"`{p.split(' ', 1)[0]}` {p.split(' ', 1)[1]}" for p in change_parts(plan)]
     tag = " ⚠ unsafe" if plan.applicability == Applicability.UNSAFE else ""
-    return ", ".join(parts) + tag
+    source = getattr(plan, "source", "search")
+    origin = f"<br>from {SOURCES.get(source, source)}" if source != "search" else ""
+    return ", ".join(parts) + tag + origin
 
 
 def _needs(plan) -> str:
@@ -54,15 +75,46 @@ def _needs(plan) -> str:
     return "<br>".join(out) or "–"
 
 
-def _speed(plan) -> tuple[str, str]:
-    own = "–"
-    targets = []
+def speeds(plan) -> tuple[list[str], list[str]]:
+    """(vs the original, on the devices where it runs; vs the naive fix, on every ranked device),
+    as ``device: ratio`` strings."""
+    vs_old, vs_naive = [], []
     for dev, row in plan.predicted.items():
         if dev == plan.device:
-            own = _ratio(row.get("chosen"), row.get("original"))
-        else:
-            targets.append(f"{dev}: {_ratio(row.get('chosen'), row.get('naive'))}")
-    return own, "<br>".join(targets) or "–"
+            vs_old.append(f"{dev}: {_ratio(row.get('chosen'), row.get('original'))}")
+        if row.get("naive"):
+            vs_naive.append(f"{dev}: {_ratio(row.get('chosen'), row.get('naive'))}")
+    return vs_old, vs_naive
+
+
+def _speed(plan) -> tuple[str, str]:
+    vs_old, vs_naive = speeds(plan)
+    return "<br>".join(vs_old) or "–", "<br>".join(vs_naive) or "–"
+
+
+def explain(plan) -> list[str]:
+    """Plain-text lines for ``--show-fixes``: what changed and why, bytes, predicted speed."""
+    from .planner import describe
+
+    unsafe = " [unsafe]" if plan.applicability == Applicability.UNSAFE else ""
+    source = getattr(plan, "source", "search")
+    origin = f"; {SOURCES.get(source, source)}" if source != "search" else ""
+    lines = [f"{plan.key}: {describe(plan.original)} -> {describe(plan.entry)}{unsafe}{origin}"]
+    parts = change_parts(plan, "->")
+    if parts:
+        lines.append("  " + ", ".join(parts))
+    needs = _needs(plan).replace("<br>", "; ").replace("→", "->")
+    if needs != "–":
+        lines.append(f"  shared memory, bytes: {needs}")
+    vs_old, vs_naive = speeds(plan)
+    bits = []
+    if vs_old:
+        bits.append("vs the original " + ", ".join(vs_old))
+    if vs_naive:
+        bits.append("vs the naive fix " + ", ".join(vs_naive))
+    if bits:
+        lines.append("  predicted time " + "; ".join(bits).replace("×", "x"))
+    return lines
 
 
 def markdown(result, applied: bool = True) -> str:
@@ -89,7 +141,10 @@ def markdown(result, applied: bool = True) -> str:
     lines.append(f"Fix safety: {n_entries - n_unsafe} safe (tiling, warps, stages: every output element is the "
                  f"same sum in the same order), {n_unsafe} unsafe (BLOCK_SIZE_K changes the accumulation order).")
     lines.append("Only the changed values' bytes were edited; key order, indentation and line endings are kept. "
-                 "Speed columns are predictions of tilefit's performance model, not measurements.")
+                 "A change marked *to fit* is needed for a target (putting the old value back alone overflows); "
+                 "one marked *for speed* is the performance model's choice; *engine default* marks the engine's "
+                 "own default config (vLLM `get_default_config`), kept unless another is predicted clearly faster. Speed columns are predictions of "
+                 "tilefit's performance model (time ratio, < 1 is faster), not measurements.")
     lines.append("")
     for f in files:
         lines.append(f"### `{f.path}`")
@@ -104,8 +159,8 @@ def markdown(result, applied: bool = True) -> str:
                 bits.append(f"shape: {model}")
             lines.append("; ".join(bits))
             lines.append("")
-        lines.append("| batch | old → new | change | shared memory, bytes (before → after / limit) | "
-                     "predicted vs original on the file's device | predicted vs naive fix on the targets |")
+        lines.append("| batch | old → new | change (why) | shared memory, bytes (before → after / limit) | "
+                     "predicted time vs original (where it runs) | predicted time vs naive fix |")
         lines.append("|---:|---|---|---|---|---|")
         for p in f.plans:
             own, targets = _speed(p)

@@ -5,22 +5,27 @@ edge changes one of them one step: a block size halved or doubled, ``num_warps``
 doubled, one stage more or less. The graph is a lattice over each dimension's allowed values
 (a networkx graph, built once per domain and cached); the fixer walks it breadth first from the
 offending entry, so the candidates it finds are ordered by edit distance. ``GROUP_SIZE_M`` does
-not change shared memory or threads, so it is not a lattice dimension: the ranking step moves it
-one step on the best candidates (``GROUP_STEPS``).
+not change shared memory or threads, so it is not a lattice dimension: the ranking step tries
+each of its values on the best candidates (:meth:`ConfigSpace.group_values`).
+
+**Values: the engines' tuning grids plus the table's own.** A dimension takes the values the
+engines' own tuners search (``ENGINE_GRIDS``; vLLM's ``benchmarks/kernels/benchmark_moe.py`` and
+SGLang's ``tuning_fused_moe_triton.py`` share the CUDA grid: BM 16-256, BN 32-256, BK 64-256,
+GROUP 1/16/32/64, 4 or 8 warps, 2-5 stages; their ROCm grid: BM/BN/BK 16-256, 1-8 warps,
+GROUP 1/4/8/16/32, 2 stages) and the values the table itself uses in any entry, so a fix never
+writes a value no tuner and no author of the file chose (``GROUP_SIZE_M=2`` say).
 
 Constraints on the values a fix may *set* (values the entry keeps are never judged):
 
 * block sizes are powers of two from 16 to 256 (``tl.arange`` and ``tl.dot`` need powers of two
-  and at least 16 rows);
+  and at least 16 rows), apart from values the table already uses;
 * block-quantised tables: BLOCK_SIZE_K must divide the quantisation block ``block_k`` (one scale
   per K block; SGLang's loader raises a smaller BK that does not divide it, vLLM clamps BK to
   the block at launch);
 * weight-only group-quantised tables (int4_w4a16, int8_w8a16): BLOCK_SIZE_K must be a multiple
   of the group (128; vLLM's CUDA ``moe_wna16_gemm`` checks ``BLOCK_SIZE_K % group_size == 0``),
   and BLOCK_SIZE_M must stay <= 64 when it was (the same kernel's ``BLOCK_SIZE_M <= 64``);
-* ``num_warps`` a power of two from 2 to 16 with ``num_warps * warp_size`` within every target's
-  threads per block;
-* ``num_stages`` from 2 to 6;
+* ``num_warps * warp_size`` within every target's threads per block;
 * SGLang's ``_down`` tables and the gate/up tables next to one keep BLOCK_SIZE_M: at run time
   the down GEMM takes the up entry's BLOCK_SIZE_M (one token sort serves both), so a new value
   in the down table would do nothing and one in the up table would change the down kernel.
@@ -40,10 +45,34 @@ from tilefit.variants import DEFAULT_NUM_STAGES_CUDA, DEFAULT_NUM_STAGES_ROCM, D
 
 DIMS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps", "num_stages")
 BLOCK_VALUES = (16, 32, 64, 128, 256)
-WARP_VALUES = (2, 4, 8, 16)
-STAGE_VALUES = (2, 3, 4, 5, 6)
-GROUP_STEPS = (1, 2, 4, 8, 16, 32, 64)
 WNA16_GROUP = 128
+
+# The engines' tuning grids, per vendor (docs: shared/docs/engines.md, "Tuning scripts").
+ENGINE_GRIDS: Mapping[str, Mapping[str, tuple[int, ...]]] = {
+    "cuda": {"BLOCK_SIZE_M": (16, 32, 64, 128, 256), "BLOCK_SIZE_N": (32, 64, 128, 256),
+             "BLOCK_SIZE_K": (64, 128, 256), "GROUP_SIZE_M": (1, 16, 32, 64), "num_warps": (4, 8),
+             "num_stages": (2, 3, 4, 5)},
+    "rocm": {"BLOCK_SIZE_M": (16, 32, 64, 128, 256), "BLOCK_SIZE_N": (16, 32, 64, 128, 256),
+             "BLOCK_SIZE_K": (16, 32, 64, 128, 256), "GROUP_SIZE_M": (1, 4, 8, 16, 32), "num_warps": (1, 2, 4, 8),
+             "num_stages": (2,)},
+}
+TABLE_KEYS = DIMS + ("GROUP_SIZE_M",)
+
+
+def grid_for(vendor: str | None) -> Mapping[str, tuple[int, ...]]:
+    return ENGINE_GRIDS["rocm" if vendor == "AMD" else "cuda"]
+
+
+def table_values(entries) -> dict[str, frozenset]:
+    """Per key, the integer values the table's entries use (``entries``: the table's values)."""
+    out: dict[str, set] = {k: set() for k in TABLE_KEYS}
+    for e in entries:
+        if isinstance(e, Mapping):
+            for k in TABLE_KEYS:
+                v = e.get(k)
+                if type(v) is int and v > 0:
+                    out[k].add(v)
+    return {k: frozenset(v) for k, v in out.items()}
 
 Node = tuple  # (BM, BN, BK, W, S)
 
@@ -84,38 +113,47 @@ class ConfigSpace:
     default_stages: int
     vllm_block_k: int | None  # vLLM clamps BK to this at launch
     has_group: bool
+    groups: tuple[int, ...] = ()  # GROUP_SIZE_M values a fix may set
 
     @classmethod
     def for_entry(cls, meta, entry: Mapping, vendor: str | None, max_warps: int,
-                  lock_block_m: bool = False) -> "ConfigSpace":
-        """``lock_block_m``: BLOCK_SIZE_M may not change (SGLang's up/down table pairs share it)."""
+                  lock_block_m: bool = False, table: Mapping[str, frozenset] | None = None) -> "ConfigSpace":
+        """``lock_block_m``: BLOCK_SIZE_M may not change (SGLang's up/down table pairs share it).
+        ``table``: the values the table uses per key (:func:`table_values`), allowed besides the
+        engines' grid."""
         path = dtype_path(meta)
+        grid = grid_for(vendor)
+        table = table or {}
         block = meta.block_shape if meta.block_shape and min(meta.block_shape) > 0 else None
+
+        def values(key: str, allowed=lambda v: True) -> tuple[int, ...]:
+            return tuple(sorted(v for v in set(grid[key]) | set(table.get(key, ())) if allowed(v)))
+
         bm, bk = entry.get("BLOCK_SIZE_M"), entry.get("BLOCK_SIZE_K")
-        bk_values: tuple[int, ...] = BLOCK_VALUES
-        bm_values: tuple[int, ...] = BLOCK_VALUES
+        bk_ok = lambda v: True  # noqa: E731
+        bm_ok = lambda v: True  # noqa: E731
         if block is not None:
-            bk_values = tuple(v for v in BLOCK_VALUES if block[1] % v == 0)
+            bk_ok = lambda v: block[1] % v == 0  # noqa: E731
         elif meta.family == "fused_moe" and path in ("int4_w4a16", "int8_w8a16"):
-            bk_values = tuple(v for v in BLOCK_VALUES if v % WNA16_GROUP == 0)
+            bk_ok = lambda v: v % WNA16_GROUP == 0  # noqa: E731
             if type(bm) is int and bm <= 64:
-                bm_values = tuple(v for v in BLOCK_VALUES if v <= 64)
-        if lock_block_m:
-            bm_values = ()
-        warps = tuple(w for w in WARP_VALUES if w <= max_warps)
+                bm_ok = lambda v: v <= 64  # noqa: E731
+        bm_values = () if lock_block_m else values("BLOCK_SIZE_M", bm_ok)
+        warps = values("num_warps", lambda w: w <= max_warps)
         default_stages = DEFAULT_NUM_STAGES_ROCM if vendor == "AMD" else DEFAULT_NUM_STAGES_CUDA
         w0 = entry.get("num_warps", DEFAULT_NUM_WARPS)
         s0 = entry.get("num_stages", default_stages)
         domain = (
             _with(bm_values, bm),
-            _with(BLOCK_VALUES, entry.get("BLOCK_SIZE_N")),
-            _with(bk_values, bk),
+            _with(values("BLOCK_SIZE_N"), entry.get("BLOCK_SIZE_N")),
+            _with(values("BLOCK_SIZE_K", bk_ok), bk),
             _with(warps, w0),
-            _with(STAGE_VALUES, s0),
+            _with(values("num_stages"), s0),
         )
         vblock = min(block) if (block is not None and clamps_block_k(meta.engine)) else None
-        return cls(tuple(entry.items()), domain, DEFAULT_NUM_WARPS, default_stages, vblock,
-                   type(entry.get("GROUP_SIZE_M")) is int)
+        has_group = type(entry.get("GROUP_SIZE_M")) is int
+        groups = _with(values("GROUP_SIZE_M"), entry.get("GROUP_SIZE_M")) if has_group else ()
+        return cls(tuple(entry.items()), domain, DEFAULT_NUM_WARPS, default_stages, vblock, has_group, groups)
 
     # -- nodes and entries ---------------------------------------------------------------------
     @property
@@ -181,14 +219,19 @@ class ConfigSpace:
         """True when the launch's BLOCK_SIZE_K (after vLLM's clamp) differs: an unsafe change."""
         return self.effective_bk(entry["BLOCK_SIZE_K"]) != self.effective_bk(dict(self.original)["BLOCK_SIZE_K"])
 
-    def group_neighbours(self, group: int) -> list[int]:
+    def group_values(self, group: int | None = None) -> list[int]:
+        """The GROUP_SIZE_M values a fix may set, ``group`` excluded (the engines' grid and the
+        table's own values)."""
         if not self.has_group:
             return []
-        steps = list(GROUP_STEPS)
-        if group not in steps:
-            return []
-        i = steps.index(group)
-        return [steps[j] for j in (i - 1, i + 1) if 0 <= j < len(steps)]
+        return [g for g in self.groups if g != group]
+
+    def in_domain(self, entry: Mapping) -> bool:
+        """Whether every value of ``entry`` is one the space allows (grid, table or the entry's)."""
+        node = self.node_of(entry)
+        if any(v not in values for v, values in zip(node, self.domain)):
+            return False
+        return not self.has_group or entry.get("GROUP_SIZE_M") in self.groups
 
     # -- search --------------------------------------------------------------------------------
     def layers(self, max_depth: int) -> Iterator[list[Node]]:

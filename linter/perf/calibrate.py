@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
 from .coefficients import Coefficients, load_coefficients
-from .model import predict
+from .model import predict_time
 from .shapes import GemmShape
 
 # Coefficients worth fitting per device, with the range the search keeps them in.
@@ -33,6 +33,8 @@ FIT_BOUNDS: Mapping[str, tuple[float, float]] = {
     "mma_v2_on_wgmma": (0.1, 1.0),
     "l2_reuse_fraction": (0.05, 1.0),
     "dram_segment_bytes": (32.0, 1024.0),
+    "block_scale_cycles_per_kelement": (1.0, 256.0),
+    "spill_penalty_per_32_regs": (0.02, 2.0),
 }
 
 
@@ -48,12 +50,43 @@ class Sample:
 
 
 def _predict_all(samples: Sequence[Sample], device, c: Coefficients) -> list[float]:
-    return [predict(s.config, s.shape, device, c, smem_bytes=s.smem_bytes).time_us for s in samples]
+    return [predict_time(s.config, s.shape, device, c, smem_bytes=s.smem_bytes) for s in samples]
 
 
 def log_loss(samples: Sequence[Sample], device, c: Coefficients) -> float:
     preds = _predict_all(samples, device, c)
     return sum((math.log(p) - math.log(s.time_us)) ** 2 for p, s in zip(preds, samples)) / max(1, len(samples))
+
+
+# A config this much slower (in log space) than its group's fastest weighs e^-1 as much in the
+# rank loss.
+RANK_TAU = 0.15
+
+
+def rank_loss(samples: Sequence[Sample], device, c: Coefficients, tau: float = RANK_TAU) -> float:
+    """What a picker needs: the *relative* times within each group (same shape and batch size),
+    right near the top. Per group, the squared log errors minus their weighted mean (a common
+    scale error costs nothing), each config weighted by how close it is to the group's fastest,
+    measured *or predicted* (so a slow config the model calls fast weighs as much as a fast one);
+    the mean over groups."""
+    preds = _predict_all(samples, device, c)
+    groups: dict[str, list[int]] = {}
+    for i, s in enumerate(samples):
+        groups.setdefault(s.group, []).append(i)
+    total = 0.0
+    for idx in groups.values():
+        lt = [math.log(samples[i].time_us) for i in idx]
+        lp = [math.log(preds[i]) for i in idx]
+        bt, bp = min(lt), min(lp)
+        w = [max(math.exp(-(a - bt) / tau), math.exp(-(b - bp) / tau)) for a, b in zip(lt, lp)]
+        e = [b - a for a, b in zip(lt, lp)]
+        sw = sum(w)
+        mean = sum(wi * ei for wi, ei in zip(w, e)) / sw
+        total += sum(wi * (ei - mean) ** 2 for wi, ei in zip(w, e)) / sw
+    return total / max(1, len(groups))
+
+
+LOSSES = {"log": log_loss, "rank": rank_loss}
 
 
 def _ranks(values: Sequence[float]) -> list[float]:
@@ -109,15 +142,17 @@ class FitReport:
 
 
 def fit(samples: Sequence[Sample], device, base: Coefficients | None = None,
-        params: Iterable[str] = tuple(FIT_BOUNDS), rounds: int = 8) -> FitReport:
-    """Coordinate descent in log space over ``params``, starting from ``base``."""
+        params: Iterable[str] = tuple(FIT_BOUNDS), rounds: int = 8, loss: str = "log") -> FitReport:
+    """Coordinate descent in log space over ``params``, starting from ``base``. ``loss``: ``log``
+    (absolute log error) or ``rank`` (:func:`rank_loss`, what picking a config needs)."""
     if not samples:
         raise ValueError("no measurements to fit")
+    loss_fn = LOSSES[loss]
     base = base or load_coefficients(device)
     values = dict(base.values)
     params = [p for p in params if p in values]
     current = base
-    best = log_loss(samples, device, current)
+    best = loss_fn(samples, device, current)
     before, rank_before = best, rank_correlation(samples, device, base)
     evaluations = 1
     step = 2.0
@@ -130,10 +165,10 @@ def fit(samples: Sequence[Sample], device, base: Coefficients | None = None,
                 if trial_value == values[name]:
                     continue
                 trial = current.with_(**{name: trial_value})
-                loss = log_loss(samples, device, trial)
+                value = loss_fn(samples, device, trial)
                 evaluations += 1
-                if loss < best - 1e-9:
-                    best, current = loss, trial
+                if value < best - 1e-9:
+                    best, current = value, trial
                     values[name] = trial_value
                     improved = True
                     break

@@ -45,6 +45,12 @@ of the touched experts, re-read once per group of ``GROUP_SIZE_M`` M blocks when
 weights do not stay in ``c.l2_reuse_fraction`` of the L2 (``l2_bytes``), plus A once and C once.
 Rows of a tile are contiguous along K for BK elements; a row segment shorter than
 ``c.dram_segment_bytes`` costs a whole segment (DRAM bursts and L2 lines are 64-128 bytes).
+A is re-read too: the programs in flight (``sms x occupancy``) cover ``min(GROUP_SIZE_M, in
+flight)`` M blocks and as many N tiles as leave room for, so a group's A rows are visited once per
+sweep of ``ceil(N tiles / tiles in flight)``; they come from DRAM again in proportion to how far
+the group's A rows (``G x BM x K``) exceed the L2's reused fraction. This is what makes a large
+``GROUP_SIZE_M`` lose on few experts with a wide N (Mixtral at M = 4096: G = 64 is 7-12 %
+slower than G = 16 on the H200) while it saves B re-reads when an expert has many M blocks.
 The bandwidth is capped by Little's law: resident programs x ``(num_stages - 1)`` stages in
 flight x bytes per stage, over ``c.load_latency_ns`` (few or shallow programs cannot keep enough
 loads in flight to saturate DRAM).
@@ -186,6 +192,8 @@ class _Static:
     per_expert: float
     mma: str
     fp8_swap_kernel: bool
+    block_scales: bool  # block-quantised dot: scaled per K iteration, not chained into the accumulator
+    scale_cycles: float
     peak_per_sm: float  # FLOP/s per SM after c.mma_efficiency
     max_regs: int
     regs_per_block: int
@@ -265,6 +273,9 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         a_b=a_b, b_b=b_b, c_b=c_b, rows=rows, active=active, per_expert=rows / active,
         mma=device.mma or "mma_v2",
         fp8_swap_kernel=shape.dtype == "fp8_w8a8" and shape.kernel == "fused_moe",
+        block_scales=shape.block_shape is not None and shape.dtype in ("fp8_w8a8", "int8_w8a8")
+        and shape.kernel in ("fused_moe", "block_gemm"),
+        scale_cycles=c["block_scale_cycles_per_kelement"] / 1024.0,
         peak_per_sm=peak_tflops(device, shape.dtype, c) * 1e12 / sms * c["mma_efficiency"],
         max_regs=device.max_regs_per_thread or 255,
         regs_per_block=device.regs_per_block or 65536,
@@ -345,6 +356,8 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     # -- registers
     threads = warps * st.warp_size
     acc = bm * bn / threads
+    if st.block_scales:  # the scaled dot result lives beside the accumulator
+        acc *= 2.0
     operands_in_smem = label.startswith("wgmma") or mma == "tcgen05"
     frags = 0.0 if operands_in_smem else (bm * bk * st.a_b + bn * bk * st.b_b) / 4.0 / threads
     regs = _ceil8(st.base_regs + acc + frags)
@@ -372,6 +385,8 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     # -- per-iteration times on one SM
     util = min(1.0, resident * warps / st.subpartitions)
     t_mma = flops_iter / (st.peak_per_sm * path_eff * util)
+    if st.block_scales:
+        t_mma += bm * bn * st.scale_cycles / st.clock
     real_rows = rows / blocks_m
     stage_bytes = real_rows * bk * st.a_b + bn * bk * st.b_b
     t_l2 = stage_bytes / st.l2_rate
@@ -394,10 +409,19 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     passes = math.ceil(m_blocks_per_expert / g_eff - 1e-9)
     miss = min(1.0, expert_w / (st.l2_size * st.l2_reuse))
     w_bytes = active * expert_w * (1.0 + (passes - 1) * miss)
+    # A re-reads: the programs in flight cover min(G, in flight) M blocks and the N tiles that
+    # leave room for; a group's A rows are visited once per such sweep of its N tiles, and come
+    # from DRAM again as far as the group's A rows do not stay in L2
+    g_all = min(float(group), blocks_m)
+    window = float(min(programs, st.sms * occupancy))
+    n_window = min(float(n_tiles), max(1.0, window / min(g_all, window)))
+    sweeps = math.ceil(n_tiles / n_window - 1e-9)
+    miss_a = min(1.0, g_all * bm * k * st.a_b / (st.l2_size * st.l2_reuse))
+    a_bytes = st.a_rows * k * st.a_b * (1.0 + (sweeps - 1) * miss_a)
     # K-contiguous rows of BK elements: segments shorter than c.dram_segment_bytes waste bursts
     seg_b = min(1.0, bk * st.b_b / st.segment)
     seg_a = min(1.0, bk * st.a_b / st.segment)
-    dram_bytes = w_bytes / seg_b + st.a_rows * k * st.a_b / seg_a + rows * n * st.c_b
+    dram_bytes = w_bytes / seg_b + a_bytes / seg_a + rows * n * st.c_b
     # Little's law: the bandwidth reached is at most the bytes in flight over the latency
     in_flight = min(programs, st.sms * occupancy) * max(stages - 1, 1) * stage_bytes
     t_dram = dram_bytes / min(st.bw, in_flight / latency)
