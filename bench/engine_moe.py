@@ -79,10 +79,11 @@ def launch_ints(shape: MoEShape, M: int, config: dict, capability: int = 90) -> 
     """Every non-pointer argument of the launch, by parameter name, plus ``grid``."""
     bm, bn = config["BLOCK_SIZE_M"], config["BLOCK_SIZE_N"]
     bk = config["BLOCK_SIZE_K"]
+    from tilefit.serving.launch import clamp_block_k, swap_ab_applies
+
     fp8 = shape.dtype == "fp8_w8a8"
     block = shape.block_shape if shape.quant == "block" else None
-    if block is not None:
-        bk = min(bk, min(block))
+    bk = clamp_block_k(bk, block)
     numel = M * shape.top_k
     naive = naive_assignment(M, shape)
     if naive:
@@ -100,7 +101,7 @@ def launch_ints(shape: MoEShape, M: int, config: dict, capability: int = 90) -> 
         b_se, b_s = gn * gk, (1, gk if gn > 1 else 0)  # B_scale (E, N/bn, K/bk): bse, bsk, bsn
     elif fp8:
         b_se = 1  # B_scale (E,)
-    swap = fp8 and capability == 90 and bm < 64 and bn >= 64
+    swap = swap_ab_applies(shape.dtype, f"sm_{capability}", bm, bn)
     return dict(
         grid=(-(-em // bm) * -(-N // bn),),
         N=N, K=K, EM=em, num_valid_tokens=numel,

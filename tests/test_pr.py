@@ -85,7 +85,8 @@ def test_branch_commit_and_body(cli, repo, tmp_path):
         assert row in body
     for ff in planned.files:
         assert ff.new == (repo / ff.path).read_bytes()  # the commit holds exactly the planned bytes
-    assert "predicted vs original on the file's device" in body and "predicted vs naive fix" in body
+    assert "predicted time vs original (where it runs)" in body and "predicted time vs naive fix" in body
+    assert "change (why)" in body and "(to fit)" in body
     assert f"updates branch `{branch}`" in body
 
 

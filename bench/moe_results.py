@@ -1,0 +1,87 @@
+"""The tables of bench/RESULTS.md from the H200 final rounds (``bench/moe_h200.py --phase tune,final``).
+
+Speed = the fastest finalist's median / the config's median (1.0 = best; every finalist timed in
+the same 3 shuffled, interleaved rounds with the same CUDA-graph timer). Finalists per point: the
+sweep's 4 fastest configs, the fixer's picks (leave-one-shape-out fitted coefficients; the same
+without ``--unsafe-fixes``; the bundled coefficients), vLLM's ``get_default_config``, the naive fix,
+the fixer before issue 13, and the tuner's pick where it ran.
+
+Noise: per config, (max - min) / median of its 3 rounds.
+
+    python bench/moe_results.py              # markdown tables on stdout
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DATA = HERE / "data"
+ROLES = ("fixer_installed", "fixer", "fixer_safe", "fixer_before", "vllm_default", "naive", "tune")
+
+
+def load():
+    points = json.loads((DATA / "h200_moe_final_points.json").read_text())
+    out = []
+    for p in points:
+        med = p["median_us"]
+        best = min(med.values())
+        speed = {role: best / med[k] for role, k in p["roles"].items() if k in med}
+        out.append({**p, "best_us": best, "speed": speed})
+    return out
+
+
+def noise(points):
+    spreads = sorted((max(v) - min(v)) / statistics.median(v) for p in points for v in p["times_us"].values()
+                     if len(v) >= 3)
+    q = lambda f: spreads[min(len(spreads) - 1, int(f * len(spreads)))]  # noqa: E731
+    return {"configs": len(spreads), "median": statistics.median(spreads), "p75": q(0.75), "p90": q(0.9),
+            "max": spreads[-1]}
+
+
+def main() -> int:
+    points = load()
+    n = noise(points)
+    print(f"noise (per config, (max-min)/median of 3 rounds, {n['configs']} configs): median {n['median']:.2%}, "
+          f"p75 {n['p75']:.2%}, p90 {n['p90']:.2%}, max {n['max']:.1%}\n")
+    print("| shape / dtype | M | best µs | fixer (bundled) | fixer (LOSO fit) | fixer, safe only | before #13 | "
+          "vLLM default | naive fix | tuner |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+    for p in points:
+        s = p["speed"]
+        cell = lambda r: f"{s[r]:.3f}" if r in s else "–"  # noqa: E731
+        print(f"| {p['combo']} | {p['M']} | {p['best_us']:.1f} | {p['roles'].get('fixer_installed', '')} "
+              f"{cell('fixer_installed')} | {cell('fixer')} | {cell('fixer_safe')} | {cell('fixer_before')} | "
+              f"{cell('vllm_default')} | {cell('naive')} | {cell('tune')} |")
+    print()
+    print("| left-out shape | role | median | min | worst vs vLLM default | worst vs naive fix |")
+    print("|---|---|---:|---:|---:|---:|")
+    by_case: dict = {}
+    for p in points:
+        by_case.setdefault(p["combo"].split("/")[0], []).append(p)
+    for case, pts in by_case.items():
+        for role in ROLES:
+            v = [p["speed"][role] for p in pts if role in p["speed"]]
+            if not v:
+                continue
+            dv = min(p["speed"][role] - p["speed"]["vllm_default"] for p in pts if role in p["speed"])
+            dn = min(p["speed"][role] - p["speed"]["naive"] for p in pts if role in p["speed"])
+            print(f"| {case} | {role} | {statistics.median(v):.3f} | {min(v):.3f} | {dv:+.3f} | {dn:+.3f} |")
+    tune = json.loads((DATA / "h200_moe_tune_picks.json").read_text())
+    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
+    print()
+    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in tune.items():
+        sw = sweep[name]
+        n_sweep = sw["timings"] + sw.get("group_timings", 0)
+        print(f"| {name} | {r['timings']} | {r['gpu_s']:.1f} | {n_sweep} | {sw['gpu_s']:.1f} | "
+              f"1/{sw['gpu_s'] / r['gpu_s']:.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
