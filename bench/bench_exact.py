@@ -45,7 +45,7 @@ def corpus_specs(corpus: str) -> list[tuple]:
         seen[(spec, arch)] = None
         return 0  # the value does not matter here
 
-    from tilefit.smem.launch import launch_plan
+    from tilefit.kernels import launch_plan
 
     opts = CheckOptions(estimator="exact", use_cache=False)
     settings = Settings()

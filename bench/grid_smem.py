@@ -19,7 +19,7 @@ import time
 
 from tilefit.smem.cache import ExactEstimator
 from tilefit import versions
-from tilefit.smem.spec import make_spec
+from tilefit.kernels.spec import make_spec
 
 SHAPE = {"E": 128, "N": 1536, "K": 2048, "top_k": 8, "M": 256}
 BM, BN, BK = (16, 32, 64, 128, 256), (32, 64, 128, 256), (64, 128, 256)

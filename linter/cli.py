@@ -68,4 +68,10 @@ def cli() -> None:
 
 
 def main() -> None:
-    cli(prog_name="tilefit")
+    from .kernels.family import KernelFamilyError
+
+    try:
+        cli(prog_name="tilefit")
+    except KernelFamilyError as exc:  # a broken kernel family folder ($TILEFIT_KERNEL_PATH)
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None

@@ -15,7 +15,6 @@ import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
-from .families import LINTED_FAMILIES
 from .jsonpos import pointer_to_str, pointer_within
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of
 from .paths import project_path
@@ -159,8 +158,7 @@ class Engine:
                 for finding in rule.check(fctx):
                     emit(rule, finding)
 
-        if (meta.family in LINTED_FAMILIES and meta.backend is None and table.doc is not None
-                and isinstance(table.value, dict)):
+        if meta.is_triton_table and table.doc is not None and isinstance(table.value, dict):
             self._check_entries(table, fctx, emit)
         out.sort(key=lambda d: d.sort_key)
         return out

@@ -16,7 +16,7 @@ from typing import Callable
 
 from . import versions
 from .smem.analytic import AnalyticModel, Estimate, ModelError, load_model
-from .smem.spec import KernelSpec
+from .kernels.spec import KernelSpec
 
 MODES = ("auto", "analytic", "exact")
 DEFAULT_MARGIN = 4096

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
+from . import kernels
 from .serving import naming
 
 # A comma starts a new pair only when an identifier and '=' follow (block_shape holds commas).
@@ -42,9 +43,9 @@ _AITER = re.compile(r"^(?P<tag>[A-Z0-9_]+(?:-[A-Z0-9_]+)*?)-N=(?P<N>\d+)-K=(?P<K
 _BLOCK_SHAPE = re.compile(r"^\[\s*(-?\d+)\s*,(\s*)(-?\d+)\s*\]$")
 _INT = re.compile(r"^\d+$")
 
-# Families whose entries are Triton launch configs of a kernel we model.
-LINTED_FAMILIES = ("fused_moe", "w8a8_gemm")
-# Families whose content is only schema-checked.
+# Families whose entries are Triton launch configs of a kernel we model are the kernel registry's
+# (tilefit.kernels.table_names(): each kernel family folder declares the config family that
+# launches it and its file-name grammar). Families whose content is only schema-checked:
 OTHER_FAMILIES = (
     "mamba_ssu", "lora_csgmv", "lora_moe_base_gemm", "sp_collective", "moe_front", "aiter_gemm",
     "lora_plans", "helion", "helion_table", "mxfp8_gemv", "minimax_moe",
@@ -76,13 +77,38 @@ class TableMeta:
 
     @property
     def is_triton_table(self) -> bool:
-        return self.family in LINTED_FAMILIES and self.backend is None
+        return self.backend is None and kernels.table(self.family) is not None
 
     def get(self, key: str) -> str | None:
         for k, v in self.pairs:
             if k == key:
                 return v
         return None
+
+
+def has_down_tables(family: str | None) -> bool:
+    """Whether the config family's names take the ``_down`` suffix (SGLang's down-GEMM tables)."""
+    return bool(family) and bool(_grammar(family).get("down_suffix"))
+
+
+def _grammar(family: str) -> dict:
+    owner = kernels.table(family)
+    return (owner.table.get("file_name") or {}) if owner is not None else {}
+
+
+def _linted_family(tag: str | None, keys: list[str]) -> str | None:
+    """The registered config family whose file-name grammar the name follows: its ``tag`` (a
+    leading token without '='; grammars with one are tried first) or its leading keys, and the
+    keys it requires."""
+    names = kernels.table_names()
+    for name in sorted(names, key=lambda n: _grammar(n).get("tag") is None):
+        grammar = _grammar(name)
+        lead = grammar.get("leading_keys") or []
+        if grammar.get("tag") is not None and tag != grammar["tag"]:
+            continue
+        if keys[:len(lead)] == lead and all(k in keys for k in grammar.get("requires", ())):
+            return name
+    return None
 
 
 def split_pairs(stem: str) -> tuple[str | None, list[tuple[str, str]]]:
@@ -179,10 +205,9 @@ def classify(path: str | PurePath) -> TableMeta | None:
     def dev(key: str = "device_name") -> str | None:
         return values.get(key)
 
-    if keys[:2] == ["E", "N"] and "device_name" in keys:
-        family = "fused_moe"
-    elif keys[:2] == ["N", "K"] and "device_name" in keys:
-        family = "w8a8_gemm"
+    family = _linted_family(tag, keys)
+    if family is not None:
+        pass
     elif keys[:2] == ["headdim", "dstate"]:
         family = "mamba_ssu"
     elif tag in ("lora_shrink", "lora_expand") and "device" in keys:
@@ -196,7 +221,7 @@ def classify(path: str | PurePath) -> TableMeta | None:
     else:
         return None
 
-    if down and family != "fused_moe":
+    if down and not _grammar(family).get("down_suffix"):
         # `_down` is glued to the last value of other families: keep it in the value.
         down = False
         tag, pairs = split_pairs(stem)

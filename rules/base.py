@@ -41,10 +41,39 @@ from __future__ import annotations
 import enum
 import inspect
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable, Mapping
+from typing import Any, ClassVar, Collection, Iterable, Iterator, Mapping
 
-from tilefit.families import LINTED_FAMILIES
 from tilefit.model import Severity
+
+
+class TableFamilies(Collection[str]):
+    """The config families whose entries launch a registered kernel (``tilefit.kernels.
+    table_names()``, read when asked, so a family registered later counts), plus ``extra``."""
+
+    def __init__(self, extra: Iterable[str] = ()):
+        self.extra = tuple(extra)
+
+    def _names(self) -> tuple[str, ...]:
+        from tilefit import kernels
+
+        return tuple(dict.fromkeys((*kernels.table_names(), *self.extra)))
+
+    def __contains__(self, family: object) -> bool:
+        from tilefit import kernels
+
+        return family in self.extra or (isinstance(family, str) and kernels.table(family) is not None)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+    def __repr__(self) -> str:
+        return f"TableFamilies({', '.join(self._names())})"
+
+
+LINTED_TABLES = TableFamilies()
 
 
 class Scope(enum.Enum):
@@ -135,8 +164,9 @@ class Rule:
     name: ClassVar[str]
     severity: ClassVar[Severity] = Severity.ERROR
     scope: ClassVar[Scope]
-    # Families the rule applies to; None means every recognised file.
-    families: ClassVar[tuple[str, ...] | None] = LINTED_FAMILIES
+    # Families the rule applies to; None means every recognised file. LINTED_TABLES: the config
+    # families whose entries launch a registered kernel (tilefit.kernels), looked up when asked.
+    families: ClassVar[Collection[str] | None] = LINTED_TABLES
     # Selected unless the user's selection leaves it out (ruff's preview rules are not).
     default_enabled: ClassVar[bool] = True
     fix_availability: ClassVar[FixAvailability] = FixAvailability.NONE

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tilefit.model import Severity
 
-from .base import Example, FileContext, Finding, Rule, Scope
+from .base import Example, FileContext, Finding, Rule, Scope, TableFamilies
 
 
 class DEV001(Rule):
@@ -24,8 +24,8 @@ class DEV001(Rule):
     name = "unknown-device"
     severity = Severity.WARNING
     scope = Scope.FILE
-    families = ("fused_moe", "w8a8_gemm", "mamba_ssu", "lora_csgmv", "lora_moe_base_gemm", "sp_collective",
-                "moe_front", "helion")
+    families = TableFamilies(extra=("mamba_ssu", "lora_csgmv", "lora_moe_base_gemm", "sp_collective", "moe_front",
+                                    "helion"))
     examples = (
         Example("E=8,N=14336,device_name=NVIDIA_Imaginary_X1.json", "{}", True),
         Example("E=8,N=14336,device_name=.json", "{}", True),

@@ -11,11 +11,10 @@ _FH = "E=128,N=768,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.json"
 
 
 def describe_tile(spec) -> str:
-    t = spec.tile_dict
-    if spec.kernel == "mla_decode":
-        return f"BLOCK_N={t.get('BLOCK_N')} BLOCK_H={t.get('BLOCK_H')} num_stages={spec.num_stages}"
-    return (f"BLOCK {t['BLOCK_SIZE_M']}x{t['BLOCK_SIZE_N']}x{t['BLOCK_SIZE_K']}, "
-            f"num_warps={spec.num_warps}, num_stages={spec.num_stages}")
+    """The tile of ``spec`` as its kernel family shows it (``BLOCK 64x128x128, num_warps=4, ...``)."""
+    from tilefit import kernels
+
+    return kernels.get(spec.kernel).describe(spec)
 
 
 class SMEM001(Rule):

@@ -98,7 +98,7 @@ def test_fit_mla_recovers_sums_per_regime():
     raw = [C.Point(path, (bn, bh, 576, 512), w, s, "sm_89") for bn in (16, 32, 64) for bh in (16, 32)
            for w in (4, 8) for s in (1, 2, 3, 4)]
     pts = _synthetic(truth, raw)
-    result = C.fit_mla(pts, C.device_limits(), max_terms=4)
+    result = C.fit_sums(pts, C.device_limits(), max_terms=4)
     assert result.exact == result.points, result.label
 
 

@@ -226,7 +226,7 @@ def test_mla_bf16_kv_fits_on_sm120(cli):
 
 def test_mla_without_exact_estimator_decides_by_the_error_bound(cli):
     from tilefit.smem.analytic import load_model
-    from tilefit.smem.spec import make_spec
+    from tilefit.kernels.spec import make_spec
 
     r, rep = doctor_json(cli, DSV2_LITE, "-t", "rtx5090", "--kv-cache-dtype", "fp8", "--engine", "vllm",
                          "--estimator", "analytic")

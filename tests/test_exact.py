@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from tilefit.smem.spec import make_spec
+from tilefit.kernels.spec import make_spec
 
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAVE_TRITON, reason="triton not installed")
@@ -118,7 +118,7 @@ def test_parse_arch():
 
 
 def test_launch_plan_is_engine_like():
-    from tilefit.smem.launch import launch_plan
+    from tilefit.kernels import launch_plan
 
     plan = launch_plan(moe("fp8_w8a8", 64, 128, 128, 4, 3, "block", block_shape=(128, 128)))
     args = plan.arg_dict()
@@ -135,10 +135,10 @@ def test_launch_plan_is_engine_like():
 def test_light_modules_do_not_import_triton_or_torch():
     code = (
         "import sys\n"
-        "import tilefit.smem.launch, tilefit.smem.cache, tilefit.smem.exact, tilefit.kernels\n"
+        "import tilefit.kernels.plan, tilefit.smem.cache, tilefit.smem.exact, tilefit.kernels\n"
         "import tilefit.kernels.checks, tilefit.kernels.interpret\n"
-        "from tilefit.smem.launch import launch_plan\n"
-        "from tilefit.smem.spec import make_spec\n"
+        "from tilefit.kernels import launch_plan\n"
+        "from tilefit.kernels.spec import make_spec\n"
         "launch_plan(make_spec('fused_moe', 'fp16', {'BLOCK_SIZE_M': 64, 'BLOCK_SIZE_N': 64, 'BLOCK_SIZE_K': 32}))\n"
         "bad = [m for m in ('triton', 'torch') if m in sys.modules]\n"
         "print(bad)\n"

@@ -9,7 +9,7 @@ import multiprocessing
 import pytest
 
 from tilefit.smem.exact import ExactResult
-from tilefit.smem.spec import make_spec
+from tilefit.kernels.spec import make_spec
 
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAVE_TRITON, reason="triton not installed")

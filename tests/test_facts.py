@@ -63,8 +63,8 @@ def test_auto_is_the_model_dtype_everywhere():
     with pytest.raises(KeyError):
         dtypes.kv_cache_type("int4")
     # the MLA launch plan resolves an `auto` KV cache to the query dtype
-    from tilefit.smem.launch import launch_plan
-    from tilefit.smem.spec import make_spec
+    from tilefit.kernels import launch_plan
+    from tilefit.kernels.spec import make_spec
 
     spec = make_spec("mla_decode", "fp16", {"BLOCK_N": 32, "BLOCK_H": 16}, kv_dtype="auto")
     assert launch_plan(spec).arg("K_Buffer").value == "fp16"

@@ -11,7 +11,7 @@ import pytest
 
 from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.smem.analytic import AnalyticModel, load_model
-from tilefit.smem.spec import make_spec
+from tilefit.kernels.spec import make_spec
 
 HAVE_TRITON = importlib.util.find_spec("triton") is not None
 needs_triton = pytest.mark.skipif(not HAVE_TRITON, reason="triton not installed")
@@ -70,9 +70,9 @@ def test_uncalibrated_form_triggers_exact_compile():
 
 
 def _raw_table(version: str) -> dict:
-    from importlib import resources
+    from tilefit.smem.analytic import model_table
 
-    return json.loads((resources.files("tilefit") / "data" / "smem_model" / f"triton-{version}.json").read_text())
+    return model_table(version)
 
 
 def test_shipped_uncalibrated_forms_are_compiled_in_auto():

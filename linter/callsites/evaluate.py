@@ -470,7 +470,7 @@ class CallsiteEvaluator:
     def plan(self, case: Case, variant: Variant, arch: str):
         """``(args, num_warps, num_stages, options)`` of the launch-like compile, or an
         :class:`Outcome` saying which values are missing."""
-        from tilefit.smem.launch import BACKEND_OPTIONS, Arg
+        from tilefit.kernels.plan import BACKEND_OPTIONS, Arg
 
         kernel = case.kernel
         info = self.info(kernel)
@@ -580,7 +580,7 @@ class CallsiteEvaluator:
 
     def _compile(self, src: Source, case: Case, args, num_warps: int, num_stages: int, options, arch: str) -> Outcome:
         from tilefit.smem.exact import ExactResult, compile_plan
-        from tilefit.smem.launch import LaunchPlan
+        from tilefit.kernels.plan import LaunchPlan
 
         key = json.dumps([src.function, [(a.name, a.kind, _jsonable(a.value)) for a in args], num_warps, num_stages,
                           [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
@@ -653,45 +653,15 @@ def _short_error(text: str) -> str:
     return (lines[-1] if lines else text)[:300]
 
 
-# the reference kernels of tilefit.kernels and the engine kernels they stand for
-_KNOWN_MLA = {"mla_decode_stage1_kernel", "_fwd_grouped_kernel_stage1"}
-_KNOWN_MOE = {"fused_moe_kernel"}
-
-
 def known_spec(case: Case, variant: Variant, info: KernelInfo, num_warps: int, num_stages: int):
     """A ``KernelSpec`` for a kernel that has the name of one of our reference kernels (or of
-    the engine kernel it reproduces), else None."""
-    from tilefit.smem.spec import make_spec
+    the engine kernel it reproduces): its kernel family's ``callsite_spec``, else None."""
+    from tilefit import kernels
 
-    name = case.kernel.name
-    g = case.given
+    family = kernels.by_function(case.kernel.name)
+    if family is None:
+        return None
     try:
-        if name in _KNOWN_MLA:
-            tile = {k: int(g[k]) for k in ("BLOCK_N", "BLOCK_H", "BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV") if k in g}
-            kv = None
-            for p in info.data_pointers:
-                if p.lower() not in ("q",):
-                    kv = variant.dtype_of(p) or kv
-            return make_spec("mla_decode", "bf16", tile, num_warps=num_warps, num_stages=num_stages, kv_dtype=kv)
-        if name in _KNOWN_MOE:
-            tile = {k: int(g[k]) for k in ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M") if k in g}
-            if g.get("use_fp8_w8a8"):
-                dtype = "fp8_w8a8"
-            elif g.get("use_int8_w8a8"):
-                dtype = "int8_w8a8"
-            elif g.get("use_int8_w8a16"):
-                dtype = "int8_w8a16"
-            else:
-                first = info.data_pointers[0] if info.data_pointers else None
-                dtype = {"fp16": "fp16", "fp32": "fp32"}.get(variant.dtype_of(first) if first else "", "bf16")
-            bs = None
-            quant = "none"
-            if g.get("group_n") and g.get("group_k"):
-                bs, quant = (int(g["group_n"]), int(g["group_k"])), "block"
-            elif g.get("per_channel_quant"):
-                quant = "per_channel"
-            return make_spec("fused_moe", dtype, tile, num_warps=num_warps, num_stages=num_stages, quant=quant,
-                             block_shape=bs)
+        return family.callsite_spec(case.given, variant.dtype_of, info.data_pointers, num_warps, num_stages)
     except (KeyError, ValueError, TypeError):
         return None
-    return None

@@ -26,8 +26,12 @@ def calibrate() -> None:
               help="Multiply the points of the fit grid per path and arch.")
 @click.option("--family", "families", multiple=True, metavar="FAMILY",
               help="Calibrate only these arch families (mma_v2, wgmma, tcgen05, ...). Repeatable.")
+@click.option("--kernel", "kernels", multiple=True, metavar="KERNEL",
+              help="Calibrate only these kernel families (fused_moe, mla_decode, a new one, ...): their "
+                   "smem/triton-<major>.<minor>.json forms are written, the shared file is kept. Repeatable.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Write the model here instead of tilefit/data/smem_model/triton-<major>.<minor>.json.")
+              help="Write the whole model to this one file instead of tilefit/data/smem_model/triton-<major>.<minor>.json "
+                   "and the kernel families' smem/ folders.")
 @click.option("--dry-run", is_flag=True, help="Fit and report, write nothing.")
 @click.option("--proof-points", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also compile the held-out proof set (a different design, plus real tables from "
@@ -40,22 +44,28 @@ def calibrate() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Compile cache folder. [default: $TILEFIT_CACHE_DIR or the user cache]")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
-def smem(jobs, scale, families, out, dry_run, proof_points, proof_corpus, proof_per_arch, proof_only, cache_dir,
-         quiet):
+def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpus, proof_per_arch, proof_only,
+         cache_dir, quiet):
     """Regenerate the analytic shared-memory model for the installed Triton.
 
     Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
     num_warps x num_stages x arch) ahead of time, chooses one closed form per (arch family,
     kernel, dtype path) from a library of candidates by exact matches, and writes
-    triton-<major>.<minor>.json with the figures of the fit. A form matching at least 99% of its
-    points exactly (and no verdict against a device limit wrong) is `calibrated`.
+    the model with the figures of the fit: the shared file triton-<major>.<minor>.json (arch
+    families, epilogue tables, provenance) and each kernel family's smem/ forms. A form matching
+    at least 99% of its points exactly (and no verdict against a device limit wrong) is
+    `calibrated`.
     """
+    from tilefit import kernels as registry
     from tilefit.smem import calibrate as cal
     from tilefit.smem.exact import TritonUnavailable
 
     unknown = sorted(set(families) - set(cal.CALIBRATION_ARCHS))
     if unknown:
         fail(f"unknown arch family {', '.join(unknown)}; known: {', '.join(cal.CALIBRATION_ARCHS)}")
+    unknown = sorted(set(kernels) - set(registry.names()))
+    if unknown:
+        fail(f"unknown kernel {', '.join(unknown)}; known: {', '.join(registry.names())}")
 
     def log(msg: str) -> None:
         if not quiet:
@@ -64,8 +74,9 @@ def smem(jobs, scale, families, out, dry_run, proof_points, proof_corpus, proof_
     command = "tilefit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "tilefit calibrate smem"
     try:
         if not proof_only:
-            result = cal.calibrate_smem(jobs=jobs, scale=scale, families=list(families) or None, cache_dir=cache_dir,
-                                        out=out, write=not dry_run, command=command, log=log)
+            result = cal.calibrate_smem(jobs=jobs, scale=scale, families=list(families) or None,
+                                        kernels=list(kernels) or None, cache_dir=cache_dir, out=out,
+                                        write=not dry_run, command=command, log=log)
             _report(result)
         if proof_points:
             from tilefit import versions
@@ -91,7 +102,7 @@ def _report(result) -> None:
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     prov = result.table["provenance"]
-    where = f" -> {result.path}" if result.path else " (not written)"
+    where = f" -> {', '.join(str(p) for p in result.written)}" if result.written else " (not written)"
     click.echo(f"Triton {prov['triton']}: {prov['fit_points']} fit points, {prov['exact_match_rate']:.2%} exact, "
                f"{prov['seconds']:.0f} s{where}")
 

@@ -7,11 +7,28 @@ import sys
 
 import click
 
+from tilefit import kernels
+
 from .common import fail
 
 
+class KernelName(click.Choice):
+    """A registered kernel family (tilefit.kernels), looked up when the command line is parsed."""
+
+    def __init__(self) -> None:
+        super().__init__((), case_sensitive=True)
+
+    @property
+    def choices(self):  # type: ignore[override]
+        return tuple(kernels.names())
+
+    @choices.setter
+    def choices(self, value) -> None:
+        pass
+
+
 @click.command()
-@click.argument("kernel", type=click.Choice(["fused_moe", "fused_moe_wna16", "block_gemm", "mla_decode"]))
+@click.argument("kernel", type=KernelName())
 @click.option("--dtype", "dtypes", multiple=True, metavar="PATHS",
               help="Dtype paths (bf16, fp16, fp32, fp8_w8a8, int8_w8a8, int8_w8a16, int4_w4a16); MLA decode: the "
                    "query dtype. Comma-separated or repeated.")
@@ -94,7 +111,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
             kernel=kernel, dtypes=P.split_list(dtypes), kv_dtypes=P.split_list(kv_dtypes), quant=quant,
             block_shape=bs, tile=[int(x) for x in tile.split(",")] if tile else [],
             warps=P.parse_values(warps) if warps else [], stages=P.parse_values(stages) if stages else [],
-            sweeps=P.parse_sweep(sweeps), archs=arch_list, swap_ab=swap_ab, heads=(hk[0], hk[1]))
+            sweeps=P.parse_sweep(sweeps, kernel), archs=arch_list, swap_ab=swap_ab, heads=(hk[0], hk[1]))
         points = P.build_points(req)
         devices = P.arch_devices(db, arch_list, list(targets))
     except (P.ProbeError, ValueError, UnknownTarget) as exc:

@@ -26,10 +26,10 @@ from typing import Any, Callable, Mapping, Sequence
 from tilefit.dtypes import file_dtype_of
 from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.families import TableMeta
-from tilefit.smem.launch import mla_block_sizes
+from tilefit.kernels import KernelSpec, make_spec
+from tilefit.kernels.mla_decode.family import block_sizes as mla_block_sizes
 from tilefit.serving.naming import device_file_name, gemm_file_name, moe_file_name
 from tilefit.serving.profiles import Profile, first_case, full_env
-from tilefit.smem.spec import KernelSpec, make_spec
 from tilefit.variants import TILE_KEYS, effective_launch, kernel_variants
 
 from .kernels import MoeShape, Parallel, dense_gemms, moe_shape
@@ -273,11 +273,11 @@ def moe_specs(model: ModelShape, entry: Mapping, target: Target, engine: str) ->
     specs = []
     for v in variants:
         spec = v.spec
-        if quant.scheme == "group":
-            if spec.kernel != "fused_moe_wna16":
+        if quant.scheme == "group":  # the group-quantised kernel, with the checkpoint's group size
+            if spec.quant != "group":
                 continue
             spec = spec.with_(block_shape=(0, quant.group_size))
-        elif spec.kernel == "fused_moe_wna16":
+        elif spec.quant == "group":
             continue
         specs.append(spec)
     return tuple(specs)

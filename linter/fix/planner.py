@@ -39,6 +39,7 @@ from typing import Iterable, Mapping, Sequence
 
 from tilefit.engine import Engine
 from tilefit.estimate import Estimator, EstimatorUnavailable
+from tilefit.families import has_down_tables
 from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix
 from tilefit.rules import Planner, fixable_codes
@@ -625,7 +626,7 @@ def shares_block_m(table: ConfigTable) -> bool:
     """SGLang runs the down GEMM with the up entry's BLOCK_SIZE_M: a ``_down`` table, and an up
     table with a ``_down`` twin beside it, keep BLOCK_SIZE_M."""
     meta = table.meta
-    if meta.family != "fused_moe":
+    if not has_down_tables(meta.family):
         return False
     if meta.down:
         return True

@@ -22,9 +22,10 @@ Constraints on the values a fix may *set* (values the entry keeps are never judg
 * block-quantised tables: BLOCK_SIZE_K must divide the quantisation block ``block_k`` (one scale
   per K block; SGLang's loader raises a smaller BK that does not divide it, vLLM clamps BK to
   the block at launch);
-* weight-only group-quantised tables (int4_w4a16, int8_w8a16): BLOCK_SIZE_K must be a multiple
-  of the group (128; vLLM's CUDA ``moe_wna16_gemm`` checks ``BLOCK_SIZE_K % group_size == 0``),
-  and BLOCK_SIZE_M must stay <= 64 when it was (the same kernel's ``BLOCK_SIZE_M <= 64``);
+* the kernel family's constraints (``tables.fix.constraints`` of its ``family.json``): in
+  ``fused_moe`` tables the weight-only group-quantised paths (int4_w4a16, int8_w8a16) need
+  BLOCK_SIZE_K a multiple of the group (128; vLLM's CUDA ``moe_wna16_gemm`` checks
+  ``BLOCK_SIZE_K % group_size == 0``) and BLOCK_SIZE_M kept <= 64 when it was;
 * ``num_warps * warp_size`` within every target's threads per block;
 * SGLang's ``_down`` tables and the gate/up tables next to one keep BLOCK_SIZE_M: at run time
   the down GEMM takes the up entry's BLOCK_SIZE_M (one token sort serves both), so a new value
@@ -40,12 +41,12 @@ from typing import Iterator, Mapping
 
 import networkx as nx
 
+from tilefit import kernels
 from tilefit.serving.launch import clamps_block_k
 from tilefit.variants import DEFAULT_NUM_STAGES_CUDA, DEFAULT_NUM_STAGES_ROCM, DEFAULT_NUM_WARPS, dtype_path
 
 DIMS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "num_warps", "num_stages")
 BLOCK_VALUES = (16, 32, 64, 128, 256)
-WNA16_GROUP = 128
 
 # The engines' tuning grids, per vendor (docs: shared/docs/engines.md, "Tuning scripts").
 ENGINE_GRIDS: Mapping[str, Mapping[str, tuple[int, ...]]] = {
@@ -103,6 +104,16 @@ def lattice(domain: tuple[tuple[int, ...], ...]) -> nx.Graph:
     return g
 
 
+def table_constraints(family: str) -> tuple[dict, ...]:
+    """The kernel constraints a config family's entries keep under a fix (its kernel family's
+    ``tables.fix.constraints``: for some dtype paths, BLOCK_SIZE_K a multiple of a group size,
+    BLOCK_SIZE_M kept at or below a bound once there)."""
+    owner = kernels.table(family)
+    if owner is None:
+        return ()
+    return tuple((owner.table.get("fix") or {}).get("constraints", ()))
+
+
 @dataclass(frozen=True)
 class ConfigSpace:
     """The configs a fix may choose for one entry."""
@@ -134,10 +145,14 @@ class ConfigSpace:
         bm_ok = lambda v: True  # noqa: E731
         if block is not None:
             bk_ok = lambda v: block[1] % v == 0  # noqa: E731
-        elif meta.family == "fused_moe" and path in ("int4_w4a16", "int8_w8a16"):
-            bk_ok = lambda v: v % WNA16_GROUP == 0  # noqa: E731
-            if type(bm) is int and bm <= 64:
-                bm_ok = lambda v: v <= 64  # noqa: E731
+        for rule in table_constraints(meta.family):
+            if path not in rule.get("dtypes", ()) or (block is not None and rule.get("unless_block_shape")):
+                continue
+            if rule.get("block_k_multiple_of"):
+                bk_ok = lambda v, m=int(rule["block_k_multiple_of"]), prev=bk_ok: prev(v) and v % m == 0  # noqa: E731
+            cap = rule.get("block_m_stays_at_most")
+            if cap and type(bm) is int and bm <= int(cap):
+                bm_ok = lambda v, cap=int(cap): v <= cap  # noqa: E731
         bm_values = () if lock_block_m else values("BLOCK_SIZE_M", bm_ok)
         warps = values("num_warps", lambda w: w <= max_warps)
         default_stages = DEFAULT_NUM_STAGES_ROCM if vendor == "AMD" else DEFAULT_NUM_STAGES_CUDA

@@ -146,22 +146,17 @@ def peak_tflops(device, dtype: str, c: Coefficients) -> float:
 def _smem_default(config: Mapping, shape: GemmShape, device) -> int | None:
     """Shared memory from the analytic model when the caller has no estimator."""
     try:
+        from tilefit import kernels
+        from tilefit.kernels.spec import make_spec
         from tilefit.smem.analytic import ModelError, load_model
-        from tilefit.smem.spec import make_spec
     except ImportError:  # pragma: no cover
         return None
     bm, bn, bk, g, w, s = _config_values(config, device.vendor)
-    quant = "none"
-    block = None
-    if shape.kernel == "fused_moe_wna16":
-        quant, block = "group", (0, 128)
-    elif shape.block_shape is not None:
-        quant, block = "block", shape.block_shape
-    elif shape.dtype in ("fp8_w8a8", "int8_w8a8"):
-        quant = "per_tensor"
-    elif shape.dtype == "int8_w8a16":
-        quant = "per_channel"
-    swap = shape.kernel == "fused_moe" and swaps_ab(shape.engine, shape.dtype, device.arch, bm, bn)
+    family = kernels.find(shape.kernel)
+    if family is None:
+        return None
+    quant, block = family.default_quant(shape.dtype, shape.block_shape)
+    swap = family.can_swap_ab and swaps_ab(shape.engine, shape.dtype, device.arch, bm, bn)
     try:
         spec = make_spec(shape.kernel, shape.dtype,
                          {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g},
@@ -169,6 +164,22 @@ def _smem_default(config: Mapping, shape: GemmShape, device) -> int | None:
         return load_model().estimate(spec, device.arch).shared_bytes
     except (ModelError, ValueError, KeyError):
         return None
+
+
+def _can_swap(kernel: str) -> bool:
+    """Whether the kernel has the swap of A and B (its family's ``swap_ab``)."""
+    from tilefit import kernels
+
+    family = kernels.find(kernel)
+    return family is not None and family.can_swap_ab
+
+
+def _block_scaled(kernel: str) -> bool:
+    """Whether the kernel applies block scales in its K loop (its family runs ``block`` quantisation)."""
+    from tilefit import kernels
+
+    family = kernels.find(kernel)
+    return family is not None and "block" in family.quant_modes
 
 
 def _ceil8(x: float) -> int:
@@ -272,9 +283,9 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         warp_size=device.warp_size or 32,
         a_b=a_b, b_b=b_b, c_b=c_b, rows=rows, active=active, per_expert=rows / active,
         mma=device.mma or "mma_v2",
-        fp8_swap_kernel=shape.dtype == "fp8_w8a8" and shape.kernel == "fused_moe",
+        fp8_swap_kernel=shape.dtype == "fp8_w8a8" and _can_swap(shape.kernel),
         block_scales=shape.block_shape is not None and shape.dtype in ("fp8_w8a8", "int8_w8a8")
-        and shape.kernel in ("fused_moe", "block_gemm"),
+        and _block_scaled(shape.kernel),
         scale_cycles=c["block_scale_cycles_per_kelement"] / 1024.0,
         peak_per_sm=peak_tflops(device, shape.dtype, c) * 1e12 / sms * c["mma_efficiency"],
         max_regs=device.max_regs_per_thread or 255,

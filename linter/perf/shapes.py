@@ -114,24 +114,33 @@ def moe_model(E: int, N: int) -> tuple[int, int, str]:
 
 
 def shape_for(meta, M: int, kernel: str | None = None, dtype: str | None = None) -> GemmShape | None:
-    """The GEMM of table ``meta`` (a ``TableMeta``) at batch size ``M``; None for other families."""
-    from tilefit.variants import dtype_path
+    """The GEMM of table ``meta`` (a ``TableMeta``) at batch size ``M``; None for other families.
 
-    dtype = dtype or dtype_path(meta) or "bf16"
-    if meta.family == "fused_moe":
+    Which GEMM a config family's entries configure is its kernel family's data (``tables.perf``
+    of ``family.json``): ``moe`` (gate/up or down GEMM of a MoE layer) or ``gemm`` (the name's N, K).
+    """
+    from tilefit import kernels
+    from tilefit.dtypes import path_of_file_dtype
+
+    owner = kernels.table(meta.family)
+    if owner is None:
+        return None
+    perf = owner.table.get("perf") or {}
+    dtype = dtype or path_of_file_dtype(meta.dtype) or "bf16"
+    kernel = kernel or (perf.get("kernel_by_dtype") or {}).get(dtype, owner.name)
+    if perf.get("shape") == "moe":
         if meta.E is None or meta.N is None:
             return None
         hidden, top_k, model = moe_model(meta.E, meta.N)
-        kernel = kernel or ("fused_moe_wna16" if dtype == "int4_w4a16" else "fused_moe")
         if meta.down:
             return GemmShape(kernel, dtype, M, n=hidden, k=meta.N, experts=meta.E, top_k=top_k,
                              a_rows_unique=M * top_k, block_shape=meta.block_shape, engine=meta.engine,
                              model=model)
         return GemmShape(kernel, dtype, M, n=2 * meta.N, k=hidden, experts=meta.E, top_k=top_k,
                          a_rows_unique=M, block_shape=meta.block_shape, engine=meta.engine, model=model)
-    if meta.family == "w8a8_gemm":
+    if perf.get("shape") == "gemm":
         if meta.N is None or meta.K is None:
             return None
-        return GemmShape(kernel or "block_gemm", dtype, M, n=meta.N, k=meta.K, a_rows_unique=M,
+        return GemmShape(kernel, dtype, M, n=meta.N, k=meta.K, a_rows_unique=M,
                          block_shape=meta.block_shape, engine=meta.engine, model="file name")
     return None

@@ -13,8 +13,8 @@ Nothing here imports triton or torch.
 
 from __future__ import annotations
 
+from .data import ENGINES
 from .naming import section
-from .profiles import ENGINES
 
 SWAP_AB_DTYPE = "fp8_w8a8"
 SWAP_AB_ARCH = "sm_90"

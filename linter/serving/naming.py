@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from tilefit.device_db import names as device_names
 
-from .profiles import ENGINES, raw_profiles
+from .data import ENGINES, raw_profiles
 
 # config family (tilefit.families) -> the profile section with its naming rules
 SECTIONS: Mapping[str, str] = {"fused_moe": "moe", "w8a8_gemm": "block_gemm"}

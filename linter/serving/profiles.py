@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from typing import Any, Mapping
 
 from tilefit import versions
@@ -35,11 +34,7 @@ from tilefit.formula import compile_formula
 
 VARIABLES = ("M", "E", "N", "K", "TOPK", "BN_Q", "BK_Q", "GROUP", "FP8", "INT8", "WNA16", "BLOCK",
              "PER_CHANNEL", "HIP", "GFX1250", "SMEM", "BK", "LK", "BLOCK_DMODEL")
-ENGINES = ("sglang", "vllm")
-
-
-class ProfileError(ValueError):
-    """A profile is missing, unknown or malformed."""
+from .data import ENGINES, ProfileError, raw_profiles  # noqa: F401 - the profiles' JSON, read once
 
 
 class Formula:
@@ -196,27 +191,6 @@ def profile_from_dict(data: Mapping, source: str) -> Profile:
                        block_gemm=gemm, mla=mla, mla_launch=launch)
     except (KeyError, TypeError) as exc:
         raise ProfileError(f"{source}: missing or malformed field {exc}") from None
-
-
-@lru_cache(maxsize=None)
-def raw_profiles() -> tuple[tuple[str, Mapping[str, Any]], ...]:
-    """``(source, data)`` of every profile file, newest last per engine, as read (no formula is
-    compiled: what the naming rules of :mod:`tilefit.serving.naming` need on the check path)."""
-    folder = resources.files("tilefit") / "data" / "engine_profiles"
-    out = []
-    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
-        name = entry.name
-        if not name.endswith(".json") or name.endswith(".shipped.json"):
-            continue
-        source = f"tilefit/data/engine_profiles/{name}"
-        try:
-            data = json.loads(entry.read_text())
-        except ValueError as exc:
-            raise ProfileError(f"{source}: not valid JSON: {exc}") from None
-        if not isinstance(data, dict) or data.get("engine") not in ENGINES:
-            raise ProfileError(f"{source}: unknown engine {data.get('engine') if isinstance(data, dict) else data!r}")
-        out.append((source, data))
-    return tuple(sorted(out, key=lambda sd: (sd[1]["engine"], versions.parse(str(sd[1].get("version", "0"))))))
 
 
 @lru_cache(maxsize=None)

@@ -43,9 +43,10 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from .. import versions
-from ..dtypes import element_bytes, triton_type
 from ..formula import compile_formula
-from .spec import KernelSpec
+from ..kernels import registry
+from ..kernels.family import FormVariablesError
+from ..kernels.spec import KernelSpec
 
 VARIABLES = ("S", "W", "BM", "BN", "BK", "a", "b", "c", "GN", "GK", "SWAP", "DPE", "G", "DV", "E")
 
@@ -119,16 +120,9 @@ class AnalyticModel:
         return family is not None and self._form_key(family, spec) is not None
 
     def _form_key(self, family: str, spec: KernelSpec):
-        if spec.kernel == "mla_decode":
-            # MLA decode's forms are keyed by the KV cache: fp8 (any fp8 format) or 16-bit
-            kv = triton_type(spec.kv_dtype or spec.dtype)
-            candidates = ("fp8",) if kv.startswith("fp8") else (kv, "bf16")
-            for dtype in candidates + ("default",):
-                key = (family, spec.kernel, dtype)
-                if key in self._forms:
-                    return key
-            return None
-        for dtype in (spec.kv_dtype or spec.dtype, spec.dtype, "default"):
+        kernel = registry.find(spec.kernel)
+        dtypes = kernel.form_dtypes(spec) if kernel is not None else (spec.dtype,)
+        for dtype in dtypes + ("default",):
             key = (family, spec.kernel, dtype)
             if key in self._forms:
                 return key
@@ -166,34 +160,13 @@ class AnalyticModel:
         return None if family is None else self._form_key(family, spec)
 
     def variables(self, spec: KernelSpec, family: str | None = None, arch: str | None = None) -> dict[str, float]:
-        """The formula variables of ``spec`` (``E`` from the epilogue table of ``arch``, else of
-        ``family``'s default arch)."""
-        tile = spec.tile_dict
-        if spec.kernel == "mla_decode":
-            from .launch import mla_block_sizes
-
-            kv = element_bytes(spec.kv_dtype or "bf16", 2)
-            q = element_bytes(spec.dtype, 2)
-            p = spec.problem_dict
-            blocks = mla_block_sizes(p.get("Lk", 576), p.get("Lv", 512))
-            return dict(S=spec.num_stages, W=spec.num_warps, BM=tile.get("BLOCK_H", 16),
-                        BN=tile.get("BLOCK_N", 32), BK=tile.get("BLOCK_DMODEL", blocks["BLOCK_DMODEL"]), a=q,
-                        b=kv, c=4, GN=0, GK=0, SWAP=0, DPE=tile.get("BLOCK_DPE", blocks["BLOCK_DPE"]), G=0,
-                        DV=tile.get("BLOCK_DV", blocks["BLOCK_DV"]), E=0)
-        bytes_ = self.operand_bytes.get(spec.dtype)
-        if bytes_ is None:
-            raise ModelError(f"no operand sizes for dtype path {spec.dtype!r} in {self.source}")
-        gn, gk = spec.block_shape if spec.block_shape else (0, 0)
-        group = 0
-        if spec.kernel == "fused_moe_wna16":
-            group = int(gk) if gk else int(dict(spec.extra).get("group_size", 128))
-            if group <= 0:  # channel-wise: one group spans K
-                group = spec.problem_dict.get("K", 4096)
-            gn, gk = 0, 0
-        bm, bn, c = tile["BLOCK_SIZE_M"], tile["BLOCK_SIZE_N"], bytes_["c"]
-        return dict(S=spec.num_stages, W=spec.num_warps, BM=bm, BN=bn, BK=tile["BLOCK_SIZE_K"], a=bytes_["a"],
-                    b=bytes_["b"], c=c, GN=gn, GK=gk, SWAP=1 if spec.swap_ab else 0, DPE=0, G=group, DV=0,
-                    E=self.epilogue.lookup(arch, family, c, bm, bn, spec.num_warps))
+        """The formula variables of ``spec`` (its kernel family's, :meth:`KernelFamily.form_variables`;
+        ``E`` from the epilogue table of ``arch``, else of ``family``'s default arch)."""
+        try:
+            return registry.get(spec.kernel).form_variables(spec, self.operand_bytes, self.epilogue.lookup, family,
+                                                            arch)
+        except (FormVariablesError, registry.UnknownKernel) as exc:
+            raise ModelError(f"{exc} in {self.source}") from None
 
 
 class EpilogueTables:
@@ -255,15 +228,100 @@ def pick_version(wanted: str | None) -> str:
     return older[-1] if older else available[0]
 
 
-@lru_cache(maxsize=None)
+FORMAT_SHARED = 2
+
+
+def kernel_forms_path(family, version: str) -> Path:
+    """Where a kernel family keeps its closed forms for Triton ``version`` (``X.Y``)."""
+    return Path(family.folder) / "smem" / f"triton-{version}.json"
+
+
+def merge_model(shared: Mapping, kernel_docs: Mapping[str, Mapping]) -> dict:
+    """The model of one Triton release as :class:`AnalyticModel` reads it: the shared file
+    (arch families, operand bytes, epilogue tables, provenance, per-family status) with every
+    kernel family's forms file (``formulas``/``form_status``/``fits`` per arch family and dtype)."""
+    if "formulas" in shared:  # a whole model in one file (``calibrate smem --out``)
+        return dict(shared)
+    table = {k: v for k, v in shared.items() if k != "family_status"}
+    table["format"] = 1
+    formulas: dict[str, dict] = {}
+    form_status: dict[str, dict] = {}
+    fits: dict[str, dict] = {}
+    for kernel, doc in kernel_docs.items():
+        for family, per in (doc.get("formulas") or {}).items():
+            formulas.setdefault(family, {})[kernel] = per
+        for family, per in (doc.get("form_status") or {}).items():
+            form_status.setdefault(family, {})[kernel] = per
+        for family, per in (doc.get("fits") or {}).items():
+            fits.setdefault(family, {})[kernel] = per
+    for family, status in (shared.get("family_status") or {}).items():
+        formulas.setdefault(family, {})["status"] = status
+    table.update(formulas=formulas, form_status=form_status, fits=fits)
+    return table
+
+
+def split_model(table: Mapping) -> tuple[dict, dict[str, dict]]:
+    """The inverse of :func:`merge_model`: ``(shared file, {kernel: forms file})``."""
+    shared = {k: v for k, v in table.items() if k not in ("formulas", "form_status", "fits")}
+    shared["format"] = FORMAT_SHARED
+    shared["family_status"] = {f: per["status"] for f, per in table.get("formulas", {}).items() if "status" in per}
+    kernels: dict[str, dict] = {}
+    prov = table.get("provenance") or {}
+    for section in ("formulas", "form_status", "fits"):
+        for family, per in (table.get(section) or {}).items():
+            for kernel, value in per.items():
+                if kernel == "status":
+                    continue
+                doc = kernels.setdefault(kernel, {
+                    "format": FORMAT_SHARED, "kernel": kernel, "triton_version": table.get("triton_version"),
+                    "provenance": {k: prov[k] for k in ("triton", "date", "command") if k in prov},
+                    "formulas": {}, "form_status": {}, "fits": {}})
+                doc[section][family] = value
+    return shared, kernels
+
+
+def model_table(version: str) -> dict:
+    """The merged model table of Triton ``version`` (``X.Y``): the shared file of
+    ``tilefit/data/smem_model`` and the forms of every registered kernel family that has them."""
+    files = _model_files()
+    if version not in files:
+        raise ModelError(f"no shared-memory model for Triton {version}; have {', '.join(available_versions())}")
+    return merge_model(json.loads(files[version].read_text()), _kernel_docs(version))
+
+
+def _kernel_docs(version: str) -> dict[str, dict]:
+    docs = {}
+    for family in registry.families():
+        path = kernel_forms_path(family, version)
+        if path.is_file():
+            try:
+                docs[family.name] = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ModelError(f"cannot read {path}: {exc}") from None
+    return docs
+
+
 def load_model(triton_version: str | None = None, path: str | None = None) -> AnalyticModel:
-    """Load the model for ``triton_version`` (default: the installed Triton, else the newest)."""
+    """Load the model for ``triton_version`` (default: the installed Triton, else the newest), or
+    the whole model in the file ``path``. Memoised per registered set of kernel families."""
+    return _load_model(triton_version, path, registry.names())
+
+
+def forget_models() -> None:
+    """Drop the loaded models (after the calibration wrote new forms)."""
+    _load_model.cache_clear()
+
+
+@lru_cache(maxsize=None)
+def _load_model(triton_version: str | None, path: str | None, _families: tuple[str, ...]) -> AnalyticModel:
     if path is not None:
         p = Path(path)
         try:
-            return AnalyticModel(json.loads(p.read_text()), str(p))
+            table = json.loads(p.read_text())
         except (OSError, ValueError) as exc:
             raise ModelError(f"cannot read shared-memory model {p}: {exc}") from None
+        if isinstance(table, dict) and "formulas" not in table:  # a shared file: add the families' forms
+            table = merge_model(table, _kernel_docs(str(table.get("triton_version"))))
+        return AnalyticModel(table, str(p))
     version = pick_version(triton_version or versions.installed_triton())
-    entry = _model_files()[version]
-    return AnalyticModel(json.loads(entry.read_text()), f"tilefit/data/smem_model/triton-{version}.json")
+    return AnalyticModel(model_table(version), f"tilefit/data/smem_model/triton-{version}.json")

@@ -37,8 +37,8 @@ from typing import Callable, Iterable, Mapping
 from ..atomicfile import write_atomic
 from .. import versions
 from .exact import CompileFailed, ExactResult
-from .launch import KERNEL_SOURCES
-from .spec import KernelSpec
+from ..kernels import registry
+from ..kernels.spec import KernelSpec
 
 SCHEMA = 1
 ENV_VAR = "TILEFIT_CACHE_DIR"
@@ -64,16 +64,23 @@ def default_cache_dir() -> Path:
 
 
 def kernel_source_hash(kernel: str) -> str:
-    """sha256 (hex, 16 digits) of the reference kernel's module and of the launch plan module."""
+    """sha256 (hex, 16 digits) of the files a compile of ``kernel`` depends on: the reference
+    kernel's module, its family's launch plan and the shared plan helpers
+    (:meth:`tilefit.kernels.KernelFamily.source_files`)."""
     with _source_lock:
         cached = _source_hashes.get(kernel)
         if cached is not None:
             return cached
+        family = registry.get(kernel)
         h = hashlib.sha256()
         h.update(f"schema={SCHEMA}\n".encode())
-        for rel in (KERNEL_SOURCES[kernel], "smem/launch.py"):
+        for path in family.source_files():
+            try:
+                rel = str(path.resolve().relative_to(_PACKAGE_ROOT))
+            except ValueError:  # a family outside the package ($TILEFIT_KERNEL_PATH)
+                rel = f"{family.name}/{path.name}"
             h.update(rel.encode() + b"\0")
-            h.update((_PACKAGE_ROOT / rel).read_bytes())
+            h.update(path.read_bytes())
         digest = h.hexdigest()[:16]
         _source_hashes[kernel] = digest
         return digest
@@ -227,7 +234,7 @@ class ExactEstimator:
         as results with ``error`` set; specs our kernels cannot express raise ``ValueError``
         before any compile starts.
         """
-        from .launch import launch_plan
+        from ..kernels import launch_plan
 
         unique: list[Item] = list(dict.fromkeys(items))
         for spec, _arch in unique:

@@ -18,8 +18,8 @@ The pieces, each usable alone:
 * :func:`collect` -- compiles points (cache, spawn pool) into :class:`Point` records;
 * :func:`gemm_library` (GEMM kernels: ``max(loop, epilogue)`` from rings, async-copy thresholds,
   the num_stages-1 layout, extra terms and the measured epilogue table ``E``) and
-  :data:`MLA_TERMS` (MLA decode: sums of tiles per num_stages regime) are the libraries;
-  :func:`fit_group` / :func:`fit_mla` choose per group; :func:`build_table` writes the model;
+  the "sums" library of a family's ``family.json`` (MLA decode: sums of tiles per num_stages
+  regime) are the libraries; :func:`fit_group` / :func:`fit_sums` choose per group; :func:`build_table` writes the model;
 * :func:`dump_points` / :func:`load_points` -- the compact JSON of compiled points the proof test
   reads (``tests/data/smem_points_triton-<v>.json``).
 
@@ -44,7 +44,9 @@ from ..atomicfile import write_atomic
 
 from ..formula import compile_formula
 from ..serving.launch import SWAP_AB_ARCH, swap_ab_tile
-from .spec import KernelSpec, make_spec
+from ..kernels import registry
+from ..kernels.gemm import GEMM_BK, GEMM_BM, GEMM_BN, STAGES, WARPS  # noqa: F401 - the GEMM grid
+from ..kernels.spec import KernelSpec
 
 # ------------------------------------------------------------------------------------------------
 # arch families
@@ -138,47 +140,14 @@ class Path:
         return True
 
 
-MOE_PATHS: tuple[Path, ...] = (
-    Path("fused_moe", "bf16"),
-    Path("fused_moe", "fp16"),
-    Path("fused_moe", "fp32"),
-    Path("fused_moe", "fp8_w8a8", "per_tensor"),
-    Path("fused_moe", "fp8_w8a8", "per_channel"),
-    Path("fused_moe", "fp8_w8a8", "block", (128, 128)),
-    Path("fused_moe", "fp8_w8a8", "per_tensor", swap_ab=True),
-    Path("fused_moe", "fp8_w8a8", "block", (128, 128), swap_ab=True),
-    Path("fused_moe", "int8_w8a8", "per_tensor"),
-    Path("fused_moe", "int8_w8a8", "per_channel"),
-    Path("fused_moe", "int8_w8a8", "block", (128, 128)),
-    Path("fused_moe", "int8_w8a16", "per_channel"),
-)
-WNA16_PATHS: tuple[Path, ...] = (
-    Path("fused_moe_wna16", "int4_w4a16", "group", (0, 128)),
-    Path("fused_moe_wna16", "int8_w8a16", "group", (0, 128)),
-    Path("fused_moe_wna16", "int4_w4a16", "group", (0, 64)),
-    Path("fused_moe_wna16", "int4_w4a16", "group", (0, 32)),
-)
-GEMM_PATHS: tuple[Path, ...] = (
-    Path("block_gemm", "fp8_w8a8", "block", (128, 128)),
-    Path("block_gemm", "int8_w8a8", "block", (128, 128)),
-)
-MLA_PATHS: tuple[Path, ...] = (
-    Path("mla_decode", "bf16", kv_dtype="bf16"),
-    Path("mla_decode", "fp8", kv_dtype="fp8"),
-)
-PATHS: tuple[Path, ...] = MOE_PATHS + WNA16_PATHS + GEMM_PATHS + MLA_PATHS
+def family_paths(kernels: Iterable[str] | None = None) -> tuple[Path, ...]:
+    """The dtype paths the calibration fits forms for: every registered kernel family's
+    (``family.json``'s ``calibration.paths``), or those of ``kernels``."""
+    fams = registry.families() if kernels is None else [registry.get(k) for k in kernels]
+    return tuple(Path.from_json(p) for fam in fams for p in fam.calibration_paths())
 
-# the tile space of the GEMM kernels (the engines' tuning space, 16..256 in powers of two)
-GEMM_BM = (16, 32, 64, 128, 256)
-GEMM_BN = (32, 64, 128, 256)
-GEMM_BK = (32, 64, 128, 256)
-WARPS = (4, 8)
-STAGES = (1, 2, 3, 4, 5)
-# MLA decode: (Lk, Lv) of DeepSeek-V2/V3/Kimi (576/512) and MiniCPM3-style (288/256) heads
-MLA_HEADS = ((576, 512), (288, 256))
-MLA_BN = (16, 32, 64, 128)
-MLA_BH = (16, 32, 64)
-MLA_STAGES = (1, 2, 3, 4)
+
+PATHS: tuple[Path, ...] = family_paths()
 
 # A point whose operand ring alone exceeds this is out of the model's domain: it overflows every
 # device (the largest per-block limit is 232448 bytes) whatever the form says.
@@ -206,51 +175,20 @@ class Point:
 
 
 def point_spec(path: Path, tile: Sequence[int], num_warps: int, num_stages: int) -> KernelSpec:
-    """The spec a table entry (or a call site) of ``path`` with this tile produces."""
-    if path.kernel == "mla_decode":
-        from .launch import mla_block_sizes
-
-        block_n, block_h, lk, lv = tile
-        blocks = mla_block_sizes(lk, lv)
-        t = {"BLOCK_N": block_n, "BLOCK_H": block_h, "BLOCK_DMODEL": blocks["BLOCK_DMODEL"],
-             "BLOCK_DPE": blocks["BLOCK_DPE"], "BLOCK_DV": blocks["BLOCK_DV"]}
-        return make_spec("mla_decode", "bf16", t, num_warps=num_warps, num_stages=num_stages,
-                         kv_dtype=path.kv_dtype, problem={"Lk": lk, "Lv": lv})
-    bm, bn, bk = tile
-    t = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": 1}
-    return make_spec(path.kernel, path.dtype, t, num_warps=num_warps, num_stages=num_stages,
-                     quant=path.quant, block_shape=path.block_shape, swap_ab=path.swap_ab)
+    """The spec a table entry (or a call site) of ``path`` with this tile produces (its kernel
+    family's :meth:`~tilefit.kernels.KernelFamily.point_spec`)."""
+    return registry.get(path.kernel).point_spec(path, tile, num_warps, num_stages)
 
 
 def ring_lower_bound(path: Path, tile: Sequence[int], num_stages: int) -> int:
     """A cheap lower bound of the operand buffers (the domain filter of the grids)."""
-    if path.kernel == "mla_decode":
-        block_n, block_h, lk, _ = tile
-        return block_n * lk * 2
-    bm, bn, bk = tile
-    a, b, _ = operand_bytes(path.dtype)
-    e = max(a, b)  # the wider operand's bytes
-    return max(num_stages - 1, 1) * (bm + bn) * bk * e // 2
-
-
-def _gemm_tiles() -> list[tuple[int, int, int, int, int]]:
-    return list(itertools.product(GEMM_BM, GEMM_BN, GEMM_BK, WARPS, STAGES))
-
-
-def _mla_tiles() -> list[tuple[tuple[int, int, int, int], int, int]]:
-    out = []
-    for (lk, lv), bn, bh, w, s in itertools.product(MLA_HEADS, MLA_BN, MLA_BH, WARPS, MLA_STAGES):
-        out.append(((bn, bh, lk, lv), w, s))
-    return out
+    return registry.get(path.kernel).ring_lower_bound(path, tile, num_stages)
 
 
 def _applies(path: Path, tile: Sequence[int]) -> bool:
     if path.swap_ab:  # vLLM swaps only for BLOCK_SIZE_M < 64 <= BLOCK_SIZE_N
         return swap_ab_tile(tile[0], tile[1])
-    if path.kernel == "fused_moe_wna16":  # the engines' wNa16 needs BLOCK_SIZE_K | group size or v.v.
-        g = path.block_shape[1] if path.block_shape else 128
-        return tile[2] % g == 0 or g % tile[2] == 0
-    return True
+    return registry.get(path.kernel).applies(path, tile)
 
 
 def _stratified(rng: random.Random, pool: list, n: int, keys: Sequence[Callable]) -> list:
@@ -277,14 +215,10 @@ def _stratified(rng: random.Random, pool: list, n: int, keys: Sequence[Callable]
 def _points_for(path: Path, arch: str, n: int, rng: random.Random) -> list[Point]:
     if not path.runs_on(arch):
         return []
-    if path.kernel == "mla_decode":
-        pool = [(t, w, s) for t, w, s in _mla_tiles()]
-        keys = [lambda p: p[0][0], lambda p: p[0][1], lambda p: p[0][2:], lambda p: p[1], lambda p: p[2]]
-    else:
-        pool = [((bm, bn, bk), w, s) for bm, bn, bk, w, s in _gemm_tiles()
-                if _applies(path, (bm, bn, bk)) and ring_lower_bound(path, (bm, bn, bk), s) <= DOMAIN_BYTES]
-        keys = [lambda p: p[0][0], lambda p: p[0][1], lambda p: p[0][2], lambda p: p[1], lambda p: p[2]]
-    picked = _stratified(rng, pool, n, keys)
+    fam = registry.get(path.kernel)
+    pool = [(t, w, s) for t, w, s in fam.calibration_points()
+            if _applies(path, t) and ring_lower_bound(path, t, s) <= DOMAIN_BYTES]
+    picked = _stratified(rng, pool, n, fam.calibration_strata())
     return [Point(path, tuple(t), w, s, arch) for t, w, s in picked]
 
 
@@ -309,8 +243,9 @@ def _design(seed: int, per_path: Mapping[str, int], families: Iterable[str] | No
             for path in paths:
                 rng = random.Random(f"{seed}:{path.name}:{arch}")
                 k = max(4, int(round(n * scale * FAMILY_SCALE.get(fam, 1.0))))
-                if path.kernel == "mla_decode":
-                    k = max(4, int(round(k * 1.5)))
+                extra = float(registry.get(path.kernel).calibration.get("points_scale", 1.0))
+                if extra != 1.0:  # kernels with more regimes get more points
+                    k = max(4, int(round(k * extra)))
                 points.extend(_points_for(path, arch, k, rng))
     return points
 
@@ -423,7 +358,7 @@ def load_points(doc_or_path) -> list[Point]:
     out = []
     for row in doc["points"]:
         path = paths[row[0]]
-        ntile = 4 if path.kernel == "mla_decode" else 3
+        ntile = len(registry.get(path.kernel).point_columns)
         tile = tuple(int(x) for x in row[2:2 + ntile])
         w, s, shared = row[2 + ntile:5 + ntile]
         out.append(Point(path, tile, int(w), int(s), row[1], int(shared)))
@@ -843,58 +778,33 @@ def fit_group(points: Sequence[Point], candidates: Sequence, limits: Mapping[str
 
 def form_dtype(path: Path) -> str:
     """The model's dtype key of a path's form."""
-    return path.kv_dtype if path.kernel == "mla_decode" else path.dtype
+    return registry.get(path.kernel).form_dtype(path)
 
 
-# MLA decode: the buffers a stage of the grouped decode can hold (BM = BLOCK_H query heads, BN =
-# BLOCK_N KV rows, BK = BLOCK_DMODEL latent dims, DPE rope dims, DV value dims; a = query bytes,
-# b = KV-cache bytes). With an fp8 cache the value tile and the probabilities reach the MMA in
-# fp32 (``vb``), the key tiles in the query dtype.
-_VB = "(4 if b < 2 else b)"
-MLA_TERMS: Mapping[str, str] = {
-    "q": "BM*BK*a",
-    "qpe": "BM*DPE*a",
-    "k": "BK*BN*b",
-    "kpe": "DPE*BN*b",
-    # the rope tile is copied asynchronously only at 4 bytes or more per thread
-    "kpe_async": "(DPE*BN*b if DPE*BN*b >= 128*W else 0)",
-    "v": "BN*DV*b",
-    "k_cvt": "BK*BN*a",
-    "kpe_cvt": "DPE*BN*a",
-    "v_op": f"BN*DV*{_VB}",
-    "v_fp8": "(BN*DV*b if b < 2 else 0)",
-    "p_op": f"BM*BN*{_VB}",
-    "qk": "BM*BN*4",
-    "acc": "BM*DV*4",
-    "pages": "(12*BN if BN < 32*W else 4*BN)",
-    "pages12": "12*BN",
-    "pages8": "8*BN",
-    "pages4": "4*BN",
-    # wgmma / tcgen05 (BLOCK_H >= 64) keep a second buffer of the tiles the MMA reads asynchronously
-    "k_2": "BK*BN*b",
-    "kpe_2": "DPE*BN*b",
-    "v_2": "BN*DV*b",
-    "v_op_2": f"BN*DV*{_VB}",
-    "bar": "16",
-}
-# the regimes of num_stages the pipeliner treats differently (no pipelining; one buffer of the
-# indirect loads; the page-table load a stage ahead)
-MLA_REGIMES = {"S1": "S == 1", "S2": "S == 2", "S3+": "S >= 3"}
-# families whose MMA reads shared memory asynchronously from BLOCK_H 64 on: their forms split there
-MLA_SPLIT_BM = frozenset({"wgmma", "tcgen05", "tcgen05_sm103"})
+# The "sums" library (MLA decode's, ``family.json``'s ``calibration.library``): a form is, per
+# num_stages regime, a sum of candidate tiles (``terms``: name -> formula), split at BLOCK_H 64 on
+# the arch families (``split_bm_families``) whose MMA reads shared memory asynchronously from there.
 
 
-def mla_term_sets(max_terms: int = 7) -> list[tuple[str, ...]]:
-    """Subsets of :data:`MLA_TERMS` (the candidate sums), smallest first."""
-    names = list(MLA_TERMS)
+def sums_library(kernel: str) -> Mapping:
+    """``{"terms": {...}, "regimes": {...}, "split_bm_families": [...]}`` of a "sums" family."""
+    lib = registry.get(kernel).form_library
+    if lib.get("kind") != "sums":
+        raise ValueError(f"kernel family {kernel} has no sums library")
+    return lib
+
+
+def term_sets(terms: Mapping[str, str], max_terms: int = 7) -> list[tuple[str, ...]]:
+    """Subsets of ``terms`` (the candidate sums), smallest first."""
+    names = list(terms)
     out: list[tuple[str, ...]] = []
     for k in range(1, max_terms + 1):
         out.extend(itertools.combinations(names, k))
     return out
 
 
-def mla_sum(terms: Sequence[str]) -> str:
-    return " + ".join(MLA_TERMS[t] for t in terms) if terms else "0"
+def term_sum(terms: Mapping[str, str], chosen: Sequence[str]) -> str:
+    return " + ".join(terms[t] for t in chosen) if chosen else "0"
 
 
 def _best_subset(sets: Sequence[tuple[int, ...]], values: Sequence[Sequence[float]], truth: Sequence[int],
@@ -951,24 +861,28 @@ def _best_subset(sets: Sequence[tuple[int, ...]], values: Sequence[Sequence[floa
     return best
 
 
-def fit_mla(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_terms: int = 7,
-            split_bm: bool | None = None) -> FitResult:
-    """One sum of MLA terms per regime (num_stages 1, 2, 3+; and BLOCK_H below / from 64 where the
-    family's MMA changes there), each chosen to match the most points of its regime (ties: fewest
-    verdict errors, then fewest terms), assembled into one conditional formula."""
+def fit_sums(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_terms: int = 7,
+             split_bm: bool | None = None) -> FitResult:
+    """One sum of the family's terms per regime (MLA decode: num_stages 1, 2, 3+; and BLOCK_H
+    below / from 64 where the arch family's MMA changes there), each chosen to match the most
+    points of its regime (ties: fewest verdict errors, then fewest terms), assembled into one
+    conditional formula."""
     from .analytic import VARIABLES
 
     pts = [p for p in points if p.shared is not None]
+    lib = sums_library(pts[0].path.kernel)
+    terms: Mapping[str, str] = lib["terms"]
+    regimes: Mapping[str, str] = lib["regimes"]
     if split_bm is None:
-        split_bm = ARCH_FAMILIES.get(pts[0].arch) in MLA_SPLIT_BM
+        split_bm = ARCH_FAMILIES.get(pts[0].arch) in set(lib.get("split_bm_families", ()))
     variables = point_variables(pts)
-    term_fns = {name: compile_formula(text, VARIABLES) for name, text in MLA_TERMS.items()}
-    names = list(MLA_TERMS)
-    sets = [tuple(names.index(t) for t in ts) for ts in mla_term_sets(max_terms)]
+    term_fns = {name: compile_formula(text, VARIABLES) for name, text in terms.items()}
+    names = list(terms)
+    sets = [tuple(names.index(t) for t in ts) for ts in term_sets(terms, max_terms)]
     bm_parts = (("BM < 64", "small"), ("BM >= 64", "large")) if split_bm else (("True", ""),)
     pieces: list[tuple[str, str, tuple[str, ...]]] = []
     for bm_cond, bm_name in bm_parts:
-        for regime, cond in MLA_REGIMES.items():
+        for regime, cond in regimes.items():
             test = compile_formula(f"({cond}) and ({bm_cond})", VARIABLES)
             idx = [i for i, v in enumerate(variables) if test(**v)]
             chosen: tuple[str, ...] = ()
@@ -981,10 +895,14 @@ def fit_mla(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_te
                     chosen = tuple(names[j] for j in best)
             pieces.append((bm_cond, regime, chosen))
     parts = []
+    conds = list(regimes.values())
     for bm_cond, _ in bm_parts:
         mine = {r: c for b, r, c in pieces if b == bm_cond}
-        s1, s2, s3 = (mla_sum(mine[r]) for r in MLA_REGIMES)
-        parts.append((bm_cond, f"({s1} if S == 1 else {s2} if S == 2 else {s3})"))
+        sums = [term_sum(terms, mine[r]) for r in regimes]
+        chain = sums[-1]
+        for cond, value in zip(reversed(conds[:-1]), reversed(sums[:-1])):
+            chain = f"{value} if {cond} else {chain}"
+        parts.append((bm_cond, f"({chain})"))
     text = parts[0][1] if len(parts) == 1 else f"({parts[0][1]} if {parts[0][0]} else {parts[1][1]})"
     label = " | ".join(f"{(b + ' ') if split_bm else ''}{r}: {'+'.join(c) or '-'}" for b, r, c in pieces)
     return fit_group(pts, [(label, text)], limits)
@@ -995,14 +913,15 @@ def fit_mla(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_te
 
 
 def spec_point(spec: KernelSpec, arch: str) -> Point | None:
-    """The :class:`Point` of a GEMM spec (None for specs the point format cannot express)."""
-    t = spec.tile_dict
-    if spec.kernel == "mla_decode" or spec.extra or spec.problem:
+    """The :class:`Point` of a spec a table launches (None for specs the point format cannot
+    express: its family's :meth:`~tilefit.kernels.KernelFamily.spec_point`)."""
+    found = registry.get(spec.kernel).spec_point(spec)
+    if found is None:
         return None
-    bs = tuple(spec.block_shape) if spec.block_shape else None
-    path = Path(spec.kernel, spec.dtype, spec.quant, bs, None, bool(spec.swap_ab))
-    return Point(path, (t["BLOCK_SIZE_M"], t["BLOCK_SIZE_N"], t["BLOCK_SIZE_K"]), spec.num_warps, spec.num_stages,
-                 arch)
+    path, tile = found
+    bs = tuple(path["block_shape"]) if path.get("block_shape") else None
+    return Point(Path(path["kernel"], path["dtype"], path.get("quant", "none"), bs, path.get("kv_dtype"),
+                      bool(path.get("swap_ab"))), tuple(tile), spec.num_warps, spec.num_stages, arch)
 
 
 def table_points(roots: Sequence[str], archs: Sequence[str], per_arch: int, seed: int = 3) -> list[Point]:
@@ -1012,12 +931,12 @@ def table_points(roots: Sequence[str], archs: Sequence[str], per_arch: int, seed
     from tilefit.tables import read_table
     from tilefit.variants import kernel_variants
 
-    from .launch import launch_plan
+    from ..kernels import launch_plan
 
     found = discover(list(roots))
     by_arch: dict[str, dict[tuple, Point]] = {a: {} for a in archs}
     for path, meta in found.files:
-        if meta.family not in ("fused_moe", "w8a8_gemm"):
+        if registry.table(meta.family) is None:
             continue
         try:
             table = read_table(path, meta=meta)
@@ -1070,8 +989,8 @@ def fit_all(points: Sequence[Point], epilogue: Mapping, limits: Mapping[str, Seq
     for key, pts in sorted(group_points(points).items()):
         if progress:
             progress(f"fitting {'/'.join(key)} on {len(pts)} points")
-        if key[1] == "mla_decode":
-            results.append(fit_mla(pts, limits))
+        if registry.get(key[1]).form_library.get("kind") == "sums":
+            results.append(fit_sums(pts, limits))
         else:
             results.append(fit_group(pts, library, limits, epilogue))
     return results
@@ -1146,7 +1065,38 @@ def write_table(doc: Mapping, path: str | FsPath) -> None:
 
 
 def model_path(triton_version: str) -> FsPath:
-    return FsPath(__file__).resolve().parent.parent / "data" / "smem_model" / f"triton-{versions.major_minor(triton_version)}.json"
+    """The shared model file of a Triton release (arch families, operand bytes, epilogue tables,
+    provenance); each kernel family's forms live in its folder (:func:`kernel_model_path`)."""
+    return (FsPath(__file__).resolve().parent.parent / "data" / "smem_model"
+            / f"triton-{versions.major_minor(triton_version)}.json")
+
+
+def kernel_model_path(kernel: str, triton_version: str) -> FsPath:
+    """``<family folder>/smem/triton-<major>.<minor>.json``: one kernel family's forms."""
+    from .analytic import kernel_forms_path
+
+    return kernel_forms_path(registry.get(kernel), versions.major_minor(triton_version))
+
+
+def write_model(table: Mapping, *, shared: bool = True) -> list[FsPath]:
+    """Write a model table the way the package keeps it: the shared file (``shared``) and one
+    forms file per kernel family in the table. Returns the files written."""
+    from .analytic import forget_models, split_model
+
+    shared_doc, kernel_docs = split_model(table)
+    version = str(table["triton_version"])
+    written = []
+    if shared:
+        path = model_path(version)
+        write_table(shared_doc, path)
+        written.append(path)
+    for kernel, doc in kernel_docs.items():
+        path = kernel_model_path(kernel, version)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_table(doc, path)
+        written.append(path)
+    forget_models()
+    return written
 
 
 @dataclass
@@ -1156,13 +1106,19 @@ class Calibration:
     points: list[Point]
     epilogue_points: list[Point]
     path: FsPath | None = None
+    written: list[FsPath] = field(default_factory=list)
 
 
 def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Iterable[str] | None = None,
-                   cache_dir=None, out: str | FsPath | None = None, write: bool = True, command: str = "",
-                   log: Callable[[str], None] | None = None) -> Calibration:
-    """Compile the epilogue tables and the fit grid, fit every form, and write the model file for
-    the installed Triton (``out``, default ``tilefit/data/smem_model/triton-<major>.<minor>.json``)."""
+                   kernels: Iterable[str] | None = None, cache_dir=None, out: str | FsPath | None = None,
+                   write: bool = True, command: str = "", log: Callable[[str], None] | None = None) -> Calibration:
+    """Compile the epilogue tables and the fit grid, fit every form, and write the model for the
+    installed Triton: ``out`` (one file), else the shared file ``tilefit/data/smem_model/
+    triton-<major>.<minor>.json`` and each kernel family's ``smem/triton-<major>.<minor>.json``.
+
+    ``kernels``: calibrate only these kernel families (a new family, say): their forms files are
+    written, the shared file is left as it is, and its epilogue tables are reused when the
+    installed Triton's model has them (else they are measured)."""
     import time
 
     from .exact import _triton
@@ -1172,8 +1128,9 @@ def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Ite
     log = log or (lambda msg: None)
     t0 = time.perf_counter()
     fams = list(families) if families is not None else list(CALIBRATION_ARCHS)
-    epi_pts = [p for f in fams for a in CALIBRATION_ARCHS[f] for p in epilogue_points(a)]
-    grid = fit_grid(fams, scale=scale)
+    kernel_list = list(kernels) if kernels is not None else None
+    paths = family_paths(kernel_list) if kernel_list is not None else None
+    grid = fit_grid(fams, paths=paths, scale=scale)
 
     def progress(what):
         last = [0.0]
@@ -1185,8 +1142,15 @@ def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Ite
                 log(f"{what}: {done}/{total} compiled ({now - t0:.0f} s)")
         return cb
 
-    epi_done = collect(epi_pts, jobs=jobs, cache_dir=cache_dir, progress=progress("epilogue tables"))
-    epilogue = epilogue_doc(epi_done)
+    shipped = model_path(version)
+    epi_done: list[Point] = []
+    if kernel_list is not None and shipped.is_file():
+        epilogue = json.loads(shipped.read_text(encoding="utf-8")).get("epilogue") or {}
+        log(f"epilogue tables from {shipped.name}")
+    else:
+        epi_pts = [p for f in fams for a in CALIBRATION_ARCHS[f] for p in epilogue_points(a)]
+        epi_done = collect(epi_pts, jobs=jobs, cache_dir=cache_dir, progress=progress("epilogue tables"))
+        epilogue = epilogue_doc(epi_done)
     done = collect(grid, jobs=jobs, cache_dir=cache_dir, progress=progress("fit grid"))
     failed = sum(1 for p in done if p.shared is None)
     log(f"{len(done) - failed} points compiled, {failed} failed to compile (left out)")
@@ -1194,10 +1158,16 @@ def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Ite
     table = build_table(results, epilogue, triton_version=version, points=len(done) + len(epi_done),
                         seconds=time.perf_counter() - t0, command=command)
     path = None
+    written: list[FsPath] = []
     if write:
-        path = FsPath(out) if out else model_path(version)
-        write_table(table, path)
-    return Calibration(table, results, done, epi_done, path)
+        if out:
+            path = FsPath(out)
+            write_table(table, path)
+            written = [path]
+        else:
+            written = write_model(table, shared=kernel_list is None)
+            path = written[0] if written else None
+    return Calibration(table, results, done, epi_done, path, written)
 
 
 def proof_points(*, jobs: int | None = None, scale: float = 1.0, corpus: Sequence[str] = (), per_arch: int = 100,

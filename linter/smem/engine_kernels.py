@@ -7,7 +7,7 @@ differ (an extra bias tile, another epilogue). ``EngineKernels(source)`` finds t
 installed package -- takes it and the jit helpers it calls out by AST
 (:func:`tilefit.smem.extract.extract_kernel`: a scratch module that imports only triton; the
 engine is never imported), and compiles it with the launch of our kernel's plan
-(:mod:`tilefit.smem.launch`) mapped onto the engine kernel's parameters:
+(:mod:`tilefit.kernels`) mapped onto the engine kernel's parameters:
 
 * a parameter our plan has is passed as the plan passes it;
 * a parameter the plan lacks takes its default; without one, a pointer-like name (``*_ptr``,
@@ -30,34 +30,33 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
 
 from .. import versions
 from ..atomicfile import write_atomic
-from .launch import Arg, LaunchPlan, launch_plan
-from .spec import KernelSpec
+from ..kernels import launch_plan, registry
+from ..kernels.plan import Arg, LaunchPlan
+from ..kernels.spec import KernelSpec
 
-# our kernel -> the engines' function names (vLLM and SGLang share them)
-ENGINE_FUNCTIONS: Mapping[str, tuple[str, ...]] = {
-    "fused_moe": ("fused_moe_kernel",),
-    "fused_moe_wna16": ("fused_moe_kernel_gptq_awq",),
-    "block_gemm": ("_w8a8_block_fp8_matmul", "_w8a8_triton_block_scaled_mm", "_w8a8_block_int8_matmul"),
-    "mla_decode": ("_fwd_grouped_kernel_stage1",),
-}
-# where the engines keep them (relative to the package's parent folder), searched first
-KNOWN_FILES: tuple[str, ...] = (
-    "vllm/model_executor/layers/fused_moe/fused_moe.py",
-    "vllm/model_executor/layers/fused_moe/fused_moe_triton_kernels.py",
-    "vllm/model_executor/layers/quantization/utils/fp8_utils.py",
-    "vllm/model_executor/layers/quantization/utils/int8_utils.py",
-    "vllm/attention/ops/triton_decode_attention.py",
-    "vllm/v1/attention/ops/triton_decode_attention.py",
-    "sglang/srt/layers/moe/fused_moe_triton/fused_moe_triton_kernels.py",
-    "sglang/srt/layers/moe/fused_moe_triton/fused_moe.py",
-    "sglang/srt/layers/quantization/fp8_kernel.py",
-    "sglang/srt/layers/quantization/int8_kernel.py",
-    "sglang/srt/layers/attention/triton_ops/decode_attention.py",
-)
+# The engines' function names of each of our kernels and the files they keep them in are the
+# kernel families' (family.json's ``engine``, tilefit.kernels).
+
+
+def engine_functions(kernel: str) -> tuple[str, ...]:
+    """The engines' function names standing for our ``kernel`` (vLLM and SGLang share them)."""
+    fam = registry.find(kernel)
+    return fam.engine_functions if fam is not None else ()
+
+
+def known_files(kernel: str) -> tuple[str, ...]:
+    """Where the engines keep it (relative to the package's parent folder), searched first: the
+    family's own files, then every other family's."""
+    own = registry.find(kernel)
+    files = list(own.engine_files if own is not None else ())
+    for fam in registry.families():
+        files.extend(f for f in fam.engine_files if f not in files)
+    return tuple(files)
+
+
 _SKIP_DIRS = {".git", "__pycache__", "node_modules", ".venv", "venv", "build", "dist", "tests", "test"}
 
 
@@ -92,7 +91,7 @@ def _defines(path: Path, function: str) -> bool:
 
 def find_source(source: str, kernel: str) -> tuple[Path, str] | None:
     """``(file, function)`` of the engine kernel standing for our ``kernel`` in ``source``."""
-    names = ENGINE_FUNCTIONS.get(kernel, ())
+    names = engine_functions(kernel)
     if source in ("installed", "vllm", "sglang"):
         roots = installed_roots(source)
         if not roots:
@@ -110,7 +109,7 @@ def find_source(source: str, kernel: str) -> tuple[Path, str] | None:
     for root in roots:
         bases = [root, root.parent]
         for base in bases:
-            for rel in KNOWN_FILES:
+            for rel in known_files(kernel):
                 f = base / rel
                 if f.is_file():
                     for fn in names:
@@ -200,7 +199,7 @@ class EngineKernels:
         if kernel not in self._scratch:
             found = self.locate(kernel)
             if found is None:
-                raise EngineKernelError(f"no engine kernel for {kernel} ({' / '.join(ENGINE_FUNCTIONS.get(kernel, ()))})"
+                raise EngineKernelError(f"no engine kernel for {kernel} ({' / '.join(engine_functions(kernel))})"
                                         f" in {self.source}")
             path, fn = found
             try:

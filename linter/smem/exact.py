@@ -6,7 +6,7 @@ Triton allocates (``metadata["shared"]``, the figure the launch compares with th
 
 How it stays exact and fast:
 
-* **Launch specialisation.** The launch plan (``tilefit.smem.launch``) describes every argument
+* **Launch specialisation.** The launch plan (``tilefit.kernels.plan``, built by the family) describes every argument
   as the engine's launcher passes it; the values go through Triton's *own* launch specialiser
   (``native_specialize_impl``, the function ``JITFunction.run`` uses), so pointers get 16-byte
   alignment, ints equal to 1 become constants, ints divisible by 16 get the divisibility hint,
@@ -54,8 +54,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .. import versions
-from .launch import Arg, LaunchPlan, adapt_to_arch, launch_plan
-from .spec import KernelSpec
+from ..kernels import launch_plan, registry
+from ..kernels.plan import Arg, LaunchPlan, adapt_to_arch
+from ..kernels.spec import KernelSpec
 
 STOP_MODES = ("alloc", "llir", "full")
 
@@ -170,6 +171,8 @@ def load_kernel(module: str, function: str):
         fn = _kernels.get(key)
         if fn is None:
             triton = _triton()
+            if module.startswith(registry.EXTERNAL_PACKAGE + "."):
+                registry.families()  # a $TILEFIT_KERNEL_PATH family: its package is made importable
             fn = getattr(importlib.import_module(module), function)
             if not isinstance(fn, triton.runtime.JITFunction):
                 from triton.runtime.jit import JITFunction

@@ -18,21 +18,30 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from ..dtypes import PATHS as DTYPE_PATHS
-from .spec import KERNELS, KernelSpec, make_spec
+from ..kernels import registry
+from ..kernels.spec import KernelSpec
 
-GEMM_KERNELS = ("fused_moe", "fused_moe_wna16", "block_gemm")
-
-# sweepable names -> canonical name
-SWEEP_NAMES = {
+# sweepable launch options -> canonical name (tile constexprs: each family's ``probe.sweep``)
+LAUNCH_SWEEPS = {
     "num_stages": "num_stages", "s": "num_stages", "stages": "num_stages",
     "num_warps": "num_warps", "w": "num_warps", "warps": "num_warps",
-    "block_size_m": "BLOCK_SIZE_M", "bm": "BLOCK_SIZE_M",
-    "block_size_n": "BLOCK_SIZE_N", "bn": "BLOCK_SIZE_N",
-    "block_size_k": "BLOCK_SIZE_K", "bk": "BLOCK_SIZE_K",
-    "block_n": "BLOCK_N", "block_h": "BLOCK_H",
 }
-SHORT = {"num_stages": "num_stages", "num_warps": "num_warps", "BLOCK_SIZE_M": "BM", "BLOCK_SIZE_N": "BN",
-         "BLOCK_SIZE_K": "BK", "BLOCK_N": "BLOCK_N", "BLOCK_H": "BLOCK_H"}
+LAUNCH_SHORT = {"num_stages": "num_stages", "num_warps": "num_warps"}
+
+
+def sweep_names(kernel: str | None = None) -> dict[str, str]:
+    """Sweepable names -> canonical name: the launch options and the tile constexprs of
+    ``kernel`` (of every family when None)."""
+    out = dict(LAUNCH_SWEEPS)
+    for fam in (registry.families() if kernel is None else [registry.get(kernel)]):
+        out.update((fam.probe_data.get("sweep") or {}))
+        out.update((name.lower(), name) for name in fam.tile_names)
+    return out
+
+
+def short_label(kernel: str, name: str) -> str:
+    labels = registry.get(kernel).probe_data.get("labels") or {}
+    return LAUNCH_SHORT.get(name) or labels.get(name, name)
 
 
 class ProbeError(ValueError):
@@ -69,15 +78,16 @@ def parse_values(text: str) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def parse_sweep(items: Iterable[str]) -> dict[str, list[int]]:
+def parse_sweep(items: Iterable[str], kernel: str | None = None) -> dict[str, list[int]]:
+    names = sweep_names(kernel)
     sweeps: dict[str, list[int]] = {}
     for item in items:
         if "=" not in item:
             raise ProbeError(f"--sweep takes NAME=VALUES (num_stages=1..5), got {item!r}")
         name, values = item.split("=", 1)
-        key = SWEEP_NAMES.get(name.strip().lower()) or SWEEP_NAMES.get(name.strip())
+        key = names.get(name.strip().lower()) or names.get(name.strip())
         if key is None:
-            raise ProbeError(f"cannot sweep {name!r}; choose from {', '.join(sorted(set(SWEEP_NAMES.values())))}")
+            raise ProbeError(f"cannot sweep {name!r}; choose from {', '.join(sorted(set(names.values())))}")
         sweeps[key] = parse_values(values)
     return sweeps
 
@@ -132,23 +142,13 @@ class ProbeRequest:
     heads: tuple[int, int] = (576, 512)  # MLA decode: (Lk, Lv)
 
 
-def _default_quant(kernel: str, dtype: str, block_shape) -> str:
-    if kernel == "fused_moe_wna16":
-        return "group"
-    if kernel == "block_gemm":
-        return "block"
-    if dtype in ("fp8_w8a8", "int8_w8a8"):
-        return "block" if block_shape else "per_tensor"
-    if dtype == "int8_w8a16":
-        return "per_channel"
-    return "none"
-
-
 def build_points(req: ProbeRequest) -> list[ProbePoint]:
-    """Every (spec, arch) of the request, with the labels that tell the points apart."""
-    if req.kernel not in KERNELS:
-        raise ProbeError(f"unknown kernel {req.kernel!r}; known: {', '.join(KERNELS)}")
-    mla = req.kernel == "mla_decode"
+    """Every (spec, arch) of the request, with the labels that tell the points apart (the spec of
+    each from its kernel family's :meth:`~tilefit.kernels.KernelFamily.probe_spec`)."""
+    fam = registry.find(req.kernel)
+    if fam is None:
+        raise ProbeError(f"unknown kernel {req.kernel!r}; known: {', '.join(registry.names())}")
+    by_query = fam.dtype_kind == "query"  # MLA decode: the query's dtype x the KV cache's
     # --warps/--stages with several values sweep too (before the explicit sweeps: the last swept
     # name makes the table's columns); with one value they are fixed
     sweeps: dict[str, list[int]] = {}
@@ -160,25 +160,25 @@ def build_points(req: ProbeRequest) -> list[ProbePoint]:
             else:
                 fixed[name] = values[0]
     sweeps.update(req.sweeps)
-    if mla:
-        names = ("BLOCK_N", "BLOCK_H")
-        defaults = [32, 16]
-        dtypes = req.dtypes or ["bf16"]
-        variants = [(d, kv) for d in dtypes for kv in (req.kv_dtypes or ["bf16"])]
+    names = fam.tile_names
+    probe = fam.probe_data
+    defaults = list(probe.get("tile_defaults") or [64] * len(names))
+    if by_query:
+        dtypes = req.dtypes or list(probe.get("dtypes") or ["bf16"])
+        kvs = req.kv_dtypes or list(probe.get("kv_dtypes") or ["bf16"])
+        variants = [(d, kv) for d in dtypes for kv in kvs]
     else:
-        names = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")
-        defaults = [64, 64, 64]
-        dtypes = req.dtypes or (["int4_w4a16"] if req.kernel == "fused_moe_wna16" else
-                                ["fp8_w8a8"] if req.kernel == "block_gemm" else ["bf16"])
+        dtypes = req.dtypes or list(probe.get("dtypes") or ["bf16"])
         for d in dtypes:
             if d not in DTYPE_PATHS:
                 raise ProbeError(f"unknown dtype path {d!r}; known: {', '.join(DTYPE_PATHS)}")
         variants = [(d, None) for d in dtypes]
     tile = list(req.tile) if req.tile else []
-    if len(tile) > len(names) + (0 if mla else 1):
+    has_group = fam.group_name is not None
+    if len(tile) > len(names) + (1 if has_group else 0):
         raise ProbeError(f"--tile takes {','.join(names)} for {req.kernel}")
     base = dict(zip(names, tile + defaults[len(tile):]))
-    group = tile[3] if not mla and len(tile) == 4 else 1
+    group = tile[len(names)] if has_group and len(tile) == len(names) + 1 else 1
     for k in sweeps:
         if k not in ("num_warps", "num_stages") and k not in names:
             raise ProbeError(f"{req.kernel} has no {k} to sweep")
@@ -195,25 +195,12 @@ def build_points(req: ProbeRequest) -> list[ProbePoint]:
                 t.update({k: v for k, v in values.items() if k in names})
                 warps = values.get("num_warps", fixed.get("num_warps", 4))
                 stages = values.get("num_stages", fixed.get("num_stages", 2 if arch.startswith("gfx") else 3))
-                labels = {SHORT[k]: v for k, v in values.items()}
+                labels = {short_label(req.kernel, k): v for k, v in values.items()}
                 if multi_variant:
-                    labels = {("kv" if mla else "dtype"): (kv if mla else dtype), **labels}
-                if mla:
-                    from .launch import mla_block_sizes
-
-                    blocks = mla_block_sizes(*req.heads)
-                    spec = make_spec("mla_decode", dtype, {**t, **blocks}, num_warps=warps, num_stages=stages,
-                                     kv_dtype=kv, problem={"Lk": req.heads[0], "Lv": req.heads[1]})
-                else:
-                    quant = req.quant or _default_quant(req.kernel, dtype, req.block_shape)
-                    bs = req.block_shape
-                    if req.kernel == "fused_moe_wna16" and bs is None:
-                        bs = (0, 128)
-                    if quant in ("block",) and bs is None:
-                        bs = (128, 128)
-                    spec = make_spec(req.kernel, dtype, {**t, "GROUP_SIZE_M": group}, num_warps=warps,
-                                     num_stages=stages, quant=quant,
-                                     block_shape=bs if quant in ("block", "group") else None, swap_ab=req.swap_ab)
+                    labels = {("kv" if by_query else "dtype"): (kv if by_query else dtype), **labels}
+                spec = fam.probe_spec(dtype=dtype, kv_dtype=kv, tile=t, group=group, num_warps=warps,
+                                      num_stages=stages, quant=req.quant, block_shape=req.block_shape,
+                                      swap_ab=req.swap_ab, heads=req.heads)
                 points.append(ProbePoint(spec, arch, labels))
     return points
 
@@ -231,8 +218,8 @@ def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int 
     if mode == "auto":
         mode = "exact" if versions.installed_triton() is not None else "analytic"
     if mode == "exact":
+        from ..kernels import launch_plan
         from .cache import ExactEstimator
-        from .launch import launch_plan
 
         est = ExactEstimator()
         items = []
@@ -312,24 +299,8 @@ def local_gpu_arch() -> str | None:
 
 
 def launch_case(spec: KernelSpec) -> dict:
-    """The :mod:`tilefit.kernels.checks` case that launches ``spec``'s kernel with real tensors."""
-    t = spec.tile_dict
-    if spec.kernel == "mla_decode":
-        p = spec.problem_dict
-        return {"kernel": "mla_decode", "dtype": spec.dtype, "kv_dtype": "fp8" if (spec.kv_dtype or "").startswith("fp8")
-                else "bf16", "BLOCK_N": t.get("BLOCK_N", 32), "BLOCK_H": t.get("BLOCK_H", 16),
-                "num_stages": spec.num_stages, "num_warps": spec.num_warps, "Lk": p.get("Lk", 576),
-                "Lv": p.get("Lv", 512), "heads": 16, "seq_lens": [64, 96]}
-    case = {"kernel": spec.kernel, "dtype": spec.dtype, "quant": spec.quant, "BM": t["BLOCK_SIZE_M"],
-            "BN": t["BLOCK_SIZE_N"], "BK": t["BLOCK_SIZE_K"], "GROUP_SIZE_M": t.get("GROUP_SIZE_M", 1),
-            "num_warps": spec.num_warps, "num_stages": spec.num_stages, "M": 64, "E": 4, "N": 512, "K": 1024,
-            "top_k": 2, "swap_ab": spec.swap_ab}
-    if spec.block_shape:
-        case["block_shape"] = list(spec.block_shape)
-    if spec.kernel == "fused_moe_wna16":
-        case["bits"] = 4 if spec.dtype == "int4_w4a16" else 8
-        case["group_size"] = spec.block_shape[1] if spec.block_shape else 128
-    return case
+    """The numerical-check case (its family's ``check.py``) that launches ``spec`` with real tensors."""
+    return registry.get(spec.kernel).launch_case(spec)
 
 
 _OOR = re.compile(r"Required:\s*(\d+)")
@@ -402,17 +373,7 @@ def render_text(points: Sequence[ProbePoint], devices: Mapping[str, list], req: 
                 triton: str | None, engine_desc: str | None = None, launched: str | None = None) -> str:
     lines: list[str] = []
     first = points[0].spec
-    t = first.tile_dict
-    if first.kernel == "mla_decode":
-        what = (f"mla_decode (query {first.dtype}), Lk={req.heads[0]} Lv={req.heads[1]}, BLOCK_N={t.get('BLOCK_N')} "
-                f"BLOCK_H={t.get('BLOCK_H')}")
-    else:
-        quant = first.quant if first.quant != "none" else ""
-        bs = f" block {first.block_shape[0]}x{first.block_shape[1]}" if first.block_shape and first.quant == "block" \
-            else f" group {first.block_shape[1]}" if first.block_shape and first.quant == "group" else ""
-        what = (f"{first.kernel} {first.dtype}{(' ' + quant) if quant else ''}{bs}"
-                f"{' swap_ab' if first.swap_ab else ''}, BLOCK {t['BLOCK_SIZE_M']}x{t['BLOCK_SIZE_N']}x"
-                f"{t['BLOCK_SIZE_K']}")
+    what = registry.get(first.kernel).title(first)
     swept = [k for k in points[0].labels]
     fixed = []
     if "num_warps" not in swept:

@@ -70,7 +70,7 @@ def _weights(shape: MoEShape, device: str, seed: int, materialize: bool):
         if shape.dtype == "int8_w8a16":
             quant = "per_channel"
         bs = list(shape.block_shape) if shape.block_shape else None
-        out = checks._quant_weight(w, kind, quant, bs)
+        out = checks.quant_weight(w, kind, quant, bs)
         del w
     _WEIGHTS[key] = out
     if device.startswith("cuda"):
@@ -105,7 +105,7 @@ class MoEWorkload:
             kind = "fp8" if shape.dtype == "fp8_w8a8" else "int8"
             quant = shape.quant if shape.quant != "none" else "per_tensor"
             bs = list(shape.block_shape) if shape.block_shape else None
-            A, A_scale = checks._quant_act(a.to(device), kind, quant, bs)
+            A, A_scale = checks.quant_act(a.to(device), kind, quant, bs)
             B = B_all
             B_scale = B_scale_all if B_scale_all is not None else torch.ones(
                 _scale_shape(shape, quant), dtype=torch.float32, device=device)
@@ -132,7 +132,7 @@ class MoEWorkload:
         if self._ref is None:
             import torch
 
-            from tilefit.kernels import fused_moe as fm
+            from tilefit.kernels.fused_moe import kernel as fm
 
             prev = torch.backends.cuda.matmul.allow_tf32
             torch.backends.cuda.matmul.allow_tf32 = False
@@ -148,7 +148,7 @@ class MoEWorkload:
         the output buffer, so the timed call is the kernel alone (as in the engines' tuners)."""
         import torch
 
-        from tilefit.kernels import fused_moe as fm
+        from tilefit.kernels.fused_moe import kernel as fm
 
         out_dtype = self.A.dtype if self.A.dtype in (torch.float16, torch.bfloat16, torch.float32) \
             else torch.bfloat16

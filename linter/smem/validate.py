@@ -1,6 +1,6 @@
 """Validate on a GPU: the exact estimator against Triton's own JIT on the device, and numerics.
 
-``python -m tilefit.kernels.validate [--json FILE] [--quick]`` on a machine with a CUDA GPU:
+``python -m tilefit.smem.validate [--json FILE] [--quick]`` on a machine with a CUDA GPU:
 
 1. for a list of specs, compiles each reference kernel two ways and compares the shared-memory
    figures: ahead of time with :mod:`tilefit.smem.exact` for the device's arch, and through
@@ -20,64 +20,22 @@ import json
 import sys
 import time
 
-from ..smem.launch import Arg, launch_plan
-from ..smem.spec import KernelSpec, make_spec
-
-
-def _t(bm, bn, bk, g=1):
-    return dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=bk, GROUP_SIZE_M=g)
+from ..kernels import launch_plan, registry
+from ..kernels.plan import Arg
+from ..kernels.spec import KernelSpec
 
 
 def validation_specs() -> list[KernelSpec]:
-    P = dict(N=1536, K=2048, top_k=8)
-    specs = [
-        make_spec("fused_moe", "fp16", _t(64, 128, 128), num_warps=4, num_stages=4, problem=P),
-        make_spec("fused_moe", "fp16", _t(64, 128, 128), num_warps=4, num_stages=2, problem=P),
-        make_spec("fused_moe", "bf16", _t(256, 128, 64), num_warps=8, num_stages=2, problem=P),
-        make_spec("fused_moe", "bf16", _t(256, 256, 128), num_warps=4, num_stages=4, problem=P),
-        make_spec("fused_moe", "bf16", _t(128, 256, 64), num_warps=8, num_stages=5, problem=P),
-        make_spec("fused_moe", "fp32", _t(64, 64, 32), num_warps=4, num_stages=3, problem=P),
-        make_spec("fused_moe", "fp8_w8a8", _t(128, 256, 128), num_warps=8, num_stages=4, quant="per_tensor", problem=P),
-        make_spec("fused_moe", "fp8_w8a8", _t(128, 256, 128), num_warps=8, num_stages=5, quant="per_tensor", problem=P),
-        make_spec("fused_moe", "fp8_w8a8", _t(64, 128, 128, 32), num_warps=4, num_stages=3, quant="block",
-                  block_shape=(128, 128), problem=dict(N=4096, K=7168, top_k=8)),
-        make_spec("fused_moe", "fp8_w8a8", _t(64, 128, 128), num_warps=4, num_stages=4, quant="per_channel",
-                  problem=dict(N=1408, K=2816, top_k=8)),
-        make_spec("fused_moe", "fp8_w8a8", _t(16, 128, 128), num_warps=4, num_stages=4, quant="per_tensor",
-                  swap_ab=True, problem=P),
-        make_spec("fused_moe", "fp8_w8a8", _t(16, 128, 128), num_warps=4, num_stages=4, quant="block",
-                  block_shape=(128, 128), swap_ab=True, problem=P),
-        make_spec("fused_moe", "int8_w8a8", _t(64, 128, 128), num_warps=4, num_stages=3, quant="per_channel",
-                  problem=P),
-        make_spec("fused_moe", "int8_w8a16", _t(64, 128, 64), num_warps=4, num_stages=3, problem=P),
-        make_spec("fused_moe_wna16", "int4_w4a16", _t(16, 64, 128), num_warps=4, num_stages=3,
-                  block_shape=(0, 128), problem=P),
-        make_spec("fused_moe_wna16", "int4_w4a16", _t(64, 128, 128), num_warps=4, num_stages=4,
-                  block_shape=(0, 128), problem=P, extra=(("has_zp", True),)),
-        make_spec("fused_moe_wna16", "int8_w8a16", _t(32, 64, 64), num_warps=4, num_stages=3,
-                  block_shape=(0, 64), problem=P),
-        make_spec("block_gemm", "fp8_w8a8", _t(64, 128, 128, 32), num_warps=4, num_stages=3,
-                  block_shape=(128, 128), problem=dict(M=256, N=4096, K=7168)),
-        make_spec("block_gemm", "fp8_w8a8", _t(128, 128, 128, 32), num_warps=4, num_stages=5,
-                  block_shape=(128, 128), problem=dict(M=256, N=4096, K=7168)),
-        make_spec("block_gemm", "int8_w8a8", _t(64, 128, 128, 32), num_warps=4, num_stages=3,
-                  block_shape=(128, 128), problem=dict(M=256, N=4096, K=7168)),
-    ]
-    for kv in ("bf16", "fp8e4nv"):
-        for stages in (1, 2, 3):
-            specs.append(make_spec("mla_decode", "bf16", dict(BLOCK_N=32, BLOCK_H=16), num_warps=4,
-                                   num_stages=stages, kv_dtype=kv,
-                                   problem=dict(num_heads=16, Lk=576, Lv=512, PAGE_SIZE=16)))
-    return specs
+    """Every kernel family's validation specs (:meth:`tilefit.kernels.KernelFamily.validation_specs`)."""
+    return [spec for family in registry.families() for spec in family.validation_specs()]
 
 
 def _torch_dtype(name: str):
     import torch
 
-    return {
-        "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp8e4nv": torch.float8_e4m3fn,
-        "fp8e5": torch.float8_e5m2, "i8": torch.int8, "u8": torch.uint8, "i32": torch.int32, "i64": torch.int64,
-    }[name]
+    from ..dtypes import TORCH_NAMES
+
+    return getattr(torch, TORCH_NAMES[name])
 
 
 def _device_value(arg: Arg, device):
@@ -130,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import triton
 
-    from ..smem.exact import compile_spec
-    from .checks import run_case
+    from ..kernels.checks import run_case
+    from .exact import compile_spec
 
     if not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
@@ -158,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         report["points"].append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     if not args.quick:
-        from .checks import GPU_CASES
+        from ..kernels.checks import gpu_cases
 
-        for case in GPU_CASES:
+        for case in gpu_cases():
             t0 = time.perf_counter()
             res = run_case(case, "cuda")
             res.pop("trace", None) if res.get("ok") else None

@@ -189,7 +189,7 @@ def fused_moe_wna16_gemm(A, qweight, scales, zero_points, topk_weights, topk_ids
     """MoE GEMM with group-quantised weights; ``A`` (M, K) fp16/bf16; returns (M, top_k, N)."""
     import torch
 
-    from .fused_moe import moe_align_block_size, triton_dtype
+    from tilefit.kernels.fused_moe.kernel import moe_align_block_size, triton_dtype
 
     kernel = fused_moe_wna16_kernel if kernel is None else kernel
     m, top_k = topk_ids.shape

@@ -146,7 +146,7 @@ def mla_decode_stage1_kernel(
 
 def mla_block_config(lk: int, lv: int) -> dict:
     """BLOCK_DMODEL / BLOCK_DPE / BLOCK_DV from the head sizes (the launchers' rule)."""
-    from ..smem.launch import mla_block_sizes
+    from .family import block_sizes as mla_block_sizes
 
     return mla_block_sizes(lk, lv)
 

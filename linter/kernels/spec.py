@@ -6,7 +6,8 @@ launch specialisation that changes code generation (16-byte divisibility of the 
 the arch-dependent swap of A and B). Two launches with equal specs compile to the same kernel,
 so a spec is the key of the compile cache and of the estimators' memo tables.
 
-This module imports neither triton nor torch.
+Which kernels exist is the registry's (:mod:`tilefit.kernels.registry`): a spec names a
+registered family, which validates it. This module imports neither triton nor torch.
 """
 
 from __future__ import annotations
@@ -14,9 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Mapping
 
-from ..dtypes import PATHS, QUANT_MODES
-
-KERNELS = ("fused_moe", "fused_moe_wna16", "block_gemm", "mla_decode")
+from ..dtypes import QUANT_MODES
+from . import registry
 
 
 @dataclass(frozen=True)
@@ -44,10 +44,10 @@ class KernelSpec:
     extra: tuple[tuple[str, object], ...] = field(default=())
 
     def __post_init__(self) -> None:
-        if self.kernel not in KERNELS:
-            raise ValueError(f"unknown kernel {self.kernel!r}; known: {', '.join(KERNELS)}")
-        if self.kernel != "mla_decode" and self.dtype not in PATHS:
-            raise ValueError(f"unknown dtype path {self.dtype!r}; known: {', '.join(PATHS)}")
+        family = registry.find(self.kernel)
+        if family is None:
+            raise ValueError(f"unknown kernel {self.kernel!r}; known: {', '.join(registry.names())}")
+        family.validate(self)
         if self.quant not in QUANT_MODES:
             raise ValueError(f"unknown quantisation {self.quant!r}; known: {', '.join(QUANT_MODES)}")
 
@@ -95,3 +95,12 @@ def make_spec(kernel: str, dtype: str, tile: Mapping[str, int], **kwargs) -> Ker
         problem=tuple(sorted((k, int(v)) for k, v in problem.items())),
         **kwargs,
     )
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kernel a table entry launches: its spec, and what tells it apart from the entry's
+    other variants (shown in messages; "" when there is one)."""
+
+    label: str
+    spec: KernelSpec

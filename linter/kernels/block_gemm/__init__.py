@@ -1,0 +1,5 @@
+"""Kernel family block_gemm: block-scaled W8A8 GEMM (fp8/int8).
+
+``family.json`` (facts), ``family.py`` (behaviour), ``kernel.py`` (the ``@triton.jit`` reference
+kernel), ``check.py`` (numerical checks); see :mod:`tilefit.kernels`.
+"""

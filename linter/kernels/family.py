@@ -1,0 +1,332 @@
+"""One kernel family: its data (``family.json``) and its behaviour (the methods of its class).
+
+A family folder holds everything about one kernel::
+
+    kernels/<name>/
+      family.json   the facts, as data: the reference kernel's function, the tile constexprs, the
+                    dtype paths it runs, the engines' function names and source files, the probe's
+                    defaults, the calibration's dtype paths and grid, and -- when config tables
+                    launch it -- the table family: its file-name grammar, its parameters (VAL
+                    rules), its performance-model shape and the fixer's constraints
+      family.py     ``class Family(KernelFamily)`` (usually ``GemmFamily``): how a spec becomes a
+                    launch plan (``launch_plan``), the closed forms' variables, the calibration
+                    points, the probe's specs, how a table entry becomes specs (``table_variants``)
+      kernel.py     the ``@triton.jit`` reference kernel (+ torch launcher and reference); only
+                    compiles and GPU checks import it
+      check.py      numerical checks against the torch reference (``check(case, device)``,
+                    ``GPU_CASES``); optional
+      smem/triton-<X.Y>.json
+                    the family's calibrated closed forms per Triton release (written by
+                    ``tilefit calibrate smem``)
+
+:class:`KernelFamily` gives the data as attributes and declares every behaviour as a method;
+:class:`tilefit.kernels.gemm.GemmFamily` implements them for GEMM-shaped kernels (tiles
+``BLOCK_SIZE_M/N/K``), so a GEMM family only writes ``launch_plan``. ``family.py`` imports neither
+triton nor torch (the check path reads it).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .plan import LaunchPlan
+    from .spec import KernelSpec, Variant
+
+FORMAT = 1
+DTYPE_KINDS = ("path", "query")
+_REQUIRED = ("format", "name", "reference", "dtype", "tile")
+
+
+class KernelFamilyError(ValueError):
+    """A family folder is malformed (its ``family.json`` or ``family.py``); the message says where."""
+
+
+class FormVariablesError(ValueError):
+    """A spec's closed-form variables cannot be computed (the model lacks a size it needs)."""
+
+
+def read_data(folder: Path) -> dict:
+    """``folder/family.json``, checked for the fields every family needs."""
+    path = folder / "family.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise KernelFamilyError(f"{path}: cannot read: {exc}") from None
+    except ValueError as exc:
+        raise KernelFamilyError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise KernelFamilyError(f"{path}: expected an object")
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise KernelFamilyError(f"{path}: missing {', '.join(missing)}")
+    if data["format"] != FORMAT:
+        raise KernelFamilyError(f"{path}: unsupported format {data['format']!r}")
+    if not isinstance(data["name"], str) or not data["name"].isidentifier():
+        raise KernelFamilyError(f"{path}: name {data['name']!r} is not an identifier")
+    if data["dtype"] not in DTYPE_KINDS:
+        raise KernelFamilyError(f"{path}: dtype must be one of {', '.join(DTYPE_KINDS)}")
+    ref = data["reference"]
+    if not (isinstance(ref, dict) and isinstance(ref.get("module"), str) and isinstance(ref.get("function"), str)):
+        raise KernelFamilyError(f"{path}: reference must be {{\"module\": ..., \"function\": ...}}")
+    if not (isinstance(data["tile"], list) and data["tile"] and all(isinstance(t, str) for t in data["tile"])):
+        raise KernelFamilyError(f"{path}: tile must be a list of constexpr names")
+    tables = data.get("tables")
+    if tables is not None:
+        if not isinstance(tables, dict) or not isinstance(tables.get("family"), str):
+            raise KernelFamilyError(f"{path}: tables.family must name the config family")
+        grammar = tables.get("file_name") or {}
+        if not (grammar.get("leading_keys") or grammar.get("tag")):
+            raise KernelFamilyError(f"{path}: tables.file_name needs leading_keys or a tag")
+    return data
+
+
+class KernelFamily:
+    """A registered kernel family. Subclasses (in the family's ``family.py``) implement the
+    behaviour; the data is ``self.data`` (``family.json``) with the accessors below."""
+
+    def __init__(self, data: Mapping[str, Any], folder: Path, package: str):
+        self.data = data
+        self.folder = Path(folder)
+        self.package = package  # importable name of the folder (tilefit.kernels.fused_moe, ...)
+
+    # -- identity and data ----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.data["name"]
+
+    @property
+    def order(self) -> int:
+        return int(self.data.get("order", 100))
+
+    @property
+    def summary(self) -> str:
+        return self.data.get("summary", "")
+
+    @property
+    def dtype_kind(self) -> str:
+        """``path``: a spec's dtype is a dtype path (tilefit.dtypes.PATHS); ``query``: the query's
+        element type (MLA decode, whose KV cache is ``spec.kv_dtype``)."""
+        return self.data["dtype"]
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return tuple(self.data.get("dtypes", ()))
+
+    @property
+    def kv_dtypes(self) -> tuple[str, ...]:
+        return tuple(self.data.get("kv_dtypes", ()))
+
+    @property
+    def tile_names(self) -> tuple[str, ...]:
+        """The tile constexprs a config sets (``BLOCK_SIZE_M``, ...; MLA: ``BLOCK_N``, ``BLOCK_H``)."""
+        return tuple(self.data["tile"])
+
+    @property
+    def group_name(self) -> str | None:
+        return self.data.get("group")
+
+    @property
+    def quant_modes(self) -> tuple[str, ...]:
+        """The quantisation modes the kernel runs (``none``, ``per_tensor``, ``block``, ...)."""
+        return tuple((self.data.get("quant") or {}).get("modes", ("none",)))
+
+    @property
+    def can_swap_ab(self) -> bool:
+        """The kernel has the swap of A and B (the launch decides: tilefit.serving.launch)."""
+        return bool(self.data.get("swap_ab"))
+
+    @property
+    def engine_functions(self) -> tuple[str, ...]:
+        """The engines' names of the kernel this family reproduces (``--engine-kernels``)."""
+        return tuple((self.data.get("engine") or {}).get("functions", ()))
+
+    @property
+    def engine_files(self) -> tuple[str, ...]:
+        """Where the engines keep it, relative to the package's parent folder (searched first)."""
+        return tuple((self.data.get("engine") or {}).get("files", ()))
+
+    @property
+    def probe_data(self) -> Mapping[str, Any]:
+        return self.data.get("probe") or {}
+
+    @property
+    def calibration(self) -> Mapping[str, Any]:
+        return self.data.get("calibration") or {}
+
+    @property
+    def table(self) -> Mapping[str, Any] | None:
+        """The config family whose entries launch this kernel (None: no table launches it)."""
+        return self.data.get("tables")
+
+    @property
+    def table_name(self) -> str | None:
+        return self.table["family"] if self.table else None
+
+    # -- the reference kernel -------------------------------------------------------------------
+    @property
+    def reference(self) -> tuple[str, str]:
+        """``(module, function)`` of the reference ``@triton.jit`` kernel, importable."""
+        ref = self.data["reference"]
+        return f"{self.package}.{ref['module']}", ref["function"]
+
+    def kernel_path(self) -> Path:
+        return self.folder / (self.data["reference"]["module"].replace(".", "/") + ".py")
+
+    def source_files(self) -> tuple[Path, ...]:
+        """The files whose bytes decide a compile of this family (the compile cache's key): the
+        kernel, the family's code and the shared launch-plan helpers."""
+        here = Path(__file__).resolve().parent
+        files = [self.kernel_path(), self.folder / "family.py", here / "plan.py"]
+        files.extend(extra for extra in self.extra_sources() if extra not in files)
+        return tuple(files)
+
+    def extra_sources(self) -> Sequence[Path]:
+        """Other files the family's launch plan is built from (``gemm.py`` for GEMM families)."""
+        return ()
+
+    def submodule(self, name: str):
+        """A module of the family's folder (``kernel``, ``check``), imported on first use."""
+        return importlib.import_module(f"{self.package}.{name}")
+
+    # -- behaviour (implemented by the family's class) ------------------------------------------
+    def _missing(self, what: str):
+        return NotImplementedError(f"kernel family {self.name} has no {what} ({self.folder / 'family.py'})")
+
+    def launch_plan(self, spec: "KernelSpec") -> "LaunchPlan":
+        """The launch of ``spec``'s reference kernel as the engine's launcher would make it; raises
+        ``ValueError`` for a spec the kernel cannot run."""
+        raise self._missing("launch_plan")
+
+    def validate(self, spec: "KernelSpec") -> None:
+        """Raise ``ValueError`` for a spec this family can never express (called by KernelSpec)."""
+        from ..dtypes import PATHS
+
+        if self.dtype_kind == "path" and spec.dtype not in PATHS:
+            raise ValueError(f"unknown dtype path {spec.dtype!r}; known: {', '.join(PATHS)}")
+
+    # the analytic model (tilefit.smem.analytic)
+    def form_dtypes(self, spec: "KernelSpec") -> tuple[str, ...]:
+        """The dtype keys of the closed forms that may answer for ``spec``, best first (the model
+        tries them, then ``default``)."""
+        raise self._missing("form_dtypes")
+
+    def form_variables(self, spec: "KernelSpec", operand_bytes: Mapping, epilogue, arch_family: str | None,
+                       arch: str | None) -> dict[str, float]:
+        """The closed forms' variables for ``spec`` (``tilefit.smem.analytic.VARIABLES``).
+        ``operand_bytes``: the model's bytes per dtype path; ``epilogue(arch, family, c, bm, bn, w)``:
+        its measured epilogue scratch. Raises FormVariablesError for a dtype the model has no sizes for."""
+        raise self._missing("form_variables")
+
+    # the calibration (tilefit.smem.calibrate); ``path`` is a calibrate.Path
+    def calibration_paths(self) -> list[dict]:
+        """The dtype paths the calibration fits forms for (``Path.from_json`` dicts)."""
+        return [dict(p, kernel=self.name) for p in self.calibration.get("paths", ())]
+
+    def calibration_points(self) -> list[tuple[tuple[int, ...], int, int]]:
+        """The calibration's pool: ``(tile, num_warps, num_stages)`` for every grid point."""
+        raise self._missing("calibration_points")
+
+    def calibration_strata(self) -> list:
+        """Functions of a pool item whose every value the stratified design must cover."""
+        raise self._missing("calibration_strata")
+
+    @property
+    def point_columns(self) -> tuple[str, ...]:
+        """What a calibration point's tile tuple holds (the compact points format's columns)."""
+        return tuple(self.calibration.get("point", ("BM", "BN", "BK")))
+
+    def point_spec(self, path, tile: Sequence[int], num_warps: int, num_stages: int) -> "KernelSpec":
+        """The spec of a calibration point."""
+        raise self._missing("point_spec")
+
+    def spec_point(self, spec: "KernelSpec") -> tuple[dict, tuple[int, ...]] | None:
+        """``(path dict, tile)`` of a spec a table launches (the proof's real-table points), or None."""
+        return None
+
+    def ring_lower_bound(self, path, tile: Sequence[int], num_stages: int) -> int:
+        """A cheap lower bound of the operand buffers (the grids' domain filter)."""
+        raise self._missing("ring_lower_bound")
+
+    def applies(self, path, tile: Sequence[int]) -> bool:
+        """Whether the engines launch this tile on this dtype path at all."""
+        return True
+
+    @property
+    def form_library(self) -> Mapping[str, Any]:
+        """Which candidate forms the calibration searches: ``{"kind": "gemm"}`` (max(loop,
+        epilogue), ``tilefit.smem.calibrate.gemm_library``) or ``{"kind": "sums", "terms": ...}``."""
+        lib = self.calibration.get("library") or "gemm"
+        return {"kind": lib} if isinstance(lib, str) else lib
+
+    def form_dtype(self, path) -> str:
+        """The model's dtype key of a calibration path's form."""
+        return path.dtype
+
+    # the probe (tilefit.smem.probe)
+    def probe_spec(self, *, dtype: str, kv_dtype: str | None, tile: Mapping[str, int], group: int,
+                   num_warps: int, num_stages: int, quant: str | None, block_shape, swap_ab: bool,
+                   heads: tuple[int, int]) -> "KernelSpec":
+        raise self._missing("probe_spec")
+
+    def title(self, spec: "KernelSpec") -> str:
+        """One line naming the kernel a probe compiles."""
+        return f"{self.name} {spec.dtype}"
+
+    def describe(self, spec: "KernelSpec") -> str:
+        """The tile of ``spec`` as a finding shows it (SMEM001)."""
+        t = spec.tile_dict
+        return " ".join(f"{k}={t.get(k)}" for k in self.tile_names) + f" num_stages={spec.num_stages}"
+
+    def launch_case(self, spec: "KernelSpec") -> dict:
+        """The numerical-check case (``check.py``) that launches ``spec`` with real tensors."""
+        raise self._missing("launch_case")
+
+    # numerical checks (torch; tilefit.kernels.checks)
+    def check(self, case: Mapping, device: str = "cpu") -> dict:
+        return self.submodule("check").check(case, device)
+
+    def gpu_cases(self) -> list[dict]:
+        try:
+            mod = self.submodule("check")
+        except ImportError:
+            return []
+        return [dict(c, kernel=self.name) for c in getattr(mod, "GPU_CASES", ())]
+
+    def validation_specs(self) -> list["KernelSpec"]:
+        """Specs the GPU validation (``python -m tilefit.smem.validate``) compiles two ways."""
+        return []
+
+    # config tables (tilefit.variants, tilefit.families, the VAL rules, perf, fix)
+    def default_quant(self, dtype: str, block_shape) -> tuple[str, tuple[int, int] | None]:
+        """``(quant, block_shape)`` of a launch of ``dtype`` that names no quantisation."""
+        q = self.data.get("quant") or {}
+        mode = q.get("mode")
+        default_bs = tuple(q["block_shape"]) if q.get("block_shape") else None
+        if mode == "group":
+            return "group", tuple(block_shape) if block_shape else default_bs
+        if mode == "block":
+            return "block", tuple(block_shape) if block_shape else default_bs
+        if dtype in ("fp8_w8a8", "int8_w8a8"):
+            return ("block", tuple(block_shape)) if block_shape else ("per_tensor", None)
+        if dtype == "int8_w8a16":
+            return "per_channel", None
+        return "none", None
+
+    def table_variants(self, meta, tile: Mapping[str, int], num_warps: int, num_stages: int, arch: str,
+                       engine: str | None) -> "tuple[Variant, ...]":
+        """The kernels one entry of this family's config table launches on ``arch`` (``tile`` holds
+        the entry's valid tile values, warps/stages have Triton's defaults filled in)."""
+        raise self._missing("table_variants")
+
+    def callsite_spec(self, given: Mapping[str, Any], dtype_of, data_pointers: Sequence[str], num_warps: int,
+                      num_stages: int) -> "KernelSpec | None":
+        """A spec for a Python launch of a kernel with this family's function name (the analytic
+        fallback of call sites); None when the family does not say."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"<kernel family {self.name} ({self.folder})>"
