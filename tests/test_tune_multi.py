@@ -1,0 +1,350 @@
+"""``tilefit tune`` on several workers, without a GPU: the scheduler on a simulated clock, real
+local worker processes on a fake GPU (killed mid-run, the driver too), and Ray on a local
+instance with fake GPU resources (skipped without ray).
+
+The jobs are planned from real tables of the corpus (vLLM 0.33.0's H200 tables that overflow an
+RTX 4090), as ``tilefit tune --emulate rtx4090`` on an H200 plans them; only the timings are fake
+(``tune_fakes.fake_time``: deterministic), so the picks of every schedule must be identical.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import tune_fakes
+from tune_fakes import FakeMeasurer, SimulatedCluster, fake_time, picks
+
+from tilefit.device_db import load_database
+from tilefit.tune.cluster import InlineCluster
+from tilefit.tune.local_cluster import LocalCluster
+from tilefit.tune.measurer import CallableMeasurer
+from tilefit.tune.results_log import MeasurementLog
+from tilefit.tune.runner import TuneOptions, plan_files, tune_files
+from tilefit.tune.scheduler import AllWorkersLost, Scheduler
+from tilefit.tune.search import config_key
+
+TESTS = Path(__file__).resolve().parent
+VLLM = "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs"
+TABLES = [  # bf16, bf16, fp8 (per tensor), fp8, int8_w8a16: 15 entries overflow an RTX 4090
+    "E=128,N=1024,device_name=NVIDIA_H200.json",
+    "E=128,N=192,device_name=NVIDIA_H200.json",
+    "E=128,N=1856,device_name=NVIDIA_H200,dtype=fp8_w8a8.json",
+    "E=16,N=1024,device_name=NVIDIA_H200,dtype=fp8_w8a8.json",
+    "E=16,N=3072,device_name=NVIDIA_H200,dtype=int8_w8a16.json",
+]
+OPTS = dict(emulate="rtx4090", estimator="analytic")
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load_database().get("h200")
+
+
+@pytest.fixture(scope="module")
+def tables(corpus, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("offending")
+    for name in TABLES:
+        (folder / name).write_bytes((corpus / VLLM / name).read_bytes())
+    return folder
+
+
+@pytest.fixture(scope="module")
+def jobs(tables, h200):
+    plan = plan_files([str(tables)], TuneOptions(**OPTS), load_database(), h200)
+    assert not plan.errors and len(plan.tables) == 5
+    return plan.jobs
+
+
+@pytest.fixture(scope="module")
+def reference(jobs):
+    """The picks, and every (job, config, n) timed, of one GPU in this process."""
+    timed = []
+    sched = Scheduler(jobs, InlineCluster(CallableMeasurer(fake_time)), CallableMeasurer(fake_time),
+                      record=lambda job, key, n, result, info: timed.append((job.path, job.key, key, n)))
+    results = sched.run()
+    assert len(results) == len(jobs) == 15
+    return picks(results), sorted(timed)
+
+
+def _run_sim(jobs, gpus, cpus=16, compile_s=0.3, **kw):
+    """A run on the simulated clock: timings take 0.1-0.25 s, compiles ``compile_s``."""
+    cluster = SimulatedCluster(FakeMeasurer(), gpus=gpus, cpus=cpus, compile_s=lambda task: compile_s, **kw)
+    timed = []
+
+    def record(job, key, n, result, info):
+        timed.append((job.path, job.key, key, n))
+        assert info.kind == "gpu"
+
+    sched = Scheduler(jobs, cluster, cluster.measurer, record=record)
+    results = sched.run()
+    return cluster, sched, results, sorted(timed)
+
+
+# -- the schedule, on a simulated clock -------------------------------------------------------------
+
+def test_n_gpus_take_one_nth_of_the_time_with_the_same_picks_and_timings(jobs, reference):
+    ref_picks, ref_timed = reference
+    makespan, gpu_time = {}, {}
+    for n in (1, 2, 3, 4):
+        cluster, sched, results, timed = _run_sim(jobs, n)
+        assert picks(results) == ref_picks, n
+        assert timed == ref_timed, n  # the very same timings, whatever ran where
+        makespan[n] = sched.stats.wall_s
+        gpu_time[n] = sched.stats.gpu_total_s
+        busy = list(sched.stats.gpu_seconds.values())
+        assert len(busy) == n and min(busy) > 0  # every GPU worked
+        assert makespan[n] <= 1.1 * max(busy), (n, makespan[n], busy)  # and seldom waited for a compile
+    for n in (2, 3, 4):
+        assert gpu_time[n] == pytest.approx(gpu_time[1])  # the work is the same, only spread
+        assert makespan[n] <= makespan[1] / n * 1.15, (n, makespan)
+
+
+def test_compiles_run_on_cpu_workers_before_the_timing_that_needs_them(jobs, tmp_path):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    cluster = SimulatedCluster(FakeMeasurer(cache=str(cache)), gpus=2, cpus=6)
+    sched = Scheduler(jobs, cluster, cluster.measurer)
+    sched.run()
+    assert sched.stats.measured == 15 * 24 and sched.stats.compiled_on_gpu == 0
+    assert {("cpu", "compile"), ("gpu", "measure")} == set(cluster.ran)
+    # what was compiled ahead and never timed (the search went elsewhere) stays a small share
+    assert sched.stats.compiles <= 1.6 * len(jobs) * 21
+
+
+def test_slow_compiles_are_hidden_behind_the_timings_of_other_entries(jobs):
+    """Compiles 10x slower than a timing: an idle GPU takes more entries, so it seldom waits."""
+    free = _run_sim(jobs, 2, cpus=0)[1].stats.wall_s  # (no compile step at all)
+    slow = _run_sim(jobs, 2, cpus=24, compile_s=1.5)[1]
+    assert slow.stats.wall_s <= free + 4 * 1.5, (slow.stats.wall_s, free)  # a few compile latencies
+    assert slow.stats.compiled_on_gpu == 0
+
+
+def test_a_lost_gpu_worker_moves_its_jobs_to_the_others_and_the_picks_stay(jobs, reference):
+    ref_picks, ref_timed = reference
+    cluster = SimulatedCluster(FakeMeasurer(), gpus=3, cpus=8)
+    timed = []
+
+    def kill_once(sched, ev):  # mid-timing, once 40 timings are done
+        if sched.stats.measured >= 40 and "gpu1" in cluster.workers and sched.holding("gpu1"):
+            cluster.kill("gpu1")
+
+    sched = Scheduler(jobs, cluster, cluster.measurer, on_event=kill_once,
+                      record=lambda job, key, n, result, info: timed.append((job.path, job.key, key, n)))
+    results = sched.run()
+    assert picks(results) == ref_picks and sorted(timed) == ref_timed
+    assert [w for w, _ in sched.stats.lost] == ["gpu1"] and sched.stats.retried == 1
+    assert set(sched.stats.timings) == {"gpu0", "gpu1", "gpu2"}
+
+
+def test_the_last_gpu_worker_lost_raises_after_recording_what_finished(jobs):
+    cluster = SimulatedCluster(FakeMeasurer(), gpus=1, cpus=2)
+    timed = []
+
+    def kill(sched, ev):
+        if sched.stats.measured >= 10 and "gpu0" in cluster.workers and sched.holding("gpu0"):
+            cluster.kill("gpu0")
+
+    sched = Scheduler(jobs, cluster, cluster.measurer, on_event=kill,
+                      record=lambda job, key, n, result, info: timed.append(key))
+    with pytest.raises(AllWorkersLost, match="every GPU worker is gone"):
+        sched.run()
+    assert len(timed) == 10
+
+
+def test_a_config_that_kills_its_worker_twice_is_recorded_as_crashed(jobs, reference):
+    ref_picks, _ = reference
+    job = jobs[0]
+    first_asked = min(zip(job.predicted, map(config_key, job.candidates)))[1]
+    measurer = FakeMeasurer(crash=(job.shape["N"], job.M, first_asked))
+    cluster = SimulatedCluster(measurer, gpus=2, cpus=4, restarts=True)
+    sched = Scheduler(jobs, cluster, measurer)
+    results = sched.run()
+    r = next(r for r in results if r.job is job)
+    assert r.times[first_asked] is None and config_key(r.best) != first_asked
+    assert len(sched.stats.lost) == 2 and sched.stats.retried == 1 and sched.stats.crashed == 1
+    assert sched.stats.restarted == 2
+    others = {k: v for k, v in picks(results).items() if k != (Path(job.path).name, job.key)}
+    assert others == {k: v for k, v in ref_picks.items() if k != (Path(job.path).name, job.key)}
+
+
+# -- local worker processes on the fake GPU ---------------------------------------------------------
+
+FP8 = "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"  # 6 offending entries (bench/data)
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / FP8
+    path.write_bytes((TESTS.parent / "bench" / "data" / "offending" / FP8).read_bytes())
+    return path
+
+
+@pytest.fixture(scope="module")
+def table_reference(h200, tmp_path_factory):
+    """The picks and timings of the fp8 table on one GPU in this process."""
+    path = tmp_path_factory.mktemp("ref") / FP8
+    path.write_bytes((TESTS.parent / "bench" / "data" / "offending" / FP8).read_bytes())
+    log = path.parent / "ref.jsonl"
+    result = tune_files([str(path)], TuneOptions(**OPTS, write=False, results=str(log)), measure_fn=fake_time,
+                        local=h200)
+    assert not result.errors and len(result.results) == 6
+    timed = sorted((r["M"], r["config"], r["n"]) for r in map(json.loads, log.read_text().splitlines()))
+    return picks(result.results), timed
+
+
+def _logged(path):
+    log = MeasurementLog(str(path))
+    recs = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip().endswith("}")]
+    return log, recs
+
+
+def test_local_workers_time_on_their_own_gpu_and_compile_on_cpu_workers_without_one(jobs, reference, tmp_path):
+    ref_picks, ref_timed = reference
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    measurer = FakeMeasurer(cache=str(cache), measure_sleep=0.002)
+    cluster = LocalCluster(measurer, gpus=["0", "1"], cpus=2)
+    compiles, timed = [], []
+    try:
+        pids = {w: i.pid for w, i in cluster.workers.items()}
+        sched = Scheduler(jobs, cluster, measurer,
+                          on_event=lambda s, ev: ev.task.kind == "compile" and compiles.append((ev.worker, ev.result)),
+                          record=lambda job, key, n, result, info: timed.append((job, key, n, result, info)))
+        results = sched.run()
+    finally:
+        cluster.close()
+    assert picks(results) == ref_picks
+    assert sorted((j.path, j.key, k, n) for j, k, n, _, _ in timed) == ref_timed
+    for job, key, n, result, info in timed:  # each timing in its GPU worker, which sees one GPU
+        assert info.kind == "gpu" and result["pid"] == pids[info.id] and result["visible"] == info.slot
+        assert result["compiled_here"] is False  # compiled ahead, on a CPU worker
+    assert {info.id for *_, info in timed} == {"gpu0", "gpu1"}
+    for worker, result in compiles:  # each compile in a CPU worker that sees no GPU, for the GPUs' target
+        assert worker.startswith("cpu") and result["pid"] == pids[worker]
+        assert result["visible"] == "" and result["target"] == ["cuda", 90, 32]
+    assert sched.stats.compiles == len(compiles) > 0 and sched.stats.compiled_on_gpu == 0
+    assert all(p is None or not _alive(p) for p in pids.values())  # close() stopped them
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie child counts as gone
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_local_gpu_worker_killed_mid_timing_loses_no_timing_and_the_picks_stay(table, h200, table_reference, tmp_path):
+    from tilefit.commands.tune import summary
+
+    ref_picks, ref_timed = table_reference
+    log = tmp_path / "results.jsonl"
+    killed = {}
+
+    def kill_gpu1(sched, ev):
+        task = sched.holding("gpu1")
+        if not killed and sched.stats.measured >= 20 and task is not None and task.kind == "measure":
+            killed["pid"] = sched.cluster.workers["gpu1"].pid
+            os.kill(killed["pid"], signal.SIGKILL)
+
+    opts = TuneOptions(**OPTS, results=str(log), gpu_ids=["0", "1"], compile_workers=1)
+    result = tune_files([str(table)], opts, measurer=FakeMeasurer(measure_sleep=0.02), local=h200, on_event=kill_gpu1)
+    assert not result.errors and killed
+    assert picks(result.results) == ref_picks
+    assert [w for w, _ in result.stats.lost] == ["gpu1"] and "signal 9" in result.stats.lost[0][1]
+    assert result.stats.restarted == 1 and result.stats.retried == 1
+    _, recs = _logged(log)
+    assert sorted((r["M"], r["config"], r["n"]) for r in recs) == ref_timed  # every timing, once
+    workers = {r["worker"] for r in recs}
+    assert {"gpu0", "gpu1", "gpu1.r1"} <= workers  # the killed worker's timings are kept
+    text = summary(result)
+    assert "timings on 3 GPU workers" in text and "worker gpu1 lost: killed by signal 9" in text
+    after = json.loads(table.read_text())
+    assert after != json.loads((TESTS.parent / "bench" / "data" / "offending" / FP8).read_text())
+
+
+DRIVER = textwrap.dedent('''
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    from tune_fakes import FakeMeasurer
+    from tilefit.device_db import load_database
+    from tilefit.tune.runner import TuneOptions, tune_files
+
+    def started(cluster):
+        with open(sys.argv[4], "w") as fh:
+            json.dump({w: i.pid for w, i in cluster.workers.items()}, fh)
+
+    opts = TuneOptions(emulate="rtx4090", estimator="analytic", results=sys.argv[3], gpu_ids=["0", "1"],
+                       compile_workers=1)
+    tune_files([sys.argv[2]], opts, measurer=FakeMeasurer(measure_sleep=0.05), local=load_database().get("h200"),
+               on_start=started)
+''')
+
+
+def test_a_killed_run_resumes_from_the_log_with_a_torn_last_line_and_the_same_picks(table, h200, table_reference,
+                                                                                   tmp_path):
+    ref_picks, ref_timed = table_reference
+    log, pids_file = tmp_path / "results.jsonl", tmp_path / "pids.json"
+    before = table.read_bytes()
+    driver = subprocess.Popen([sys.executable, "-c", DRIVER, str(TESTS), str(table), str(log), str(pids_file)])
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and driver.poll() is None:
+            if log.exists() and log.read_text().count("\n") >= 40:
+                break
+            time.sleep(0.05)
+        assert driver.poll() is None, "the driver ended before it could be killed"
+        driver.send_signal(signal.SIGKILL)
+        driver.wait(timeout=30)
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+    workers = json.loads(pids_file.read_text())
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(p) for p in workers.values()):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in workers.values())  # orphaned workers see the pipe close and exit
+    assert table.read_bytes() == before  # a killed run writes no table
+    with open(log, "a") as fh:
+        fh.write('{"table": "%s", "M": 64, "config": "16/64/' % table)  # a line cut by the kill
+    done = sum(1 for line in log.read_text().splitlines() if line.endswith("}"))
+    assert done >= 40
+    calls = []
+
+    def counting(shape, cfg, M):
+        calls.append(M)
+        return fake_time(shape, cfg, M)
+
+    result = tune_files([str(table)], TuneOptions(**OPTS, results=str(log)), measure_fn=counting, local=h200)
+    assert not result.errors and picks(result.results) == ref_picks
+    assert len(calls) == len(ref_timed) - done and result.stats.replayed == done
+    reread, recs = _logged(log)
+    assert reread.skipped == 1  # the torn line, and only it
+    assert sorted((r["M"], r["config"], r["n"]) for r in recs) == ref_timed
+    assert table.read_bytes() != before
+
+
+def test_a_hung_timing_is_killed_after_the_task_timeout_and_recorded_as_failed(jobs, tmp_path):
+    job = jobs[0]
+    first_asked = min(zip(job.predicted, map(config_key, job.candidates)))[1]
+    measurer = FakeMeasurer(hang=first_asked)
+    cluster = LocalCluster(measurer, gpus=["0"], cpus=1, task_timeout=1.5)
+    try:
+        sched = Scheduler([job], cluster, measurer)
+        (r,) = sched.run()
+    finally:
+        cluster.close()
+    assert r.times[first_asked] is None and r.best is not None
+    assert [why for _, why in sched.stats.lost] == ["held one task over 2 s and was killed"] * 2
+    assert sched.stats.crashed == 1 and sched.stats.restarted == 2
