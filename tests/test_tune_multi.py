@@ -175,6 +175,26 @@ def test_a_config_that_kills_its_worker_twice_is_recorded_as_crashed(jobs, refer
     assert others == {k: v for k, v in ref_picks.items() if k != (Path(job.path).name, job.key)}
 
 
+SEARCH = textwrap.dedent('''
+    from tilefit.tune.search import GuidedSearch, config_key
+    from tilefit.tune.space import tuning_space
+    # the model ties every config of one BLOCK_SIZE_M: the order of the questions must not
+    # depend on the string hash seed of the process (each run of tilefit tune is one)
+    search = GuidedSearch(tuning_space(), lambda c: c["BLOCK_SIZE_M"] / 16, budget=24)
+    asked = []
+    while (cfg := search.ask()) is not None:
+        asked.append(config_key(cfg))
+        search.tell(float(len(asked) % 7))
+    print(" ".join(asked))
+''')
+
+
+def test_the_search_asks_the_same_questions_whatever_the_hash_seed():
+    runs = [subprocess.run([sys.executable, "-c", SEARCH], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2", "3")]
+    assert runs[0] == runs[1] == runs[2] and len(runs[0].split()) == 24
+
+
 # -- local worker processes on the fake GPU ---------------------------------------------------------
 
 FP8 = "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"  # 6 offending entries (bench/data)
@@ -348,3 +368,115 @@ def test_a_hung_timing_is_killed_after_the_task_timeout_and_recorded_as_failed(j
     assert r.times[first_asked] is None and r.best is not None
     assert [why for _, why in sched.stats.lost] == ["held one task over 2 s and was killed"] * 2
     assert sched.stats.crashed == 1 and sched.stats.restarted == 2
+
+
+# -- Ray, on a local instance with two fake GPUs ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def ray_local():
+    """A local Ray instance that declares 2 GPUs (Ray's num_gpus resource; there are none)."""
+    ray = pytest.importorskip("ray", reason="Ray tests need the ray extra: pip install -e '.[gpu-test]'")
+    from ray import cloudpickle
+
+    cloudpickle.register_pickle_by_value(tune_fakes)  # Ray workers cannot import tests/
+    ray.init(num_cpus=3, num_gpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def test_ray_gives_each_gpu_actor_one_gpu_and_the_picks_match(ray_local, jobs, reference, tmp_path):
+    from tilefit.tune.ray_cluster import RayCluster
+
+    ref_picks, ref_timed = reference
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    measurer = FakeMeasurer(cache=str(cache))
+    cluster = RayCluster(measurer, cpus=1)
+    timed, compiles = [], []
+    try:
+        infos = dict(cluster.workers)
+        sched = Scheduler(jobs, cluster, measurer,
+                          on_event=lambda s, ev: ev.task.kind == "compile" and compiles.append((ev.worker, ev.result)),
+                          record=lambda job, key, n, result, info: timed.append((job, key, n, result, info)))
+        results = sched.run()
+    finally:
+        cluster.close()
+    assert sorted(i.slot for i in infos.values() if i.kind == "gpu") == ["0", "1"]  # Ray's GPU ids
+    assert picks(results) == ref_picks
+    assert sorted((j.path, j.key, k, n) for j, k, n, _, _ in timed) == ref_timed
+    for job, key, n, result, info in timed:
+        assert info.kind == "gpu" and result["visible"] == info.slot and result["pid"] == info.pid
+        assert result["compiled_here"] is False
+    assert compiles and all(infos[w].kind == "cpu" and r["visible"] == "" for w, r in compiles)
+    assert ray_local.is_initialized()  # a cluster it did not start is left running
+
+
+def test_a_ray_gpu_actor_killed_mid_timing_is_replaced_and_the_picks_stay(ray_local, jobs, reference):
+    from tilefit.tune.ray_cluster import RayCluster
+
+    ref_picks, ref_timed = reference
+    measurer = FakeMeasurer(measure_sleep=0.005)
+    cluster = RayCluster(measurer, cpus=1)
+    killed, timed = {}, []
+
+    def kill(sched, ev):
+        gpu = next(w for w, i in sorted(sched.cluster.workers.items()) if i.kind == "gpu")
+        task = sched.holding(gpu)
+        if not killed and sched.stats.measured >= 30 and task is not None and task.kind == "measure":
+            killed["pid"] = sched.cluster.workers[gpu].pid
+            os.kill(killed["pid"], signal.SIGKILL)
+
+    try:
+        sched = Scheduler(jobs[:6], cluster, measurer, on_event=kill,
+                          record=lambda job, key, n, result, info: timed.append((job.path, job.key, key, n)))
+        results = sched.run()
+    finally:
+        cluster.close()
+    assert killed and len(sched.stats.lost) == 1 and sched.stats.restarted == 1
+    six = {(Path(j.path).name, j.key) for j in jobs[:6]}
+    assert picks(results) == {k: v for k, v in ref_picks.items() if k in six}
+    assert sorted(timed) == [t for t in ref_timed if (Path(t[0]).name, t[1]) in six]
+
+
+RAY_DRIVER = textwrap.dedent('''
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    import tune_fakes
+    from ray import cloudpickle
+    cloudpickle.register_pickle_by_value(tune_fakes)
+    from tilefit.tune.runner import TuneOptions, tune_files
+
+    opts = TuneOptions(emulate="rtx4090", estimator="analytic", backend="ray", ray_address=sys.argv[3],
+                       compile_workers=1, write=False)
+    result = tune_files([sys.argv[2]], opts, measurer=tune_fakes.FakeMeasurer())
+    print(json.dumps({"picks": {r.job.key: tune_fakes.config_key(r.best) for r in result.results},
+                      "device": result.device, "errors": result.errors,
+                      "gpus": sorted(w.slot for w in result.workers if w.kind == "gpu")}))
+''')
+
+
+def test_ray_address_joins_an_existing_cluster_and_leaves_it_running(ray_local, table, table_reference):
+    ref_picks, _ = table_reference
+    address = ray_local.get_runtime_context().gcs_address
+    run = subprocess.run([sys.executable, "-c", RAY_DRIVER, str(TESTS), str(table), address],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    # the device came from the Ray GPU workers (this driver has no GPU), the picks from the schedule
+    assert out["device"] == "h200" and out["gpus"] == ["0", "1"] and not out["errors"]
+    assert {(FP8, k): v for k, v in out["picks"].items()} == ref_picks
+    assert ray_local.cluster_resources().get("GPU") == 2  # still up, its GPUs free again
+    assert ray_local.available_resources().get("GPU") == 2
+
+
+def test_backend_ray_without_ray_installed_says_how_to_get_it(table, cli, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    r = cli("tune", table, "--emulate", "rtx4090", "--backend", "ray", "--isolated")
+    assert r.exit_code == 2 and "pip install 'tilefit[ray]'" in r.output
+
+
+def test_ray_address_needs_the_ray_backend(table, cli):
+    r = cli("tune", table, "--ray-address", "auto", "--isolated")
+    assert r.exit_code == 2 and "--ray-address needs --backend ray" in r.output

@@ -78,7 +78,8 @@ class GuidedSearch:
                  confirm_rounds: int = 1):
         self.allowed = {config_key(c): c for c in candidates}
         self.predicted = {k: predict(c) for k, c in self.allowed.items()}
-        self.order = sorted(self.allowed, key=self.predicted.__getitem__)
+        self.order = sorted(self.allowed, key=self.predicted.__getitem__)  # ties: candidate order
+        self._rank = {k: i for i, k in enumerate(self.order)}
         self.climb_from = climb_from
         self.times: dict[str, float | None] = {}
         self.finalists_n = min(confirm, budget // 4)  # a small budget is all exploration
@@ -109,7 +110,9 @@ class GuidedSearch:
         times = self.times if times is None else times
         ok = sorted((k for k, t in times.items() if t is not None), key=times.__getitem__)
         frontier = {n for k in ok[:self.climb_from] for n in self._neighbours(k)}
-        return sorted((k for k in frontier if k not in times), key=self.predicted.__getitem__)
+        # by rank, not by predicted time alone: ties would follow the set's order, which
+        # changes with the process's string hash seed (and so would the picks)
+        return sorted((k for k in frontier if k not in times), key=self._rank.__getitem__)
 
     def _neighbours(self, key: str) -> list[str]:
         hit = self._adjacent.get(key)
