@@ -370,6 +370,68 @@ def test_a_hung_timing_is_killed_after_the_task_timeout_and_recorded_as_failed(j
     assert sched.stats.crashed == 1 and sched.stats.restarted == 2
 
 
+# -- the real compile path, on a CPU worker --------------------------------------------------------
+
+LAUNCH = textwrap.dedent('''
+    # A GPU worker's first launch of a config, as far as it goes without a GPU: the normal
+    # kernel[grid](...) path (not warmup) for the same workload, Triton's cache listened to.
+    import json, sys
+    import triton
+    from tilefit.tune.compile_only import use_target
+    from tilefit.tune.workload import MoEShape, MoEWorkload
+
+    shape, cfg, M = json.loads(sys.argv[1]), json.loads(sys.argv[2]), int(sys.argv[3])
+    use_target(("cuda", 90, 32))
+    hits = []
+    triton.knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
+    launch, _ = MoEWorkload(MoEShape(**shape), M, "cpu", materialize=False).prepare(cfg)
+    try:
+        launch()
+    except AttributeError:
+        pass  # the launch itself, after the compile: there is no GPU
+    print(json.dumps(hits))
+''')
+
+
+def test_a_cpu_worker_compiles_for_the_gpu_target_into_the_cache_the_gpu_launch_reads(tmp_path, monkeypatch):
+    """GpuMeasurer's compile, in a spawned CPU worker that sees no GPU, for sm_90 and sm_89:
+    the shared memory is the exact estimator's figure for the same entry and arch, the kernel
+    lands in Triton's cache, and the launch path of a new process finds it there."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from tilefit.estimate import Estimator
+    from tilefit.families import classify
+    from tilefit.tune.cluster import Task
+    from tilefit.tune.measurer import GpuMeasurer
+    from tilefit.variants import kernel_variants
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
+    name = "E=128,N=768,device_name=NVIDIA_H200.json"  # bf16
+    shape = {"E": 128, "N": 1536, "K": 2048, "top_k": 8, "dtype": "bf16", "quant": "none", "block_shape": None}
+    cfg = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 16, "num_warps": 4,
+           "num_stages": 4}
+    cluster = LocalCluster(GpuMeasurer(), gpus=[], cpus=1)
+    try:
+        got = {}
+        for i, arch in enumerate((90, 89)):
+            cluster.submit("cpu0", Task(i, "compile", shape, cfg, 64, target=("cuda", arch, 32)))
+            (ev,) = cluster.wait()
+            assert ev.lost is None and ev.result["status"] == "ok", ev.result
+            got[arch] = ev.result["shared"]
+    finally:
+        cluster.close()
+    (variant,) = kernel_variants(classify(name), cfg, "sm_90", "NVIDIA", "vllm")
+    exact = Estimator("exact")
+    assert got[90] == exact.estimate(variant.spec, "sm_90").shared_bytes
+    assert got[89] == exact.estimate(variant.spec, "sm_89").shared_bytes
+    assert got[90] > got[89]  # the arch's own pipeliner: the GPU's target, not the host's
+    assert list((tmp_path / "triton").rglob("*.cubin"))
+    run = subprocess.run([sys.executable, "-c", LAUNCH, json.dumps(shape), json.dumps(cfg), "64"],
+                         capture_output=True, text=True, env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == [True]  # one compile lookup, a cache hit
+
+
 # -- Ray, on a local instance with two fake GPUs ----------------------------------------------------
 
 @pytest.fixture(scope="module")

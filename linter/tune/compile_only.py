@@ -61,9 +61,10 @@ class WarmupOnly:
         return run
 
 
-def use_target(target: tuple) -> None:
+def use_target(target: tuple, kernels=()) -> None:
     """Make Triton compile for ``target`` = (backend, arch, warp size) in this process, which
-    must not launch anything afterwards (a CPU worker)."""
+    must not launch anything afterwards (a CPU worker). A JIT kernel keeps the target it first
+    saw per device: ``kernels`` forget theirs when the target changes."""
     from triton.backends.compiler import GPUTarget
     from triton.runtime.driver import driver
 
@@ -71,6 +72,8 @@ def use_target(target: tuple) -> None:
     if _INSTALLED and _INSTALLED[0] == tuple(target):
         return
     driver.set_active(CompileOnlyDriver(GPUTarget(backend, arch, warp_size)))
+    for kernel in kernels:
+        kernel.device_caches.clear()
     _INSTALLED[:] = [tuple(target)]
 
 
@@ -82,7 +85,7 @@ def compile_config(shape: Mapping, config: Mapping, M: int, target: tuple) -> di
     from .workload import MoEShape, MoEWorkload
 
     start = time.perf_counter()
-    use_target(target)
+    use_target(target, kernels=(fm.fused_moe_kernel,))
     s = MoEShape(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in shape.items()})
     key = (s, M)
     if key not in _WORKLOADS:
