@@ -28,7 +28,8 @@ Phases (``--phases``, each writes its reports under ``--out`` as it finishes):
 Modes: ``one`` (local backend, GPU 0 only), ``local2`` (local backend, one worker per GPU),
 ``ray2`` (``--backend ray``, a local Ray cluster started by the command), ``rayaddr``
 (``ray start --head`` first, then ``--backend ray --ray-address auto``). The Ray modes are
-skipped, and the summary says so, when ``import ray`` fails.
+skipped, and the summary says so, when Ray is not installed: the GPU machine's image has none,
+and its wheel is over a call's 64 MiB; ``bench/ray_wheel.sh`` makes a 44 MB one to carry.
 
     python bench/tune_multi_gpu.py --out $OUT/multi --phases cold,warm,kill,agree
     python bench/tune_multi_gpu.py --dry-run --out /tmp/multi   # control flow on the CPU: fake GPUs and times
@@ -163,6 +164,7 @@ def run_child(args, mode: str, name: str, cache: Path, extra=(), wait: bool = Tr
     out = Path(args.out)
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
     report = out / f"{name}.json"
+    (out / f"{name}.jsonl").unlink(missing_ok=True)  # a fresh run: nothing to replay
     cmd = [sys.executable, __file__, "--child", mode, "--tables", str(out / "tables"), "--budget", str(args.budget),
            "--results", str(out / f"{name}.jsonl"), "--report", str(report), *extra]
     if args.dry_run:
