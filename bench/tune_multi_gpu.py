@@ -32,7 +32,10 @@ skipped, and the summary says so, when Ray is not installed: the GPU machine's i
 and its wheel is over a call's 64 MiB; ``bench/ray_wheel.sh`` makes a 44 MB one to carry.
 
     python bench/tune_multi_gpu.py --out $OUT/multi --phases cold,warm,kill,agree
-    python bench/tune_multi_gpu.py --dry-run --out /tmp/multi   # control flow on the CPU: fake GPUs and times
+    python bench/tune_multi_gpu.py --dry-run --out /tmp/multi --work /tmp/multi-work   # on the CPU: fake GPUs
+
+Phases can run in separate calls while the machine stays the same (``reports.json`` in
+``--work`` carries over; ``$OUT`` does not); the summary covers every phase run so far.
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ TABLES = [  # entries over an RTX 4090's 101376 B (analytic count): 2+2+2+3+3+3+
     "E=128,N=768,device_name=NVIDIA_H200.json",
 ]
 MODES = ("one", "local2", "ray2", "rayaddr")
+RAY = [sys.executable, "-m", "ray.scripts.scripts"]  # the `ray` CLI, also where pip --target left no script
 
 
 def log(*a):
@@ -161,7 +165,7 @@ def child(args) -> None:
 # -- the driver ------------------------------------------------------------------------------------
 
 def run_child(args, mode: str, name: str, cache: Path, extra=(), wait: bool = True):
-    out = Path(args.out)
+    out = Path(args.work)
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
     report = out / f"{name}.json"
     (out / f"{name}.jsonl").unlink(missing_ok=True)  # a fresh run: nothing to replay
@@ -181,7 +185,7 @@ def run_child(args, mode: str, name: str, cache: Path, extra=(), wait: bool = Tr
 
 
 def ray_start(args) -> bool:
-    cmd = ["ray", "start", "--head", "--disable-usage-stats", "--include-dashboard=false"]
+    cmd = RAY + ["start", "--head", "--disable-usage-stats", "--include-dashboard=false"]
     if args.dry_run:
         cmd += ["--num-gpus", "2", "--num-cpus", "4"]
     r = subprocess.run(cmd, capture_output=True, text=True)
@@ -191,7 +195,7 @@ def ray_start(args) -> bool:
 
 
 def ray_stop() -> None:
-    subprocess.run(["ray", "stop", "--force"], capture_output=True, text=True)
+    subprocess.run(RAY + ["stop", "--force"], capture_output=True, text=True)
 
 
 def run_mode(args, mode, name, cache):
@@ -221,14 +225,14 @@ NOTES: list[str] = []
 
 def phase_cold(args, reports):
     for mode in modes(args):
-        cache = Path(args.out) / f"cache-cold-{mode}"
+        cache = Path(args.work) / f"cache-cold-{mode}"
         shutil.rmtree(cache, ignore_errors=True)
         reports[f"cold-{mode}"] = run_mode(args, mode, f"cold-{mode}", cache)
         shutil.rmtree(cache, ignore_errors=True)
 
 
 def phase_warm(args, reports):
-    cache = Path(args.out) / "cache-warm"
+    cache = Path(args.work) / "cache-warm"
     reports["warm-fill"] = run_child(args, "local2", "warm-fill", cache)
     ms = modes(args)
     for r in range(args.rounds):
@@ -259,7 +263,7 @@ def _records(path: Path) -> list:
 
 
 def phase_kill(args, reports):
-    out = Path(args.out)
+    out = Path(args.work)
     cache = out / "cache-warm"
     base = reports.get("warm0-local2") or reports.get("cold-local2") or reports.get("warm-fill")
     expected = base["timings"] if base else 24 * 20
@@ -304,7 +308,7 @@ def phase_kill(args, reports):
 
 
 def _resume(args, cache, results: Path):
-    out = Path(args.out)
+    out = Path(args.work)
     env = dict(os.environ, TRITON_CACHE_DIR=str(cache), PYTHONUNBUFFERED="1")
     report = out / "kill-driver-resumed.json"
     cmd = [sys.executable, __file__, "--child", "local2", "--tables", str(out / "tables"), "--budget",
@@ -440,7 +444,8 @@ def markdown(s: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="bench-out/multi")
+    ap.add_argument("--out", default="bench-out/multi", help="summary.md, summary.json, reports.json, logs.tar.xz")
+    ap.add_argument("--work", default="/tmp/tilefit-multi", help="tables, Triton caches, the runs' logs")
     ap.add_argument("--phases", default="cold,warm,kill,agree")
     ap.add_argument("--modes", default="one,local2,ray2,rayaddr")
     ap.add_argument("--rounds", type=int, default=2)
@@ -458,10 +463,11 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    out = Path(args.out)
+    out, work = Path(args.out), Path(args.work)
     out.mkdir(parents=True, exist_ok=True)
-    extract_tables(out / "tables", args.dry_run)
-    state = out / "reports.json"
+    work.mkdir(parents=True, exist_ok=True)
+    extract_tables(work / "tables", args.dry_run)
+    state = work / "reports.json"  # $OUT is emptied before each device call; /tmp lasts while the machine does
     reports = json.loads(state.read_text()) if state.exists() else {}
     phases = {"cold": phase_cold, "warm": phase_warm, "kill": phase_kill, "agree": phase_agree}
     for name in args.phases.split(","):
@@ -470,7 +476,11 @@ def main() -> None:
         state.write_text(json.dumps(reports, indent=1, default=str))
     s = summarize(args, reports)
     (out / "summary.json").write_text(json.dumps(s, indent=1, default=str))
+    shutil.copy(state, out / "reports.json")
     (out / "summary.md").write_text(markdown(s))
+    with tarfile.open(out / "logs.tar.xz", "w:xz") as tar:  # every run's --results log and report
+        for path in sorted(work.glob("*.json*")):
+            tar.add(path, arcname=path.name)
     print(markdown(s))
 
 
