@@ -28,7 +28,8 @@ def summary(result) -> str:
              f"{result.backend}), {st.replayed} replayed from --results; wall {st.wall_s:.1f} s, "
              f"GPU {st.gpu_total_s:.1f} s"]
     if st.compiles or st.compiled_on_gpu:
-        lines.append(f"{st.compiles} kernels compiled by CPU workers ({st.cpu_seconds:.1f} s), "
+        failed = f", {st.compile_failed} failed there" if st.compile_failed else ""
+        lines.append(f"{st.compiles} kernels compiled by CPU workers ({st.cpu_seconds:.1f} s{failed}), "
                      f"{st.compiled_on_gpu} compiled by a GPU worker at launch")
     for worker, why in st.lost:
         lines.append(f"worker {worker} lost: {why}")
