@@ -6,21 +6,24 @@ the target's own arch estimator (so ``--emulate rtx4090`` on an H200 filters wit
 ordered by the performance model; :func:`tilefit.tune.search.guided_search` measures the
 model's favourites and climbs the configuration graph from the best measured ones, with every
 result checked against an fp32 reference. Winners are written through the fixer's edit path
-(byte-exact edits, re-parse, re-check, atomic write). Every measurement is appended to a JSON
-lines file, so an interrupted run resumes where it stopped; an interrupt never leaves a file
-half-written.
+(byte-exact edits, re-parse, re-check, atomic write). Every timing is appended to the
+``--results`` log as it is taken (``tilefit.tune.results_log``), so an interrupted or killed run
+resumes where it stopped; an interrupt never leaves a file half-written.
 
-Jobs (one per entry) run on every visible GPU, one worker process per GPU, or on a Ray cluster
-(``--backend ray``, extra ``tilefit[ray]``).
+Jobs (one per entry) are scheduled by ``tilefit.tune.scheduler`` on GPU workers -- one process
+per visible GPU (``tilefit.tune.local_cluster``) or one Ray actor per GPU of a cluster
+(``--backend ray``, ``tilefit.tune.ray_cluster``, extra ``tilefit[ray]``) -- with the kernels
+compiled ahead on CPU workers that see no GPU (``tilefit.tune.compile_only``).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
+from .results_log import MeasurementLog
+from .scheduler import AllWorkersLost, JobResult, Scheduler, Stats
 from .search import config_key
 
 PARAMS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
@@ -42,16 +45,22 @@ class TuneOptions:
     model_config: str | None = None
     results: str | None = None  # JSON lines of measurements (resume)
     write: bool = True
-    gpus: int | None = None
-    backend: str = "local"
+    gpus: int | None = None  # GPU workers [default: every visible GPU / every GPU of the Ray cluster]
+    backend: str = "local"  # local (processes), ray, inline (this process; fakes and tests)
+    ray_address: str | None = None
+    gpu_ids: Sequence[str] | None = None  # local GPU workers' device indices [default: the visible GPUs]
+    compile_workers: int | None = None  # CPU compile workers per node [default: the spare cores]
     estimator: str = "auto"
     margin: int = 0
     batch_sizes: Sequence[int] | None = None
+    active_per_gpu: int = 2
+    max_restarts: int = 2  # fresh workers per slot after a worker dies
+    task_timeout: float | None = 600.0  # a worker holding one compile or timing longer is killed
 
 
 @dataclass(frozen=True)
 class Job:
-    """One entry to tune: everything a worker needs, JSON-serialisable."""
+    """One entry to tune: everything the scheduler needs, JSON-serialisable."""
 
     path: str
     key: str
@@ -62,16 +71,7 @@ class Job:
     seeds: tuple = ()
     seed: int = 8
     budget: int = 24
-    known: Mapping = field(default_factory=dict)  # config key -> time from an earlier run
-
-
-@dataclass
-class JobResult:
-    job: Job
-    best: dict | None
-    times: dict  # config key -> time_us (a finalist's median) or None
-    measured: int  # timings taken, the finalists' re-timings included
-    gpu: str = ""
+    known: Mapping = field(default_factory=dict)  # config key -> timings from an earlier run, in order
 
 
 @dataclass
@@ -81,123 +81,74 @@ class TuneResult:
     errors: list = field(default_factory=list)
     device: str = ""
     emulated: str | None = None
+    stats: Stats | None = None
+    workers: list = field(default_factory=list)  # WorkerInfo of the workers at the start
+    backend: str = ""
 
 
-# -- measurements log (resume) -------------------------------------------------------------------
+# -- workers ---------------------------------------------------------------------------------------
 
-class MeasurementLog:
-    """Append-only JSON lines: one record per measurement; reread on start to resume."""
-
-    def __init__(self, path: str | None):
-        self.path = path
-        self.known: dict[tuple, float | None] = {}
-        if path and os.path.exists(path):
-            with open(path, encoding="utf-8") as fh:
-                for line in fh:
-                    try:
-                        rec = json.loads(line)
-                        self.known[(rec["table"], rec["M"], rec["config"])] = rec.get("time_us")
-                    except (ValueError, KeyError, TypeError):
-                        continue  # a torn last line after a crash
-
-    def get(self, table: str, M: int, key: str):
-        return self.known.get((table, M, key), "missing")
-
-    def add(self, table: str, M: int, key: str, time_us: float | None, extra: Mapping) -> None:
-        self.known[(table, M, key)] = time_us
-        if self.path:
-            with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(json.dumps({"table": table, "M": M, "config": key, "time_us": time_us, **extra}) + "\n")
+def _gpu_slots(n: int | None, ids: Sequence[str] | None = None) -> list[str]:
+    """The device indices of the local GPU workers: ``ids``, else the visible GPUs
+    (``CUDA_VISIBLE_DEVICES`` as given, or all that torch counts), the first ``n`` of them."""
+    if ids:
+        slots = [str(i) for i in ids]
+    elif os.environ.get("CUDA_VISIBLE_DEVICES") is not None:
+        slots = [v.strip() for v in os.environ["CUDA_VISIBLE_DEVICES"].split(",") if v.strip()]
+    else:
+        slots = [str(i) for i in range(_cuda_device_count())]
+    if not slots:
+        raise TuneError("no CUDA GPU is visible")
+    if n is not None:
+        if n > len(slots):
+            raise TuneError(f"--gpus {n}: only {len(slots)} GPU(s) visible")
+        slots = slots[:n]
+    return slots
 
 
-# -- the worker side ---------------------------------------------------------------------------------
-
-def run_job(job: Job, measure_fn: Callable[[Mapping, Mapping, int], float | None]) -> JobResult:
-    """Guided search for one entry; ``measure_fn(shape, config, M)`` times one config."""
-    from .search import guided_search
-
-    predicted = {config_key(c): t for c, t in zip(job.candidates, job.predicted)}
-
-    def timed(c):
-        k = config_key(c)
-        return job.known[k] if k in job.known else measure_fn(job.shape, c, job.M)
-
-    found = guided_search(job.candidates, lambda c: predicted[config_key(c)], timed, seed=job.seed,
-                          budget=job.budget, seeds=job.seeds)
-    return JobResult(job, dict(found.best) if found.best else None, found.times, found.measurements)
+def default_compile_workers(gpus: int) -> int:
+    """Every core but one per GPU worker and one for the driver (at least one)."""
+    return max(1, (os.cpu_count() or 2) - gpus - 1)
 
 
-_GPU_WORKLOADS: dict = {}
+def start_cluster(backend: str, measurer, opts: TuneOptions, device=None):
+    from .cluster import InlineCluster, WorkerStartError
+
+    try:
+        if backend == "inline":
+            return InlineCluster(measurer, device=device)
+        if backend == "ray":
+            from .ray_cluster import RayCluster
+
+            return RayCluster(measurer, gpus=opts.gpus, cpus=opts.compile_workers, address=opts.ray_address,
+                              task_timeout=opts.task_timeout)
+        from .local_cluster import LocalCluster
+
+        slots = _gpu_slots(opts.gpus, opts.gpu_ids)
+        cpus = opts.compile_workers if opts.compile_workers is not None else default_compile_workers(len(slots))
+        return LocalCluster(measurer, slots, cpus, task_timeout=opts.task_timeout)
+    except WorkerStartError as exc:
+        raise TuneError(f"cannot start the {backend} workers: {exc}") from None
 
 
-def gpu_measure(shape: Mapping, config: Mapping, M: int) -> float | None:
-    """Time ``config`` at ``M`` on this process's GPU (None when it fails or is wrong)."""
-    from .measure import measure
-    from .workload import MoEShape, MoEWorkload
-
-    s = MoEShape(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in shape.items()})
-    key = (s, M)
-    if key not in _GPU_WORKLOADS:
-        _GPU_WORKLOADS[key] = MoEWorkload(s, M, "cuda")
-    m = measure(_GPU_WORKLOADS[key], dict(config))
-    return m.time_us if m.status == "ok" else None
-
-
-def _worker(device_index: int, jobs: list, queue) -> None:
-    os.environ["CUDA_VISIBLE_DEVICES"] = str(device_index)
-    for job in jobs:
-        queue.put(run_job(job, gpu_measure))
-    queue.put(None)
-
-
-def run_jobs(jobs: Sequence[Job], gpus: int, backend: str = "local",
-             measure_fn: Callable | None = None, on_result: Callable[[JobResult], None] | None = None) -> list:
-    """Run jobs on ``gpus`` local worker processes (one per GPU), on Ray, or in this process
-    (``gpus <= 1`` or a custom ``measure_fn``)."""
-    results = []
-
-    def done(r):
-        results.append(r)
-        if on_result:
-            on_result(r)
-
-    if backend == "ray":
-        try:
-            import ray
-        except ImportError:
-            raise TuneError("--backend ray needs Ray: pip install 'tilefit[ray]'") from None
-        if not ray.is_initialized():
-            ray.init(ignore_reinit_error=True, log_to_driver=False)
-        fn = measure_fn or gpu_measure
-        remote = ray.remote(num_gpus=0 if measure_fn else 1)(run_job)
-        pending = [remote.remote(j, fn) for j in jobs]
-        while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            done(ray.get(ready[0]))
-        return results
-    if measure_fn is not None or gpus <= 1:
-        fn = measure_fn or gpu_measure
-        for j in jobs:
-            done(run_job(j, fn))
-        return results
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    shards = [list(jobs[i::gpus]) for i in range(gpus)]
-    procs = [ctx.Process(target=_worker, args=(i, shard, queue)) for i, shard in enumerate(shards) if shard]
-    for p in procs:
-        p.start()
-    finished = 0
-    while finished < len(procs):
-        r = queue.get()
-        if r is None:
-            finished += 1
-        else:
-            done(r)
-    for p in procs:
-        p.join()
-    return results
+def _worker_device(db, cluster):
+    """The device_db record of the GPU workers' GPU; they must all have the same one."""
+    infos = [i for i in cluster.workers.values() if i.kind == "gpu" and i.device]
+    names = sorted({i.device.get("name") for i in infos if i.device.get("name")})
+    if len(names) > 1:
+        raise TuneError(f"the GPU workers have different GPUs ({', '.join(names)}): timings are only comparable "
+                        "on one kind; choose one kind with CUDA_VISIBLE_DEVICES or a Ray cluster of one kind")
+    if not names:
+        return None
+    info = infos[0].device
+    dev = db.by_file_name(names[0].replace(" ", "_"))
+    if dev is None:
+        if not info.get("capability"):
+            return None
+        major, minor = info["capability"]
+        dev = db.arch_device(f"sm_{major}{minor}")
+    optin = info.get("smem_per_block_optin")
+    return replace(dev, smem_per_block_optin=optin) if optin else dev
 
 
 # -- the driver side ---------------------------------------------------------------------------------
@@ -318,9 +269,9 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
         predicted = tuple(predict(c, gemm, local).time_us for c in candidates)
         known = {}
         for c in candidates:
-            t = log.get(table.path, M, config_key(c))
-            if t != "missing":
-                known[config_key(c)] = t
+            logged = log.samples(table.path, M, config_key(c), device=local.key, shape=shape)
+            if logged:
+                known[config_key(c)] = tuple(logged)
         jobs.append(Job(table.path, key, M, shape, tuple(candidates), predicted, seed=opts.seed,
                         budget=opts.budget, known=known))
     return jobs
@@ -359,12 +310,21 @@ def write_winners(table, engine, winners: Mapping[str, Mapping], write: bool):
     return FileFix(table.path, table.data, data, list(chosen), written=write), None
 
 
-def tune_files(paths: Sequence[str], opts: TuneOptions, settings=None,
-               on_jobs: Callable[[int], None] | None = None,
-               on_result: Callable[[JobResult], None] | None = None,
-               measure_fn: Callable | None = None, local=None) -> TuneResult:
-    """Tune the offending entries of ``paths``; see the module docstring."""
-    from tilefit.api import load_devices
+@dataclass
+class Plan:
+    """What a run will do: the tables, their jobs, and the engine and target they were planned with."""
+
+    tables: dict
+    jobs: list
+    errors: list
+    engine: object
+    target: object
+
+
+def plan_files(paths: Sequence[str], opts: TuneOptions, db, local, log: MeasurementLog | None = None,
+               settings=None) -> Plan:
+    """The jobs of every table under ``paths``, for GPUs of kind ``local``; tables that cannot be
+    tuned become errors."""
     from tilefit.config import Settings
     from tilefit.discovery import discover
     from tilefit.engine import Engine
@@ -373,50 +333,109 @@ def tune_files(paths: Sequence[str], opts: TuneOptions, settings=None,
     from tilefit.selection import Selection
     from tilefit.tables import read_table
 
-    settings = settings or Settings()
-    db = load_devices(settings)
-    local = local or local_device(db)
     target = target_device(db, opts, local)
     engine = Engine(db=db, estimator=Estimator(opts.estimator), selection=Selection(select=list(FIXABLE)),
-                    extra_targets=[target], rule_options=settings.rule_options)
-    out = TuneResult(device=local.key, emulated=target.key if target.key != local.key or opts.smem_limit else None)
-    log = MeasurementLog(opts.results)
+                    extra_targets=[target], rule_options=(settings or Settings()).rule_options)
+    plan = Plan({}, [], [], engine, target)
     found = discover(paths)
     for missing in found.missing:
-        out.errors.append(f"{missing}: no such file or folder")
-    tables, jobs = {}, []
+        plan.errors.append(f"{missing}: no such file or folder")
     for path, meta in found.files:
         table = read_table(path, meta=meta)
         try:
-            table_jobs = plan_jobs(table, engine, target, local, opts, log)
+            table_jobs = plan_jobs(table, engine, target, local, opts, log or MeasurementLog(None))
         except TuneError as exc:
-            out.errors.append(str(exc))
+            plan.errors.append(str(exc))
             continue
-        tables[table.path] = table
-        jobs.extend(table_jobs)
-    if on_jobs:
-        on_jobs(len(jobs))
+        plan.tables[table.path] = table
+        plan.jobs.extend(table_jobs)
+    return plan
 
-    def record(r: JobResult):
-        for key, t in r.times.items():
-            if key not in r.job.known:
-                log.add(r.job.path, r.job.M, key, t, {"device": local.key, "target": target.key})
-        if on_result:
-            on_result(r)
 
-    gpus = opts.gpus or _visible_gpus()
-    if measure_fn is None and opts.backend == "local" and jobs:
-        precompile_jobs(jobs)
-    results = run_jobs(jobs, gpus, opts.backend, measure_fn=measure_fn, on_result=record)
-    out.results = results
+def tune_files(paths: Sequence[str], opts: TuneOptions, settings=None,
+               on_jobs: Callable[[int], None] | None = None,
+               on_result: Callable[[JobResult], None] | None = None,
+               measure_fn: Callable | None = None, local=None, measurer=None,
+               on_event: Callable | None = None, on_start: Callable | None = None) -> TuneResult:
+    """Tune the offending entries of ``paths``; see the module docstring.
+
+    ``measure_fn(shape, config, M) -> time_us | None`` or ``measurer`` (``tilefit.tune.cluster.
+    Measurer``) replace the GPU timing (tests, fakes); a ``measure_fn`` alone runs in this process
+    unless ``opts.gpus`` or ``opts.backend`` says otherwise. ``local`` is the device record of the
+    GPUs (default: asked from torch, or from the Ray GPU workers). ``on_start(cluster)`` and
+    ``on_event(scheduler, event)`` let a caller watch the workers.
+    """
+    from tilefit.api import load_devices
+    from tilefit.config import Settings
+
+    from .measurer import CallableMeasurer, GpuMeasurer
+
+    settings = settings or Settings()
+    db = load_devices(settings)
+    backend = opts.backend
+    if measurer is None and measure_fn is not None:
+        measurer = CallableMeasurer(measure_fn)
+        if backend == "local" and opts.gpus is None and not opts.gpu_ids:
+            backend = "inline"
+    measurer = measurer or GpuMeasurer()
+    if backend not in ("local", "ray", "inline"):
+        raise TuneError(f"unknown backend {backend!r} (local or ray)")
+    cluster = None
+    log = MeasurementLog(opts.results)
+    try:
+        if local is None and backend == "ray":
+            cluster = start_cluster(backend, measurer, opts)
+            local = _worker_device(db, cluster)
+            if local is None:
+                raise TuneError("the Ray GPU workers did not say which GPU they have")
+        local = local or local_device(db)
+        plan = plan_files(paths, opts, db, local, log, settings)
+        out = TuneResult(device=local.key, backend=backend, errors=list(plan.errors),
+                         emulated=plan.target.key if plan.target.key != local.key or opts.smem_limit else None)
+        if on_jobs:
+            on_jobs(len(plan.jobs))
+        if not plan.jobs:
+            return out
+        if cluster is None:
+            cluster = start_cluster(backend, measurer, opts)
+        out.workers = list(cluster.workers.values())
+        worker_dev = _worker_device(db, cluster)
+        if worker_dev is not None and worker_dev.key != local.key:
+            raise TuneError(f"the GPU workers have {worker_dev.key}, the planning used {local.key}")
+        if on_start:
+            on_start(cluster)
+
+        def record(job, key, n, result, info):
+            rec = {"table": job.path, "M": job.M, "config": key, "n": n,
+                   "time_us": result.get("time_us") if result.get("status") == "ok" else None,
+                   "status": result.get("status"), "device": local.key, "target": plan.target.key,
+                   "worker": info.id, "gpu": info.slot, "shape": dict(job.shape)}
+            rec.update({k: result[k] for k in _RECORD_EXTRAS if result.get(k) not in (None, "")})
+            log.add(rec)
+
+        scheduler = Scheduler(plan.jobs, cluster, measurer, record=record, on_job_done=on_result,
+                              on_event=on_event, active_per_gpu=opts.active_per_gpu,
+                              max_restarts=opts.max_restarts)
+        try:
+            out.results = scheduler.run()
+        except AllWorkersLost as exc:
+            where = (f"the {scheduler.stats.measured} timings taken are in {opts.results}: rerun with it to resume"
+                     if opts.results else "rerun with --results FILE to keep the timings of a run")
+            raise TuneError(f"{exc}; {where}") from None
+        finally:
+            out.stats = scheduler.stats
+    finally:
+        if cluster is not None:
+            cluster.close()
+        log.close()
     per_table: dict[str, dict] = {}
-    for r in results:
+    for r in out.results:
         if r.best is not None:
             per_table.setdefault(r.job.path, {})[r.job.key] = r.best
         else:
             out.errors.append(f"{r.job.path}: entry {r.job.key}: no candidate ran correctly")
     for path, winners in per_table.items():
-        ff, err = write_winners(tables[path], engine, winners, opts.write)
+        ff, err = write_winners(plan.tables[path], plan.engine, winners, opts.write)
         if err:
             out.errors.append(err)
         elif ff is not None:
@@ -424,29 +443,13 @@ def tune_files(paths: Sequence[str], opts: TuneOptions, settings=None,
     return out
 
 
-def precompile_jobs(jobs: Sequence[Job], per_job: int | None = None) -> None:
-    """Compile the candidates the search is likely to measure (each job's best-predicted
-    ``2 * budget``) in a pool of host processes first, so the GPU workers only load kernels."""
-    from .precompile import precompile
-    from .workload import MoEShape
-
-    by_shape: dict = {}
-    for job in jobs:
-        n = per_job or 2 * job.budget
-        order = sorted(range(len(job.candidates)), key=job.predicted.__getitem__)[:n]
-        shape = MoEShape(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in job.shape.items()})
-        items = by_shape.setdefault(shape, {})
-        for i in order:
-            cfg = job.candidates[i]
-            items[(config_key(cfg), 1 if job.M == 1 else 16)] = (cfg, 1 if job.M == 1 else 16)
-    for shape, items in by_shape.items():
-        precompile(shape, list(items.values()))
+_RECORD_EXTRAS = ("error", "required_bytes", "message", "gpu_seconds", "compile_seconds", "timer", "compiled_here")
 
 
-def _visible_gpus() -> int:
+def _cuda_device_count() -> int:
     try:
         import torch
 
-        return max(1, torch.cuda.device_count())
+        return torch.cuda.device_count()
     except ImportError:
-        return 1
+        return 0

@@ -63,6 +63,135 @@ def neighbours(cfg: Mapping, allowed: Mapping[str, Mapping]) -> list[Mapping]:
     return out
 
 
+class GuidedSearch:
+    """:func:`guided_search` as a state machine: :meth:`ask` names the next config to time,
+    :meth:`tell` gives its time (None when it failed). The scheduler (``tilefit.tune.scheduler``)
+    drives many of these at once, so the measurements of many entries run on several GPUs while
+    each entry's search stays sequential and deterministic: the same timings give the same
+    questions in the same order, whatever ran where.
+
+    Arguments as for :func:`guided_search`.
+    """
+
+    def __init__(self, candidates: Sequence[Mapping], predict: Callable[[Mapping], float], *, seed: int = 8,
+                 budget: int = 24, climb_from: int = 2, seeds: Sequence[Mapping] = (), confirm: int = 3,
+                 confirm_rounds: int = 1):
+        self.allowed = {config_key(c): c for c in candidates}
+        self.predicted = {k: predict(c) for k, c in self.allowed.items()}
+        self.order = sorted(self.allowed, key=self.predicted.__getitem__)  # ties: candidate order
+        self._rank = {k: i for i, k in enumerate(self.order)}
+        self.climb_from = climb_from
+        self.times: dict[str, float | None] = {}
+        self.finalists_n = min(confirm, budget // 4)  # a small budget is all exploration
+        self.confirm_rounds = confirm_rounds
+        self.reserve = self.finalists_n * confirm_rounds if self.finalists_n > 1 else 0
+        self.explore = max(1, budget - self.reserve)
+        starts = [config_key(c) for c in seeds if config_key(c) in self.allowed] + self.order[:seed]
+        self._starts = list(dict.fromkeys(starts))
+        self._pending: str | None = None
+        self._confirm: list[str] | None = None  # the finalists' re-timings still to take
+        self._samples: dict[str, list] = {}
+        self._adjacent: dict[str, list] = {}
+        self.measurements = 0
+        self.done = False
+
+    def _next_explore(self) -> str | None:
+        if len(self.times) >= min(self.explore, len(self.allowed)):
+            return None
+        for key in self._starts:
+            if key not in self.times:
+                return key
+        frontier = self.frontier()
+        return frontier[0] if frontier else next(k for k in self.order if k not in self.times)
+
+    def frontier(self, times: Mapping | None = None) -> list[str]:
+        """Unmeasured neighbours of the ``climb_from`` best measured configs, predicted-fastest
+        first (of ``times``, default the search's own)."""
+        times = self.times if times is None else times
+        ok = sorted((k for k, t in times.items() if t is not None), key=times.__getitem__)
+        frontier = {n for k in ok[:self.climb_from] for n in self._neighbours(k)}
+        # by rank, not by predicted time alone: ties would follow the set's order, which
+        # changes with the process's string hash seed (and so would the picks)
+        return sorted((k for k in frontier if k not in times), key=self._rank.__getitem__)
+
+    def _neighbours(self, key: str) -> list[str]:
+        hit = self._adjacent.get(key)
+        if hit is None:
+            hit = self._adjacent[key] = [config_key(n) for n in neighbours(self.allowed[key], self.allowed)]
+        return hit
+
+    def ask(self) -> Mapping | None:
+        """The config to time next (the same one until :meth:`tell`); None when the search is done."""
+        if self.done:
+            return None
+        if self._pending is None:
+            if self._confirm is None:
+                self._pending = self._next_explore()
+                if self._pending is None:
+                    self._start_confirmation()
+            if self._pending is None and self._confirm:
+                self._pending = self._confirm[0]
+            if self._pending is None:
+                self._finish()
+                return None
+        return self.allowed[self._pending]
+
+    def tell(self, time_us: float | None) -> None:
+        key, self._pending = self._pending, None
+        if key is None:
+            raise RuntimeError("tell() without a pending ask()")
+        self.measurements += 1
+        if self._confirm is None:
+            self.times[key] = time_us
+        else:
+            self._confirm.pop(0)
+            if time_us is not None:
+                self._samples[key].append(time_us)
+
+    def _start_confirmation(self) -> None:
+        ok = sorted((k for k, t in self.times.items() if t is not None), key=self.times.__getitem__)
+        finalists = ok[:self.finalists_n] if self.reserve and len(ok) > 1 else []
+        self._samples = {k: [self.times[k]] for k in finalists}
+        self._confirm = [k for _ in range(self.confirm_rounds if finalists else 0) for k in finalists]
+
+    def _finish(self) -> None:
+        for k, ts in self._samples.items():
+            self.times[k] = statistics.median(ts)
+        self.done = True
+
+    def upcoming(self, n: int) -> list[Mapping]:
+        """Up to ``n`` configs the search will probably ask for after the pending one: what to
+        compile ahead. The remaining start configs; once climbing, the next question for each
+        way the pending timing can rank (best, among the ``climb_from`` best, behind them, failed
+        -- one of them is the next question), then the rest of the frontier."""
+        if self.done or self._confirm is not None:
+            return []
+        room = min(self.explore, len(self.allowed)) - len(self.times) - (self._pending is not None)
+        out = [k for k in self._starts if k not in self.times and k != self._pending]
+        pending = self._pending
+        if pending is not None and not out:
+            ok = sorted(t for t in self.times.values() if t is not None)
+            ranks = [ok[0] / 2 if ok else 1.0, None]
+            if len(ok) >= self.climb_from:
+                ranks.append(ok[self.climb_from - 1] * 2 + 1)
+            if len(ok) > 1:
+                ranks.append((ok[0] + ok[1]) / 2)
+            for t in ranks:
+                after = dict(self.times)
+                after[pending] = t
+                nxt = self.frontier(after)[:1] or [k for k in self.order if k not in after][:1]
+                out += [k for k in nxt if k not in out]
+        out += [k for k in self.frontier() if k != pending and k not in out]
+        return [self.allowed[k] for k in out[:max(0, min(n, room))]]
+
+    def result(self) -> Search:
+        if not self.done:
+            raise RuntimeError("the search is not finished")
+        ok = [k for k, t in self.times.items() if t is not None]
+        best = min(ok, key=self.times.__getitem__) if ok else None
+        return Search(self.allowed[best] if best else None, self.times, self.measurements)
+
+
 def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], float],
                   measure: Callable[[Mapping], float | None], *, seed: int = 8, budget: int = 24,
                   climb_from: int = 2, seeds: Sequence[Mapping] = (), confirm: int = 3,
@@ -72,46 +201,13 @@ def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], fl
     ``predict(config)`` is the model's time, ``measure(config)`` the real one (None when the
     config fails: out of resources, compile error or wrong result). The last
     ``confirm * confirm_rounds`` measurements of the budget (when the budget is at least
-    ``4 * confirm``; fewer finalists below) re-time the ``confirm`` fastest configs, interleaved, and each of them is ranked by the median of its times: one timing of a
-    15 us kernel is a few per cent noisy, and the winner of single timings is biased towards
-    whichever config got a lucky one.
+    ``4 * confirm``; fewer finalists below) re-time the ``confirm`` fastest configs, interleaved,
+    and each of them is ranked by the median of its times: one timing of a 15 us kernel is a few
+    per cent noisy, and the winner of single timings is biased towards whichever config got a
+    lucky one.
     """
-    allowed = {config_key(c): c for c in candidates}
-    predicted = {k: predict(c) for k, c in allowed.items()}
-    order = sorted(allowed, key=predicted.__getitem__)
-    times: dict[str, float | None] = {}
-    finalists_n = min(confirm, budget // 4)  # a small budget is all exploration
-    reserve = finalists_n * confirm_rounds if finalists_n > 1 else 0
-    explore = max(1, budget - reserve)
-
-    def run(key: str) -> None:
-        if key not in times and len(times) < explore:
-            times[key] = measure(allowed[key])
-
-    for cfg in seeds:
-        if config_key(cfg) in allowed:
-            run(config_key(cfg))
-    for key in order[:seed]:
-        run(key)
-    while len(times) < min(explore, len(allowed)):
-        ok = sorted((k for k, t in times.items() if t is not None), key=times.__getitem__)
-        frontier = {config_key(n) for k in ok[:climb_from] for n in neighbours(allowed[k], allowed)}
-        frontier = sorted((k for k in frontier if k not in times), key=predicted.__getitem__)
-        if not frontier:
-            frontier = [k for k in order if k not in times][:1]
-        run(frontier[0])
-    measurements = len(times)
-    ok = sorted((k for k, t in times.items() if t is not None), key=times.__getitem__)
-    finalists = ok[:finalists_n] if reserve and len(ok) > 1 else []
-    samples = {k: [times[k]] for k in finalists}
-    for _ in range(confirm_rounds if finalists else 0):
-        for k in finalists:
-            t = measure(allowed[k])
-            measurements += 1
-            if t is not None:
-                samples[k].append(t)
-    for k, ts in samples.items():
-        times[k] = statistics.median(ts)
-    ok = [k for k, t in times.items() if t is not None]
-    best = min(ok, key=times.__getitem__) if ok else None
-    return Search(allowed[best] if best else None, times, measurements)
+    search = GuidedSearch(candidates, predict, seed=seed, budget=budget, climb_from=climb_from, seeds=seeds,
+                          confirm=confirm, confirm_rounds=confirm_rounds)
+    while (cfg := search.ask()) is not None:
+        search.tell(measure(cfg))
+    return search.result()

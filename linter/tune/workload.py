@@ -143,9 +143,10 @@ class MoEWorkload:
                 torch.backends.cuda.matmul.allow_tf32 = prev
         return self._ref
 
-    def prepare(self, config: dict):
+    def prepare(self, config: dict, kernel=None):
         """Everything a launch needs that does not depend on timing: the aligned token order and
-        the output buffer, so the timed call is the kernel alone (as in the engines' tuners)."""
+        the output buffer, so the timed call is the kernel alone (as in the engines' tuners).
+        ``kernel`` replaces the launched kernel (the CPU compile workers pass a compile-only one)."""
         import torch
 
         from tilefit.kernels.fused_moe import kernel as fm
@@ -167,7 +168,7 @@ class MoEWorkload:
                                        use_int8_w8a8=self.kw.get("use_int8_w8a8", False),
                                        use_int8_w8a16=self.kw.get("use_int8_w8a16", False),
                                        per_channel_quant=self.kw.get("per_channel_quant", False),
-                                       block_shape=self.kw.get("block_shape"))
+                                       block_shape=self.kw.get("block_shape"), kernel=kernel)
             return C
 
         return launch, C

@@ -1,0 +1,119 @@
+"""The tuner's work as the workers run it: compile on a CPU worker, time on a GPU worker.
+
+:class:`GpuMeasurer` is the real one (``tilefit.tune.compile_only`` for the compile,
+``tilefit.tune.measure`` for the timing); :class:`CallableMeasurer` wraps a plain
+``measure_fn(shape, config, M) -> time_us | None`` (a fake GPU in the tests, or a user's own
+timer) with no compile step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+_WORKLOADS: dict = {}
+_COMPILED_HERE: list = []  # set by Triton's compilation listener in a GPU worker
+_LISTENING: list = []
+
+
+def shape_key(shape: Mapping) -> str:
+    return json.dumps(dict(shape), sort_keys=True)
+
+
+def _on_compile(*, src, metadata, metadata_group, times, cache_hit: bool) -> None:
+    if not cache_hit:
+        _COMPILED_HERE.append(metadata.get("name", "?"))
+
+
+def gpu_device_info() -> dict:
+    """This process's GPU 0: name, capability, Triton target, shared memory per block."""
+    import torch
+
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA GPU is visible to this worker "
+                           f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+    props = torch.cuda.get_device_properties(0)
+    major, minor = torch.cuda.get_device_capability(0)
+    warp = getattr(props, "warp_size", 32) or 32
+    return {"name": torch.cuda.get_device_name(0), "capability": [major, minor],
+            "target": ("cuda", major * 10 + minor, warp),
+            "smem_per_block_optin": getattr(props, "shared_memory_per_block_optin", None),
+            "uuid": str(getattr(props, "uuid", "")), "visible": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+
+
+@dataclass(frozen=True)
+class GpuMeasurer:
+    """Real timings (``tilefit.tune.measure``: CUDA-graph replays after an L2 flush, checked
+    against the fp32 reference), kernels compiled ahead on CPU workers."""
+
+    warmup_ms: float = 5
+    rep_ms: float = 20
+    timer: str = "graph"
+    max_workloads: int = 6  # (shape, M) inputs kept per GPU worker: it holds a few jobs at a time
+
+    compiles = True
+
+    def setup(self, kind: str) -> Mapping:
+        import triton  # fail here, not at the first task
+
+        if kind == "cpu":
+            return {}
+        info = gpu_device_info()
+        knobs = getattr(getattr(triton, "knobs", None), "compilation", None)
+        if knobs is not None and hasattr(knobs, "listener"):
+            knobs.listener = _on_compile
+            _LISTENING.append(True)
+        return info
+
+    def compile_key(self, shape: Mapping, config: Mapping, M: int):
+        from .search import config_key
+
+        return (shape_key(shape), config_key(config), M)
+
+    def compile(self, shape: Mapping, config: Mapping, M: int, target) -> Mapping:
+        from .compile_only import compile_config
+
+        if target is None:
+            raise RuntimeError("no GPU target to compile for")
+        return compile_config(shape, config, M, tuple(target))
+
+    def measure(self, shape: Mapping, config: Mapping, M: int) -> Mapping:
+        from .measure import measure
+        from .workload import MoEShape, MoEWorkload
+
+        s = MoEShape(**{k: (tuple(v) if isinstance(v, list) else v) for k, v in shape.items()})
+        key = (s, M)
+        if key not in _WORKLOADS:
+            while len(_WORKLOADS) >= self.max_workloads:
+                _WORKLOADS.pop(next(iter(_WORKLOADS)))
+            _WORKLOADS[key] = MoEWorkload(s, M, "cuda")
+        _COMPILED_HERE.clear()
+        m = measure(_WORKLOADS[key], dict(config), warmup_ms=self.warmup_ms, rep_ms=self.rep_ms, timer=self.timer)
+        out = m.to_json()
+        out.pop("config", None)
+        out["compiled_here"] = bool(_COMPILED_HERE) if _LISTENING else None  # None: this Triton cannot say
+        return out
+
+
+@dataclass(frozen=True)
+class CallableMeasurer:
+    """``fn(shape, config, M) -> time_us | None`` as a measurer without a compile step."""
+
+    fn: Callable[[Mapping, Mapping, int], float | None]
+
+    compiles = False
+
+    def setup(self, kind: str) -> Mapping:
+        return {}
+
+    def compile_key(self, shape, config, M):
+        return None
+
+    def compile(self, shape, config, M, target) -> Mapping:
+        return {"status": "ok"}
+
+    def measure(self, shape: Mapping, config: Mapping, M: int) -> Mapping:
+        t = self.fn(shape, config, M)
+        return {"status": "ok" if t is not None else "failed", "time_us": t}
