@@ -58,8 +58,8 @@ def machine() -> str:
 
 
 def one(source: Path, work: Path, targets: list[str], estimator: str) -> dict:
-    from tilefit.api import CheckOptions, run_check
-    from tilefit.fix import run_fix
+    from tilefit.api import CheckOptions
+    from tilefit.app import run_check, run_fix
 
     root = work / "corpus"
     if root.exists():
@@ -109,7 +109,7 @@ def score_picks(sweep: Path, work: Path) -> tuple[list[str], dict]:
     """The fixer's picks and the naive fix against measured times (speed = best / time)."""
     import json
 
-    from tilefit.fix import compare_fixes
+    from tilefit.app import compare_fixes
 
     meas: dict[tuple, float] = {}
     for line in sweep.read_text().splitlines():

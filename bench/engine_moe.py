@@ -1,6 +1,6 @@
 """The engine's own fused-MoE kernel, launched the way the engine launches it (bench harness).
 
-``fused_moe_kernel`` is taken from an engine's source by AST (:func:`tilefit.smem.extract.
+``fused_moe_kernel`` is taken from an engine's source by AST (:func:`tilefit.pysource.extract.
 extract_kernel`: a scratch module that imports only Triton; the engine is never imported) and
 launched with the argument mapping of vLLM 0.33's ``invoke_fused_moe_triton_kernel`` for the
 gate/up GEMM, restated here from reading it:
@@ -48,7 +48,7 @@ def load_kernel(path: str):
             sys.modules[name] = mod
             spec.loader.exec_module(mod)
         return getattr(mod, KERNEL_NAME)
-    from tilefit.smem.extract import extract_kernel
+    from tilefit.pysource.extract import extract_kernel
 
     return getattr(extract_kernel(str(p), KERNEL_NAME).load(), KERNEL_NAME)
 
@@ -56,7 +56,7 @@ def load_kernel(path: str):
 def extract(source: str, folder: str) -> Path:
     """Write the scratch module of the engine's kernel into ``folder`` (for carrying to a GPU
     machine without the engine's tree); returns its path."""
-    from tilefit.smem.extract import extract_kernel
+    from tilefit.pysource.extract import extract_kernel
 
     return extract_kernel(source, KERNEL_NAME).write(folder)
 

@@ -212,7 +212,7 @@ def fixer_picks(combo: Combo, folder: str | Path, unsafe: bool = True) -> dict[i
     """The GPU-free fixer's choice at each batch size (``tilefit check --fix --unsafe-fixes
     --target rtx4090`` on the starting table, with the coefficients the process loads; ``unsafe``
     False: without ``--unsafe-fixes``, BLOCK_SIZE_K stays)."""
-    from tilefit.fix import compare_fixes
+    from tilefit.app import compare_fixes
 
     path = table_path(combo, folder)
     return {row.M: norm(row.chosen) for row in compare_fixes(str(path), [TARGET], unsafe=unsafe)}

@@ -6,7 +6,7 @@ kernel, every config that fits the RTX 4090 at 6 batch sizes, 7 (shape, dtype) c
 * ``--fit``: coefficients fitted on every case (``tilefit.perf.calibrate.fit``, rank loss), written
   with provenance to ``--write`` (the bundled H200 file);
 * ``--loso``: leave one shape out: for each of the 4 shapes, fit on the other 3, then pick with
-  the GPU-free fixer (``tilefit.fix.compare_fixes`` on the shape's starting table, the fold's
+  the GPU-free fixer (``tilefit.app.compare_fixes`` on the shape's starting table, the fold's
   coefficients) and score every pick against the sweep: best fitting config's time / the pick's
   time (1.0 = best). vLLM's ``get_default_config`` and the naive fix are scored the same way.
 * ``--finals FILE``: the final-round plan for ``moe_h200.py --phase final`` (per point: the

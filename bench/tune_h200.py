@@ -17,7 +17,7 @@ Phases (each writes its results under --out as it finishes, so a cut-off run kee
 3. sweep: every fitting config measured at every M, same method -> sweep.jsonl.
 4. final: interleaved rounds of (warmup=25 ms, rep=100 ms) timings on the tuner's pick, the
    sweep's top configs, the naive fix and the fixer's GPU-free pick (computed now by
-   ``tilefit.fix.compare_fixes`` for the RTX 4090) -> final.json, summary.json.
+   ``tilefit.app.compare_fixes`` for the RTX 4090) -> final.json, summary.json.
 
 Timings are ``tilefit.tune.measure``'s: CUDA-graph replays after an L2 flush, median.
 
@@ -178,7 +178,7 @@ def design_sample(fit_configs, n, seed=7):
 def fixer_picks(state: Path, dtypes) -> dict:
     """The GPU-free fixer's choice for each offending entry when the table is fixed for the RTX
     4090 (``tilefit check --fix --target rtx4090``), computed now on the host."""
-    from tilefit.fix import compare_fixes
+    from tilefit.app import compare_fixes
 
     names = {"fp8_w8a8": "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json",
              "bf16": "E=128,N=768,device_name=NVIDIA_H200.json"}

@@ -42,7 +42,8 @@ class CheckOptions:
     allow_import: bool = False
     # Compile the engine's own kernels (a file, a source tree, or "installed") instead of ours.
     engine_kernels: str | None = None
-    # Fixes: attach a planned Fix to fixable diagnostics (tilefit.fix); None: from the settings.
+    # Fixes: attach a planned Fix to fixable diagnostics (tilefit.app.run_check plans them with
+    # tilefit.fix); None: from the settings.
     fix: bool = False
     unsafe_fixes: bool | None = None
     fix_margin: int | None = None
@@ -120,7 +121,7 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
                               engine_kernels=opts.engine_kernels)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    from .callsites.checker import CallsiteOptions
+    from .pyengine import CallsiteOptions
 
     return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
                   callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import),
@@ -153,21 +154,21 @@ def _collector_paused():
 
 
 def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None,
-              engine: Engine | None = None) -> CheckResult:
+              engine: Engine | None = None, *, planner=None) -> CheckResult:
+    """Check ``paths``. ``planner`` (anything with ``attach(table, diagnostics)``, e.g. the fixer's
+    ``tilefit.fix.FixPlanner``) attaches planned fixes; this module does not know the fixer --
+    ``tilefit.app.run_check`` composes the two (``opts.fix``)."""
     with _collector_paused():
-        return _run_check(paths, opts, settings, engine)
+        return _run_check(paths, opts, settings, engine, planner)
 
 
 def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settings | None,
-               engine: Engine | None) -> CheckResult:
+               engine: Engine | None, planner) -> CheckResult:
     opts = opts or CheckOptions()
     settings = settings or Settings()
+    if opts.fix and planner is None:
+        raise UsageError("fixes need the fixer's planner: call tilefit.app.run_check (or pass planner=)")
     engine = engine or build_engine(settings, opts)
-    planner = None
-    if opts.fix:
-        from tilefit.fix import make_planner
-
-        planner = make_planner(engine, settings, opts)
     exclude = list(settings.exclude) + list(settings.extend_exclude)
     gitignore = opts.respect_gitignore if opts.respect_gitignore is not None else settings.respect_gitignore
     found = discover(paths, exclude=exclude, force_exclude=opts.force_exclude, python=engine.has_callsite_rules(),

@@ -85,7 +85,7 @@ class Engine:
     selection: Selection = field(default_factory=Selection)
     extra_targets: Sequence = ()  # Device objects added to every table's targets
     stats: RunStats = field(default_factory=RunStats)
-    callsites: object | None = None  # tilefit.callsites.checker.CallsiteOptions for Python files
+    callsites: object | None = None  # tilefit.pyengine.CallsiteOptions for Python files
     rule_options: Mapping = field(default_factory=dict)  # code -> validated [tool.tilefit.rules.CODE]
     # The project root: fingerprints hold paths relative to it, so a baseline holds from any folder.
     root: str | None = None
@@ -165,8 +165,8 @@ class Engine:
 
     def check_python(self, paths: Sequence[str]):
         """Kernel call sites of the Python files ``paths`` (rules of scope CALLSITE), judged
-        against the extra targets: a :class:`tilefit.callsites.checker.PythonRun`."""
-        from .callsites.checker import check_python
+        against the extra targets: a :class:`tilefit.pyengine.PythonRun`."""
+        from .pyengine import check_python
 
         self.stats.files += len(paths)
         return check_python(self, paths, self._rules[Scope.CALLSITE], self.callsites)

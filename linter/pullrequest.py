@@ -2,7 +2,7 @@
 
 1. Refuse unless the work tree is clean (``git status`` shows nothing: staged, modified or
    untracked), so the commit holds tilefit's edits and nothing else.
-2. Plan the fixes (:func:`tilefit.fix.run_fix`, nothing written yet). Only files git tracks are
+2. Plan the fixes (:func:`tilefit.app.run_fix`, nothing written yet). Only files git tracks are
    changed; others are named in the body and left alone.
 3. Name the branch by the findings the fixes clear (:func:`tilefit.fix.prbody.branch_name`).
    When that branch already holds exactly these edits on top of HEAD, check it out and change
@@ -26,9 +26,10 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from tilefit import __version__
-from tilefit.api import CheckOptions, run_check
+from tilefit.api import CheckOptions
+from tilefit.app import run_check, run_fix
 from tilefit.config import Settings
-from tilefit.fix import FixResult, run_fix
+from tilefit.fix import FixResult
 from tilefit.fix.prbody import FixedFinding, branch_name, commit_message, fixed_findings, pr_body, title
 from tilefit.fix.runner import FixVerificationError, atomic_write
 from tilefit.gitops import GitError, Repo

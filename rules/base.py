@@ -30,7 +30,7 @@ The class also says how the rest of tilefit treats the rule, so nothing else lis
   fix: :attr:`Planner.ENTRY`, the fixer's search over a table entry's configs
   (:mod:`tilefit.fix.planner`; the fixer, ``tune`` and the CLI's hints take their codes from
   here), or :attr:`Planner.CALLSITE`, byte edits of literals the rule attaches to its own
-  findings (:mod:`tilefit.callsites.fixes` applies them);
+  findings (:mod:`tilefit.fix.python` applies them);
 * ``options``: per-rule settings read from ``[tool.tilefit.rules.CODE]``, validated when the
   configuration loads (an unknown option or a wrong type is a configuration error, exit 2),
   and read by the rule with ``self.option(name)``.

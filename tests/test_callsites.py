@@ -15,10 +15,10 @@ import pytest
 from tilefit.callsites.kernelinfo import analyze
 from tilefit.callsites.project import Project
 from tilefit.callsites.sites import build_sites
-from tilefit.callsites.source import SourceFile
+from tilefit.pysource.source import SourceFile
 from tilefit.callsites.values import Arms, Lit, Unknown
 from tilefit.config import ConfigError, settings_from_table
-from tilefit.smem.extract import ExtractError, extract_kernel
+from tilefit.pysource.extract import ExtractError, extract_kernel
 
 FIXTURES = Path(__file__).parent / "fixtures" / "callsites"
 ENGINE = FIXTURES / "engine"

@@ -241,7 +241,7 @@ def test_default_config_branches_are_reported_per_branch():
 
 
 def test_fix_python_applies_literal_edits(tmp_path):
-    from tilefit.callsites.fixes import fix_python
+    from tilefit.fix.python import fix_python
 
     copy = tmp_path / "engine"
     shutil.copytree(ENGINE, copy)

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tilefit.api import CheckOptions, run_check
-from tilefit.fix import run_fix
+from tilefit.app import run_fix
 from tilefit.fix.edits import apply_edits
 from tilefit.jsonpos import JsonDocument
 

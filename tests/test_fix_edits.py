@@ -9,8 +9,8 @@ import stat
 
 import pytest
 
-from tilefit.api import CheckOptions, run_check
-from tilefit.fix import compare_fixes, run_fix
+from tilefit.api import CheckOptions
+from tilefit.app import compare_fixes, run_check, run_fix
 from tilefit.fix.edits import EditError, apply_edits, entry_edits, same_json
 from tilefit.jsonpos import JsonDocument
 from tilefit.model import Applicability

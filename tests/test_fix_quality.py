@@ -110,7 +110,7 @@ def test_space_is_the_engine_grid_plus_the_tables_values():
 
 def test_fix_of_a_real_table_never_writes_values_outside_grid_and_table(tmp_path, corpus):
     from tilefit.api import CheckOptions
-    from tilefit.fix import run_fix
+    from tilefit.app import run_fix
 
     src = corpus / "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs/E=8,N=14336,device_name=NVIDIA_H200.json"
     path = tmp_path / src.name

@@ -53,7 +53,8 @@ def test_a_reporter_gets_what_it_declares(tmp_path, monkeypatch):
     the need (a format such as an HTML report needs tables, entries and fix plans)."""
     import io
 
-    from tilefit.api import CheckOptions, run_check
+    from tilefit.api import CheckOptions
+    from tilefit.app import run_check
     from tilefit.commands import check as check_cmd
     from tilefit.config import Settings
     from tilefit.reporters import Needs, Reporter

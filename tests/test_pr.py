@@ -73,7 +73,7 @@ def test_branch_commit_and_body(cli, repo, tmp_path):
         assert f"| `{path}` | {keys} | SMEM001 | {required} bytes | 101376 bytes | rtx4090 |" in body
     # each entry's old and new config, and the fixer's predicted speeds: its own report, verbatim
     from tilefit.api import CheckOptions
-    from tilefit.fix import run_fix
+    from tilefit.app import run_fix
     from tilefit.fix.report import markdown
 
     git(repo, "switch", "-q", "main")

@@ -38,7 +38,7 @@ FIXED = [(code, i, ex) for code, i, ex in CASES if ex.fixed is not None]
 def test_rule_examples_are_fixed_to_their_fixed_text(tmp_path, code, index, example):
     """Fixit's expected_replacement: `check --fix` turns the example into exactly ``fixed``, which
     the rule accepts; an example that needs --unsafe-fixes is left alone without it."""
-    from tilefit.fix import run_fix
+    from tilefit.app import run_fix
     from tilefit.rules.base import Scope
 
     if RULES[code].scope is Scope.CALLSITE:

@@ -25,7 +25,7 @@ Pipeline (each step a module):
 ``kernelinfo``      parameter roles read from a kernel body: pointers (data, index, scale,
                     output), floats, strides a launch passes as 1
 ``evaluate``        one compile per (kernel, launch values, dtype variant, arch): the kernel is
-                    carried into a scratch module (:mod:`tilefit.smem.extract`), given launch-like
+                    carried into a scratch module (:mod:`tilefit.pysource.extract`), given launch-like
                     arguments and compiled ahead of time (:mod:`tilefit.smem.exact`); dtype
                     variants from ``[tool.tilefit.kernels]`` or a bf16/fp16/fp8 sweep;
                     ``--allow-import`` and the analytic model of our reference kernels as fallbacks

@@ -7,7 +7,7 @@ or why there are none):
 
 1. **Source.** (With ``--estimator analytic``, a kernel named like one of our reference
    kernels is estimated by its closed form first.) The kernel is taken out of its file into a scratch module
-   (:func:`tilefit.smem.extract.extract_kernel`, no user code runs). If that fails and
+   (:func:`tilefit.pysource.extract.extract_kernel`, no user code runs). If that fails and
    ``allow_import`` is on, the user's module is imported instead. If neither works, a kernel
    with the name of one of our reference kernels is estimated by the analytic model; anything
    else is *unknown*, with the reason. Other kernels have no closed form, so they are compiled
@@ -43,7 +43,7 @@ from tilefit.dtypes import TL_NAMES, TRITON_TYPES, triton_type
 
 from .kernelinfo import KernelInfo, analyze
 from .project import Project
-from .scan import KernelDef
+from tilefit.pysource.scan import KernelDef
 from .sites import AutotuneConfig, AutotuneSite, Instance, LaunchSite, heuristics_of
 from .values import DictVal, Frame, Lit, Ref, Unknown, Val, branches
 
@@ -365,7 +365,7 @@ class CallsiteEvaluator:
         hit = self._sources.get(key)
         if hit is not None:
             return hit
-        from tilefit.smem.extract import ExtractError, extract_kernel
+        from tilefit.pysource.extract import ExtractError, extract_kernel
 
         try:
             scratch = extract_kernel(kernel.module.path, kernel.name, modules=self._module_for_path)
@@ -384,13 +384,13 @@ class CallsiteEvaluator:
         m = self.project.by_path.get(os.path.abspath(path))
         if m is not None:
             return m
-        from tilefit.smem.extract import _load_module
+        from tilefit.pysource.extract import _load_module
 
         return _load_module(path)
 
     def _import_source(self, kernel: KernelDef, why: str) -> Source:
         """--allow-import: import the user's module (its code runs) and take the JITFunction."""
-        from tilefit.smem.extract import _package_root
+        from tilefit.pysource.extract import _package_root
 
         path = os.path.abspath(kernel.module.path)
         root = _package_root(path)

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .scan import KernelDef
+from tilefit.pysource.scan import KernelDef
 from .values import local_assignments
 
 _ADDRESS_OPS = {

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from .scan import Binding, KernelDef, ModuleScan, may_matter, module_name, scan_source
-from .source import SourceFile
+from tilefit.pysource.scan import Binding, KernelDef, ModuleScan, may_matter, module_name, scan_source
+from tilefit.pysource.source import SourceFile
 from .values import Evaluator, Lit, Ref, Unknown, Val
 
 
@@ -172,7 +172,7 @@ class Project:
             return target, name
         found = self.find_module(binding.module or "", near=module)
         if found is None and self.on_demand and binding.module and binding.module.split(".")[0] != "triton":
-            from tilefit.smem.extract import _package_root
+            from tilefit.pysource.extract import _package_root
 
             found = self._module_at(_package_root(module.path), binding.module)
         return found, binding.module or ""
@@ -207,7 +207,7 @@ class Project:
         else:
             sub = self.find_module(f"{mod_name}.{binding.attr}", near=module)
             if sub is None and self.on_demand and mod_name.split(".")[0] != "triton":
-                from tilefit.smem.extract import _package_root
+                from tilefit.pysource.extract import _package_root
 
                 sub = self._module_at(_package_root(module.path), f"{mod_name}.{binding.attr}")
             if sub is not None:

@@ -20,9 +20,9 @@ import ast
 from dataclasses import dataclass, field
 
 from tilefit.model import Span
+from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan
 
 from .project import Project
-from .scan import CallRecord, KernelDef, LaunchCall, ModuleScan
 from .values import (Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches, combine,
                      function_params)
 

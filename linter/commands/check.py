@@ -7,7 +7,8 @@ import sys
 
 import click
 
-from tilefit.api import CheckOptions, UsageError, print_errors, run_check
+from tilefit.api import CheckOptions, UsageError, print_errors
+from tilefit.app import run_check
 from tilefit.estimate import MODES
 from tilefit.reporters import FORMATS, get_reporter
 

@@ -23,7 +23,7 @@ __all__ = ["fix", "run_fix_flow", "fix_hints"]
 def run_fix_flow(opts, settings, paths, *, fmt: str, output_file, statistics: bool, quiet: bool, diff: bool,
                  show_fixes: bool, fix_report: str | None, exit_zero: bool, exit_non_zero_on_fix: bool) -> int:
     """Apply (or, with ``diff``, show) the fixes; print what is left; return the exit code."""
-    from tilefit.fix import run_fix
+    from tilefit.app import run_fix
 
     from .check import render
 

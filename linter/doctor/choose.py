@@ -1,6 +1,6 @@
 """Choosing the configs the doctor writes.
 
-:func:`fixer_table` hands a whole table to the project's fixer (``tilefit.fix.run_fix``: a
+:func:`fixer_table` hands a whole table to the project's fixer (``tilefit.app.run_fix``: a
 config graph searched from each offending entry, ranked by the performance model, re-checked
 by the rules, verified and written atomically). Entries the fixer leaves overflowing (or every
 entry, when the fixer cannot be imported or fails) go to :func:`choose_entry`, the repair ladder.
@@ -89,7 +89,7 @@ def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode:
     """Let the project's fixer repair the overflowing entries of a table.
 
     Writes ``start`` to ``path`` (the name and folder the engine reads, so the fixer sees the
-    right engine and device) and runs ``tilefit.fix.run_fix`` on it for the targets, unsafe
+    right engine and device) and runs ``tilefit.app.run_fix`` on it for the targets, unsafe
     fixes allowed (the table is new: there is no earlier numerical behaviour to keep). Returns
     ({batch key: entry} as the fixer left the file, note), or (None, why the repair ladder is
     used instead).
@@ -98,9 +98,9 @@ def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode:
     from pathlib import Path
 
     try:
-        from tilefit.fix import run_fix
+        from tilefit.app import run_fix
     except ImportError:
-        return None, "the fixer (tilefit.fix.run_fix) is not available: entries chosen by the doctor's repair ladder"
+        return None, "the fixer (tilefit.app.run_fix) is not available: entries chosen by the doctor's repair ladder"
     from tilefit.api import CheckOptions
     from tilefit.config import Settings
 
@@ -113,7 +113,7 @@ def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode:
         fixed = json.loads(p.read_text())
         out = {int(k): dict(v) for k, v in fixed.items() if isinstance(v, dict)}
         n = sum(sum(f.fixed.values()) for f in result.files)
-        note = f"overflowing entries repaired by the fixer (tilefit.fix.run_fix, perf-model ranked): {n} fixed"
+        note = f"overflowing entries repaired by the fixer (tilefit.app.run_fix, perf-model ranked): {n} fixed"
         if result.errors:
             note += f"; fixer errors: {'; '.join(result.errors)}"
         return out, note

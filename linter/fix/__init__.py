@@ -1,9 +1,13 @@
 """The fixer: candidate configs, ranking, and byte-exact edits.
 
 >>> from tilefit.api import CheckOptions
->>> from tilefit.fix import run_fix
+>>> from tilefit.app import run_fix   # the check and the fixer, composed
 >>> result = run_fix(["configs/"], CheckOptions(targets=["consumer"]), write=False)
 >>> print(result.files[0].diff())
+
+This package does not run checks itself (it does not import :mod:`tilefit.api`): it plans fixes
+for a check's diagnostics (:class:`FixPlanner`, handed to ``api.run_check(planner=...)``) and
+applies them to a check's result (:func:`~.runner.fix_checked`); :mod:`tilefit.app` composes.
 
 Modules: :mod:`~tilefit.fix.space` (the config graph and the kernel constraints),
 :mod:`~tilefit.fix.planner` (search, ranking, rule re-check, fix safety),
@@ -15,7 +19,7 @@ naive and chosen configs side by side, for GPU timing).
 from __future__ import annotations
 
 from .planner import FIXABLE, EntryPlan, FixPlanner, TablePlan, naive_fix
-from .runner import FileFix, FixResult, FixVerificationError, run_fix
+from .runner import FileFix, FixResult, FixVerificationError, fix_checked
 
 
 def make_planner(engine, settings=None, opts=None) -> FixPlanner:
@@ -29,13 +33,7 @@ def make_planner(engine, settings=None, opts=None) -> FixPlanner:
     return FixPlanner(engine, margin=margin, unsafe=unsafe, rank=bool(getattr(opts, "fix_rank", True)))
 
 
-def compare_fixes(*args, **kwargs):
-    from .compare import compare_fixes as _compare
-
-    return _compare(*args, **kwargs)
-
-
 __all__ = [
     "FIXABLE", "EntryPlan", "FileFix", "FixPlanner", "FixResult", "FixVerificationError", "TablePlan",
-    "compare_fixes", "make_planner", "naive_fix", "run_fix",
+    "fix_checked", "make_planner", "naive_fix",
 ]

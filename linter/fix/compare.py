@@ -1,6 +1,6 @@
 """Original, naive and chosen configs side by side, for timing on a GPU.
 
->>> from tilefit.fix import compare_fixes
+>>> from tilefit.app import compare_fixes
 >>> for row in compare_fixes("E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json", ["rtx4090"]):
 ...     time(row.original, row.M); time(row.naive, row.M); time(row.chosen, row.M)
 
@@ -40,18 +40,14 @@ class FixComparison:
         return asdict(self)
 
 
-def compare_fixes(table, targets: Sequence[str] = (), *, estimator: str = "analytic", margin: int = 0,
-                  unsafe: bool = False, settings=None) -> list[FixComparison]:
-    """``table`` is a path or a :class:`tilefit.tables.ConfigTable`; ``targets`` as ``--target``."""
-    from tilefit.api import CheckOptions, build_engine
-    from tilefit.config import Settings
+def compare_with(engine, table, *, margin: int = 0, unsafe: bool = False) -> list[FixComparison]:
+    """The comparison rows of ``table`` (a path or a :class:`tilefit.tables.ConfigTable`) for
+    ``engine``'s targets (``tilefit.app.compare_fixes`` builds the engine from ``--target``s)."""
     from tilefit.perf import shape_for
     from tilefit.tables import read_table
 
     from .planner import FixPlanner, batch_size
 
-    settings = settings or Settings()
-    engine = build_engine(settings, CheckOptions(targets=list(targets), estimator=estimator))
     if isinstance(table, str) or hasattr(table, "__fspath__"):
         table = read_table(str(table))
     planner = FixPlanner(engine, margin=margin, unsafe=unsafe)

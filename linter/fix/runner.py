@@ -20,9 +20,8 @@ import difflib
 import os
 import stat
 from dataclasses import dataclass, field, replace
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from tilefit.api import CheckOptions, CheckResult, run_check
 from tilefit.atomicfile import write_atomic
 from tilefit.config import Settings, resolve_relative
 from tilefit.jsonpos import JsonDocument, JsonError, parse_pointer
@@ -32,7 +31,12 @@ from tilefit.tables import ConfigTable
 from .edits import apply_fixes, resolve, same_json
 from .planner import FIXABLE, EntryPlan, FixPlanner
 
+if TYPE_CHECKING:  # pragma: no cover - the fixer runs on a check's result; tilefit.app composes them
+    from tilefit.api import CheckResult
+
 MAX_PASSES = 3
+# ``recheck(paths)``: the diagnostics a fresh check (without fixes) finds in ``paths``
+Recheck = Callable[[Sequence[str]], Sequence[Diagnostic]]
 
 
 class FixVerificationError(Exception):
@@ -55,7 +59,7 @@ class FileFix:
 
 @dataclass
 class FixResult:
-    check: CheckResult  # the state after fixing: remaining diagnostics (fixes attached)
+    check: "CheckResult"  # the state after fixing: remaining diagnostics (fixes attached)
     files: list[FileFix]  # files that change
     errors: list[str]  # fixes that did not verify, files that could not be written
     required: Applicability
@@ -91,14 +95,18 @@ class FixResult:
         return 1 if any(d.severity.value != "info" for d in self.check.diagnostics) else 0
 
 
-def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None, *,
-            write: bool = True) -> FixResult:
-    """Check ``paths``, apply the applicable fixes and (``write``) write the files back."""
-    settings = settings or Settings()
-    opts = replace(opts or CheckOptions(), fix=True)
+def required_applicability(opts: Any, settings: Settings) -> Applicability:
+    """SAFE, or UNSAFE with ``--unsafe-fixes`` (option first, then the settings)."""
     unsafe = opts.unsafe_fixes if opts.unsafe_fixes is not None else settings.unsafe_fixes
-    required = Applicability.UNSAFE if unsafe else Applicability.SAFE
-    result = run_check(paths, opts, settings)
+    return Applicability.UNSAFE if unsafe else Applicability.SAFE
+
+
+def fix_checked(result: "CheckResult", opts: Any, settings: Settings, *, recheck: Recheck,
+                write: bool = True) -> FixResult:
+    """Apply the applicable fixes of a check's ``result`` (planned: ``result.planner``) and
+    (``write``) write the files back; ``recheck`` checks a fixed Python file again. The check
+    itself is the caller's (``tilefit.app.run_fix`` composes both)."""
+    required = required_applicability(opts, settings)
     found = list(result.diagnostics)
     planner: FixPlanner = result.planner
     by_path: dict[str, list[Diagnostic]] = collections.defaultdict(list)
@@ -127,7 +135,7 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
             ff.written = True
         files.append(ff)
         final[path] = remaining
-    _fix_python_files(result, required, write, files, errors, final, opts, settings)
+    _fix_python_files(result, required, write, files, errors, final, recheck)
     if final:
         diagnostics = [d for d in result.diagnostics if d.path not in final]
         fresh = [d for p in final for d in final[p]]
@@ -138,10 +146,10 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
     return FixResult(check=result, files=files, errors=errors, required=required, found=found)
 
 
-def _fix_python_files(result, required, write, files, errors, final, opts, settings) -> None:
+def _fix_python_files(result, required, write, files, errors, final, recheck: Recheck) -> None:
     """Call-site fixes (literal num_stages / BLOCK values in .py files): splice, check that the
     file still parses, write atomically, and re-check the file for what remains."""
-    from tilefit.callsites.fixes import fix_python
+    from tilefit.fix.python import fix_python
 
     for path, pf in fix_python(result.diagnostics, required).items():
         if pf.error:
@@ -160,12 +168,11 @@ def _fix_python_files(result, required, write, files, errors, final, opts, setti
                 errors.append(f"{path}: cannot write the fixed file: {exc}")
                 continue
             ff.written = True
-            again = run_check([path], replace(opts, fix=False), settings)
-            final[path] = [d for d in again.diagnostics if d.path == path]
+            final[path] = [d for d in recheck([path]) if d.path == path]
         files.append(ff)
 
 
-def _baselined(diagnostics: list[Diagnostic], opts: CheckOptions, settings: Settings):
+def _baselined(diagnostics: list[Diagnostic], opts: Any, settings: Settings):
     from tilefit.baseline import filter_baselined, load_baseline
 
     baseline = opts.baseline or (resolve_relative(settings, settings.baseline) if settings.baseline else None)

@@ -38,6 +38,7 @@ BACKEND_OPTIONS = frozenset({
 
 ARG_KINDS = ("ptr", "int", "float", "bool", "none", "constexpr", "dtype")
 
+
 @dataclass(frozen=True)
 class Arg:
     """One launch argument.
@@ -58,18 +59,22 @@ class Arg:
 
 
 def ptr(name: str, ty: str | None) -> Arg:
+    """A 16-byte aligned pointer to ``ty`` elements (None: a ``None`` argument)."""
     return Arg(name, "none") if ty is None else Arg(name, "ptr", triton_type(ty))
 
 
 def int_(name: str, value: int) -> Arg:
+    """An integer the launcher passes (specialised by Triton: 1, divisible by 16, other)."""
     return Arg(name, "int", int(value))
 
 
 def const(name: str, value: object) -> Arg:
+    """A ``tl.constexpr`` value."""
     return Arg(name, "constexpr", value)
 
 
 def dtype_arg(name: str, ty: str) -> Arg:
+    """A ``tl.constexpr`` holding a Triton dtype."""
     return Arg(name, "dtype", triton_type(ty))
 
 
@@ -108,14 +113,17 @@ def next_pow2(x: int) -> int:
 
 
 def extra_of(spec: KernelSpec) -> dict[str, object]:
+    """``spec.extra`` as a dict (launcher options: ``act_dtype``, ``has_zp``, ``group_size``, ...)."""
     return dict(spec.extra)
 
 
 def options(spec: KernelSpec) -> tuple[tuple[str, object], ...]:
+    """The backend compile options among ``spec.extra`` (``num_ctas``, ``waves_per_eu``, ...)."""
     return tuple(sorted((k, v) for k, v in spec.extra if k in BACKEND_OPTIONS))
 
 
 def require(spec: KernelSpec, *names: str) -> dict[str, int]:
+    """``spec``'s tile; ValueError when it lacks one of ``names``."""
     tile = spec.tile_dict
     missing = [n for n in names if n not in tile]
     if missing:
@@ -124,8 +132,8 @@ def require(spec: KernelSpec, *names: str) -> dict[str, int]:
 
 
 def out_type(spec: KernelSpec, default: str) -> str:
+    """The output's element type (``extra["out_dtype"]``, else ``default``)."""
     return triton_type(str(extra_of(spec).get("out_dtype", default)))
-
 
 
 def adapt_to_arch(plan: LaunchPlan, arch: str) -> LaunchPlan:

@@ -5,7 +5,7 @@ differ (an extra bias tile, another epilogue). ``EngineKernels(source)`` finds t
 ``@triton.jit`` kernel for each of our kernels in ``source`` -- a ``.py`` file, a source tree
 (vLLM / SGLang layouts are searched first), or ``installed`` / ``vllm`` / ``sglang`` for the
 installed package -- takes it and the jit helpers it calls out by AST
-(:func:`tilefit.smem.extract.extract_kernel`: a scratch module that imports only triton; the
+(:func:`tilefit.pysource.extract.extract_kernel`: a scratch module that imports only triton; the
 engine is never imported), and compiles it with the launch of our kernel's plan
 (:mod:`tilefit.kernels`) mapped onto the engine kernel's parameters:
 
@@ -194,7 +194,7 @@ class EngineKernels:
 
     def scratch(self, kernel: str):
         """The scratch module of the engine kernel for our ``kernel`` (raises EngineKernelError)."""
-        from .extract import ExtractError, extract_kernel
+        from ..pysource.extract import ExtractError, extract_kernel
 
         if kernel not in self._scratch:
             found = self.locate(kernel)

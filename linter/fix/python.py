@@ -15,6 +15,8 @@ from typing import Iterable
 
 from tilefit.model import Applicability, Diagnostic, Fix
 
+from .edits import apply_fixes
+
 
 @dataclass
 class PythonFix:
@@ -28,8 +30,6 @@ class PythonFix:
 def fix_python(diagnostics: Iterable[Diagnostic], required: Applicability = Applicability.UNSAFE,
                read=None) -> dict[str, PythonFix]:
     """New contents of the ``.py`` files whose diagnostics carry fixes at ``required`` or above."""
-    from tilefit.fix.edits import apply_fixes
-
     read = read or (lambda p: open(p, "rb").read())
     by_path: dict[str, list[Fix]] = {}
     for d in diagnostics:

@@ -131,8 +131,8 @@ _parsed: dict[tuple[str, int, int], object] = {}
 
 def _load_module(path: str):
     """The scan of ``path`` (cached by path, mtime and size)."""
-    from tilefit.callsites.scan import scan_source
-    from tilefit.callsites.source import SourceFile
+    from tilefit.pysource.scan import scan_source
+    from tilefit.pysource.source import SourceFile
 
     path = os.path.abspath(path)
     try:
@@ -254,7 +254,7 @@ def extract_kernel(source_path: str | os.PathLike, function_name: str, *,
                    modules: Callable[[str], object] | None = None) -> ScratchModule:
     """Build the scratch module of ``function_name`` in ``source_path``.
 
-    ``modules`` maps a file path to its :class:`~tilefit.callsites.scan.ModuleScan` (to reuse a
+    ``modules`` maps a file path to its :class:`~tilefit.pysource.scan.ModuleScan` (to reuse a
     scan); by default files are parsed here (and cached by mtime). Raises :class:`ExtractError`.
     """
     path = os.path.abspath(os.fspath(source_path))

@@ -1,5 +1,9 @@
 """The engine path for Python files: scan, build sites, run the CALLSITE rules, position.
 
+(The lint engine's part for ``.py`` files, :meth:`tilefit.engine.Engine.check_python`; it sits
+above :mod:`tilefit.callsites`, which finds and evaluates the call sites, and :mod:`tilefit.rules`,
+whose CALLSITE rules judge them, so neither of the two imports the other's machinery.)
+
 Python files have no device in their name, so they are judged against the engine's targets
 (``--target`` and ``[tool.tilefit] targets``) only; without targets nothing is compiled and
 the rules report nothing device-specific. Diagnostics have ``pointer=None``; ``# noqa`` /
@@ -15,10 +19,10 @@ from typing import Any, Mapping, Sequence
 
 from tilefit.model import Diagnostic, fingerprint_of
 
-from .checks import SiteChecks
-from .evaluate import CallsiteEvaluator
-from .project import Project
-from .sites import Sites, build_sites
+from tilefit.callsites.checks import SiteChecks
+from tilefit.callsites.evaluate import CallsiteEvaluator
+from tilefit.callsites.project import Project
+from tilefit.callsites.sites import Sites, build_sites
 
 
 @dataclass

@@ -1,0 +1,69 @@
+"""The application layer: the check and the fixer, composed (what the CLI, ``tilefit pr``, the
+doctor and the tuner call).
+
+:mod:`tilefit.api` checks files and knows nothing of fixes beyond a planner it is handed;
+:mod:`tilefit.fix` plans and applies fixes to a check's result and never runs a check itself.
+This module is where the two meet:
+
+>>> from tilefit.api import CheckOptions
+>>> from tilefit.app import run_check, run_fix
+>>> result = run_check(["configs/"], CheckOptions(targets=["consumer"], fix=True))  # fixes attached
+>>> fixed = run_fix(["configs/"], CheckOptions(targets=["consumer"]), write=False)
+>>> print(fixed.files[0].diff())
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Sequence
+
+from . import api
+from .api import CheckOptions, CheckResult
+from .config import Settings
+from .engine import Engine
+
+if TYPE_CHECKING:  # pragma: no cover - the fixer is imported when used (networkx is heavy for a pre-commit check)
+    from .fix import FixResult
+    from .fix.compare import FixComparison
+
+__all__ = ["CheckOptions", "CheckResult", "compare_fixes", "run_check", "run_fix"]
+
+
+def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None,
+              engine: Engine | None = None) -> CheckResult:
+    """:func:`tilefit.api.run_check`, with the fixer's plans attached when ``opts.fix``."""
+    opts = opts or CheckOptions()
+    settings = settings or Settings()
+    planner = None
+    if opts.fix:
+        from .fix import make_planner
+
+        engine = engine or api.build_engine(settings, opts)
+        planner = make_planner(engine, settings, opts)
+    return api.run_check(paths, opts, settings, engine, planner=planner)
+
+
+def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None, *,
+            write: bool = True) -> "FixResult":
+    """Check ``paths``, apply the applicable fixes and (``write``) write the files back."""
+    from .fix import fix_checked
+
+    settings = settings or Settings()
+    opts = replace(opts or CheckOptions(), fix=True)
+    result = run_check(paths, opts, settings)
+
+    def recheck(changed: Sequence[str]):
+        return api.run_check(list(changed), replace(opts, fix=False), settings).diagnostics
+
+    return fix_checked(result, opts, settings, recheck=recheck, write=write)
+
+
+def compare_fixes(table, targets: Sequence[str] = (), *, estimator: str = "analytic", margin: int = 0,
+                  unsafe: bool = False, settings: Settings | None = None) -> "list[FixComparison]":
+    """Original, naive and chosen configs of ``table`` (a path or a ConfigTable) side by side;
+    ``targets`` as ``--target`` (:mod:`tilefit.fix.compare`)."""
+    from .fix.compare import compare_with
+
+    settings = settings or Settings()
+    engine = api.build_engine(settings, CheckOptions(targets=list(targets), estimator=estimator))
+    return compare_with(engine, table, margin=margin, unsafe=unsafe)
