@@ -182,7 +182,8 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
             write_statistics(result.diagnostics, stream)
         else:
             ctx = RenderContext(tool_version=__version__, fix_applicability=fix_applicability,
-                                root=str(result.root) if result.root is not None else None)
+                                root=str(result.root) if result.root is not None else None,
+                                command=command_line())
             if reporter.needs.sources:
                 ctx.sources = {p: (t.doc.text if t.doc is not None else t.data.decode("utf-8", "replace"))
                                for p, t in result.tables.items()}
@@ -195,6 +196,13 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
     finally:
         if output_file:
             stream.close()
+
+
+def command_line() -> str:
+    import os
+    import shlex
+
+    return shlex.join(["tilefit"] + sys.argv[1:]) if os.path.basename(sys.argv[0] or "") in ("tilefit", "__main__.py") else ""
 
 
 def write_statistics(diagnostics, stream) -> None:

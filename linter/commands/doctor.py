@@ -11,7 +11,7 @@ from tilefit.estimate import MODES
 
 from .common import fail
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "json", "html")
 ENGINES = ("sglang", "vllm", "all")
 
 
@@ -84,10 +84,13 @@ def _batch_sizes(text: str | None, usual: list[int]) -> list[int] | None:
 @click.option("--write", "write_dir", default=None, type=click.Path(file_okay=False),
               help="Write fitting tables under the names the engine looks up, into DIR (SGLang: "
                    "DIR/configs/triton_X_Y_Z/; vLLM: DIR/), and print the export line.")
-@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="text, json, or html: one self-contained page (kernels x targets, a page per kernel).")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to a file instead of stdout.")
 def doctor(model, shape, dtype, engines, engine_version, engine_path, allow_import, targets, device, device_files,
            tp_size, ep_size, kv_cache_dtype, triton_version, batch_sizes, shared_expert_fusion, force_triton,
-           estimator, write_dir, output_format):
+           estimator, write_dir, output_format, output_file):
     """Will MODEL crash on this GPU with this engine? And make it not crash.
 
     MODEL is a local model folder or its config.json (never downloaded). For every engine and
@@ -129,6 +132,24 @@ def doctor(model, shape, dtype, engines, engine_version, engine_path, allow_impo
         raise
     from tilefit.doctor.report import render_json, render_text
 
-    text = render_json(report) if output_format == "json" else render_text(report)
-    click.echo(text, nl=False)
+    if output_format == "html":
+        from tilefit import __version__
+        from tilefit.audit.doctor import build_doctor_audit
+        from tilefit.reporters.html import render_page
+
+        from .check import command_line
+
+        audit = build_doctor_audit(report, command=command_line(), tool_version=__version__)
+        text = render_page(audit.to_json(), audit.title, generator=audit.meta["tool"])
+    else:
+        text = render_json(report) if output_format == "json" else render_text(report)
+    if output_file:
+        from tilefit.reporters.html import write_page
+
+        try:
+            write_page(output_file, text)
+        except OSError as exc:
+            fail(f"cannot write {output_file}: {exc}")
+    else:
+        click.echo(text, nl=False)
     sys.exit(report.exit_code)

@@ -64,9 +64,13 @@ class KernelName(click.Choice):
 @click.option("--launch", is_flag=True, help="Also launch every point on the local GPU and report the outcome.")
 @click.option("--device-file", "device_files", multiple=True, type=click.Path(dir_okay=False),
               help="Extra device database file (JSON). Repeatable.")
-@click.option("--output-format", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--output-format", type=click.Choice(["text", "json", "html", "svg"]), default="text", show_default=True,
+              help="text, json, html (a page: the plot, the points, the text report) or svg (the plot: bytes per "
+                   "point and arch, each device's limit drawn).")
+@click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Write the report to a file instead of stdout.")
 def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sweeps, archs, targets, heads, swap_ab,
-          estimator, triton_version, jobs, engine_kernels, launch, device_files, output_format):
+          estimator, triton_version, jobs, engine_kernels, launch, device_files, output_format, output_file):
     """Compile KERNEL over a sweep and show its shared memory per arch, and which devices fit.
 
     \b
@@ -156,8 +160,33 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
                            for a, devs in devices.items()},
                "engine_kernels": engine_desc, "local_gpu": local,
                "points": [p.to_json(all_devices) for p in points]}
-        json.dump(doc, sys.stdout, indent=1)
-        sys.stdout.write("\n")
+        text = json.dumps(doc, indent=1) + "\n"
     else:
-        click.echo(P.render_text(points, devices, req, mode, triton, engine_desc, local if launch else None), nl=False)
+        text = P.render_text(points, devices, req, mode, triton, engine_desc, local if launch else None)
+        if output_format in ("html", "svg"):
+            text = _sweep_page(points, devices, mode, triton, text, output_format)
+    if output_file:
+        from tilefit.reporters.html import write_page
+
+        try:
+            write_page(output_file, text)
+        except OSError as exc:
+            fail(f"cannot write {output_file}: {exc}")
+    else:
+        click.echo(text, nl=False)
     sys.exit(0)
+
+
+def _sweep_page(points, devices, mode: str, triton: str | None, text: str, fmt: str) -> str:
+    """The probe's HTML page or SVG plot; titled with the text report's heading lines."""
+    from tilefit import __version__
+    from tilefit.audit.sweep import build_sweep
+    from tilefit.reporters.html import render_sweep_page, sweep_svg
+
+    from .check import command_line
+
+    head = text.splitlines()
+    model = build_sweep(points, devices, title=head[0] if head else "tilefit probe",
+                        subtitle=head[1] if len(head) > 1 else "", estimator=mode, triton=triton, text=text,
+                        command=command_line(), tool=f"tilefit {__version__}")
+    return sweep_svg(model) if fmt == "svg" else render_sweep_page(model)

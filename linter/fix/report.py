@@ -22,14 +22,24 @@ from tilefit.model import Applicability
 from .planner import describe
 
 
-def _ratio(new: float | None, old: float | None) -> str:
+def speed_ratio(new: float | None, old: float | None) -> float | None:
+    """Predicted time of ``new`` over ``old`` (below 1: faster); None when either is unknown."""
     if not new or not old:
+        return None
+    return new / old
+
+
+def _ratio_text(r: float | None) -> str:
+    if r is None:
         return "–"
-    r = new / old
     pct = (r - 1.0) * 100.0
     if abs(pct) < 0.5:
         return "1.00× (same)"
     return f"{r:.2f}× ({abs(pct):.0f} % {'slower' if pct > 0 else 'faster'})"
+
+
+def _ratio(new: float | None, old: float | None) -> str:
+    return _ratio_text(speed_ratio(new, old))
 
 
 SHORT = {"BLOCK_SIZE_M": "BM", "BLOCK_SIZE_N": "BN", "BLOCK_SIZE_K": "BK"}
@@ -75,16 +85,26 @@ def _needs(plan) -> str:
     return "<br>".join(out) or "–"
 
 
+def plan_speedups(plan) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """The predicted speed of a fix as time ratios (below 1: faster), device -> ratio: against
+    the original on the devices where it runs (the file's own device), and against the naive
+    fix on every ranked device. The numbers behind :func:`speeds` and the HTML report."""
+    vs_old: dict[str, float | None] = {}
+    vs_naive: dict[str, float | None] = {}
+    for dev, row in plan.predicted.items():
+        if dev == plan.device:
+            vs_old[dev] = speed_ratio(row.get("chosen"), row.get("original"))
+        if row.get("naive"):
+            vs_naive[dev] = speed_ratio(row.get("chosen"), row.get("naive"))
+    return vs_old, vs_naive
+
+
 def speeds(plan) -> tuple[list[str], list[str]]:
     """(vs the original, on the devices where it runs; vs the naive fix, on every ranked device),
     as ``device: ratio`` strings."""
-    vs_old, vs_naive = [], []
-    for dev, row in plan.predicted.items():
-        if dev == plan.device:
-            vs_old.append(f"{dev}: {_ratio(row.get('chosen'), row.get('original'))}")
-        if row.get("naive"):
-            vs_naive.append(f"{dev}: {_ratio(row.get('chosen'), row.get('naive'))}")
-    return vs_old, vs_naive
+    vs_old, vs_naive = plan_speedups(plan)
+    return ([f"{dev}: {_ratio_text(r)}" for dev, r in vs_old.items()],
+            [f"{dev}: {_ratio_text(r)}" for dev, r in vs_naive.items()])
 
 
 def _speed(plan) -> tuple[str, str]:

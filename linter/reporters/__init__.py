@@ -22,6 +22,7 @@ FORMATS: dict[str, str] = {
     "sarif": "sarif",
     "github": "github",
     "gitlab": "gitlab",
+    "html": "html",  # one self-contained page (reporters/html/): draws ctx.result
 }
 
 

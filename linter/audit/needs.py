@@ -1,0 +1,81 @@
+"""One entry's shared-memory need on one device class, and its verdict, for every entry (the rules
+report only the offending ones).
+
+The figure is the one SMEM001 judges: the worst kernel variant the entry feeds
+(:func:`tilefit.variants.kernel_variants`), estimated by the run's own estimator with the class's
+limit (so ``auto`` compiles exactly what it compiled for the check, and the estimator's memo
+answers). The verdict follows SMEM001, EST001 and DEV002: over only when even the estimate's
+error bound cannot bring it under the limit; not applicable when Triton cannot compile the
+table's dtype for the arch. ``tests/test_audit.py`` holds the audit's overflows equal to the
+check's SMEM001 diagnostics.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple
+
+from tilefit.estimate import EstimatorUnavailable
+from tilefit.variants import dtype_path, kernel_variants
+
+FITS, OVER, UNCERTAIN, NOT_APPLICABLE, UNCHECKED = "f", "o", "u", "n", "x"
+
+
+class Need(NamedTuple):
+    bytes: int | None
+    verdict: str  # FITS, OVER, UNCERTAIN, NOT_APPLICABLE or UNCHECKED
+    estimator: str | None = None  # "analytic" or "exact"
+
+
+def dtype_supported(meta, device) -> bool:
+    """DEV002's test: fp8 e4m3 tables need an arch whose Triton backend has fp8e4nv."""
+    if dtype_path(meta) != "fp8_w8a8":
+        return True
+    supported = device.triton_fp8_dtypes
+    return supported is None or "fp8e4nv" in supported
+
+
+def entry_need(meta, entry: Mapping, device, estimator, variants=None) -> Need:
+    """``variants``: the entry's kernel variants on ``device`` when the caller has them."""
+    limit = device.smem_per_block_optin
+    if not dtype_supported(meta, device):
+        return Need(None, NOT_APPLICABLE)
+    worst = None
+    over = uncertain = unchecked = False
+    if variants is None:
+        variants = kernel_variants(meta, entry, device.arch, device.vendor, meta.engine)
+    for variant in variants:
+        try:
+            est = estimator.estimate(variant.spec, device.arch, limit)
+        except EstimatorUnavailable:
+            unchecked = True
+            continue
+        if worst is None or est.shared_bytes > worst.shared_bytes:
+            worst = est
+        if not est.usable or limit is None:
+            unchecked = True
+        elif est.certainly_over(limit):
+            over = True
+        elif not est.certainly_fits(limit):
+            uncertain = True
+    if worst is None:
+        return Need(None, UNCHECKED)
+    # SMEM001 reports any variant that is surely over; EST001 any it could not decide
+    verdict = OVER if over else UNCHECKED if unchecked else UNCERTAIN if uncertain else FITS
+    return Need(worst.shared_bytes, verdict, worst.estimator)
+
+
+class NeedTable:
+    """:func:`entry_need` for many (kernel, config, device class) triples, the kernel variants
+    built once per (kernel, config, vendor, Hopper or not): they differ between archs only by
+    vLLM's sm_90 swap of A and B (:func:`tilefit.variants.kernel_variants`)."""
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+        self._variants: dict[tuple, tuple] = {}
+
+    def need(self, kernel_key, config_key, meta, entry: Mapping, device) -> Need:
+        vkey = (kernel_key, config_key, device.vendor, device.arch == "sm_90")
+        variants = self._variants.get(vkey)
+        if variants is None:
+            variants = self._variants[vkey] = kernel_variants(meta, entry, device.arch, device.vendor, meta.engine)
+        return entry_need(meta, entry, device, self.estimator, variants)

@@ -1,0 +1,47 @@
+"""``--output-format html``: one self-contained HTML page (inline CSS, JavaScript and SVG, no
+network, works from ``file://``) that draws an audit (:mod:`tilefit.audit`): the matrix of
+tables x device classes, a page per table, and a summary a pull request can link to.
+
+The page is a pure function of the audit's JSON (:func:`tilefit.reporters.html.page.render_page`);
+this module only builds the audit and writes the page.
+"""
+
+from __future__ import annotations
+
+from ..common import Needs, Reporter
+from .page import embed_json, render_page, render_sweep_page
+from .svg import sweep_svg
+
+__all__ = ["embed_json", "render", "render_audit", "render_page", "render_sweep_page", "sweep_svg", "write_page"]
+
+
+def write_page(path: str, text: str) -> None:
+    """Write a report atomically, readable as a file the user made (the umask's permissions,
+    not a temporary file's 0600). Raises ``OSError``."""
+    import os
+
+    from tilefit.atomicfile import write_atomic
+
+    umask = os.umask(0)
+    os.umask(umask)
+    write_atomic(path, text, mode=0o666 & ~umask)
+
+
+def render_audit(audit, stream) -> None:
+    stream.write(render_page(audit.to_json(), audit.title, generator=audit.meta.get("tool") or "tilefit"))
+
+
+# --- the reporter (tilefit.reporters.FORMATS["html"]) ----------------------------------------
+# The HTML format draws the whole check result, not only the diagnostics (Needs.result), with
+# the fixer's ranked plans (as the json format).
+def render(diagnostics, stream, ctx) -> None:
+    from tilefit.audit import build_check_audit
+
+    result = getattr(ctx, "result", None)
+    if result is None:
+        raise ValueError("the html format needs the check result (RenderContext.result)")
+    render_audit(build_check_audit(result, command=getattr(ctx, "command", None), tool_version=ctx.tool_version),
+                 stream)
+
+
+REPORTER = Reporter(render, Needs(fixes=True, fix_ranking=True, result=True))
