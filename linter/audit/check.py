@@ -33,7 +33,7 @@ class _Interner:
         self._index: dict[str, int] = {}
 
     def __call__(self, value) -> int:
-        key = json.dumps(value, sort_keys=False, default=str)
+        key = json.dumps(value, sort_keys=True, default=str)  # key order does not make another config
         i = self._index.get(key)
         if i is None:
             i = self._index[key] = len(self.values)

@@ -6,7 +6,8 @@ The figure is the one SMEM001 judges: the worst kernel variant the entry feeds
 limit (so ``auto`` compiles exactly what it compiled for the check, and the estimator's memo
 answers). The verdict follows SMEM001, EST001 and DEV002: over only when even the estimate's
 error bound cannot bring it under the limit; not applicable when Triton cannot compile the
-table's dtype for the arch. ``tests/test_audit.py`` holds the audit's overflows equal to the
+table's dtype for the arch (DEV002; the check then also reports the bytes as SMEM001, the page
+shows the more basic fact). ``tests/test_audit.py`` holds the audit's overflows equal to the
 check's SMEM001 diagnostics.
 """
 

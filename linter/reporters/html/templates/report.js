@@ -61,6 +61,7 @@
   }
   function cellHtml(t, col, attrs) {
     var c = t.cells[col];
+    if (!c && t.why) return "<td class=\"c x\"" + attrs + " title=\"not checked: " + esc(t.why) + "\">\u2013</td>";
     if (!c) return "<td class=\"c none\"" + attrs + "></td>";
     var C = COLS[col], title, text, style = "";
     if (c.v === "o") {
@@ -299,8 +300,9 @@
       "<span><span class=\"sw\" style=\"background:var(--na)\"></span>not applicable</span>" +
       "<span><span class=\"sw\" style=\"background:var(--unchecked)\"></span>not checked</span>" +
       "<span>Click a header to sort, a row to open its page.</span></div>");
-    h.push("<div class=\"matrix-wrap\"><table class=\"matrix\" id=\"matrix\"><thead id=\"mhead\"></thead><tbody id=\"mbody\"></tbody></table></div>");
+    h.push("<div class=\"matrix-wrap\" id=\"matrix-wrap\"><table class=\"matrix\" id=\"matrix\"><colgroup id=\"mcols\"></colgroup><thead id=\"mhead\"></thead><tbody id=\"mbody\"></tbody></table></div>");
     main.innerHTML = h.join("");
+    document.getElementById("matrix-wrap").addEventListener("scroll", onScroll);
     ["f-engine", "f-kernel", "f-dtype", "f-col", "f-status"].forEach(function (id) {
       document.getElementById(id).addEventListener("change", function (ev) { F[id.slice(2)] = ev.target.value; drawRows(); });
     });
@@ -333,17 +335,52 @@
     });
     hh.push("</tr>");
     document.getElementById("mhead").innerHTML = hh.join("");
-    var rows = TABLES.filter(visible), out = [], ncol = cols.length + (withOwn ? 2 : 1);
-    sortedRows(rows).forEach(function (t) {
-      if (t.group !== undefined) { out.push("<tr class=\"grp\"><td colspan=\"" + ncol + "\">" + esc(t.group) + " <span class=\"muted\">(" + t.n + ")</span></td></tr>"); return; }
-      var r = "<tr class=\"row\" data-i=\"" + t.i + "\"><td class=\"path\" title=\"" + esc(t.full + (t.why ? " \u2014 " + t.why : "")) + "\">" + link(t, true) + "</td>";
-      if (withOwn) r += ownCol(t) === null ? "<td class=\"c x\" title=\"the file name names no known device\">\u2013</td>" : cellHtml(t, ownCol(t), "");
-      for (var j = 0; j < cols.length; j++) r += cellHtml(t, cols[j], "");
-      out.push(r + "</tr>");
-    });
-    document.getElementById("mbody").innerHTML = out.join("") ||
-      "<tr><td class=\"empty\" colspan=\"" + ncol + "\">No table matches the filters.</td></tr>";
+    var rows = TABLES.filter(visible);
+    M = { items: sortedRows(rows), cols: cols, withOwn: withOwn, ncol: cols.length + (withOwn ? 2 : 1), first: -1, last: -1 };
+    var cg = "<col style=\"width:" + PATH_W + "px\" />";
+    for (var k = 1; k < M.ncol; k++) cg += "<col style=\"width:" + CELL_W + "px\" />";
+    document.getElementById("mcols").innerHTML = cg;
+    document.getElementById("matrix").style.width = (PATH_W + CELL_W * (M.ncol - 1)) + "px";
     document.getElementById("count").textContent = rows.length + " of " + TABLES.length + (D.kind === "doctor" ? " kernels" : " tables");
+    paintRows(true);
+  }
+  // The matrix draws only the rows in view (and a margin): a table of the corpus against every
+  // class has ~27,000 cells, and laying them all out takes seconds. Rows have one fixed height.
+  var ROW_H = 22, PATH_W = 460, CELL_W = 92, MARGIN_ROWS = 30, M = null, painting = false, measured = false;
+  function rowHtml(t) {
+    if (t.group !== undefined) return "<tr class=\"grp\"><td colspan=\"" + M.ncol + "\">" + esc(t.group) + " <span class=\"muted\">(" + t.n + ")</span></td></tr>";
+    var r = "<tr class=\"row\" data-i=\"" + t.i + "\"><td class=\"path\" title=\"" + esc(t.full + (t.why ? " \u2014 " + t.why : "")) + "\">" + link(t, true) + "</td>";
+    if (M.withOwn) r += ownCol(t) === null ? "<td class=\"c x\" title=\"the file name names no known device\">\u2013</td>" : cellHtml(t, ownCol(t), "");
+    for (var j = 0; j < M.cols.length; j++) r += cellHtml(t, M.cols[j], "");
+    return r + "</tr>";
+  }
+  function paintRows(force) {
+    var wrap = document.getElementById("matrix-wrap"), body = document.getElementById("mbody");
+    if (!wrap || !body || !M) return;
+    var n = M.items.length;
+    if (!n) { body.innerHTML = "<tr><td class=\"empty\" colspan=\"" + M.ncol + "\">No table matches the filters.</td></tr>"; return; }
+    var first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - MARGIN_ROWS);
+    // the box grows with its rows up to a maximum height: size the window by the viewport
+    var last = Math.min(n, first + Math.ceil(Math.max(wrap.clientHeight, window.innerHeight || 800) / ROW_H) + 2 * MARGIN_ROWS);
+    if (!force && first === M.first && last === M.last) return;
+    M.first = first; M.last = last;
+    var out = [];
+    if (first) out.push("<tr class=\"spacer\" style=\"height:" + first * ROW_H + "px\"><td colspan=\"" + M.ncol + "\"></td></tr>");
+    for (var i = first; i < last; i++) out.push(rowHtml(M.items[i]));
+    if (last < n) out.push("<tr class=\"spacer\" style=\"height:" + (n - last) * ROW_H + "px\"><td colspan=\"" + M.ncol + "\"></td></tr>");
+    body.innerHTML = out.join("");
+    if (!measured) {  // the spacers assume every row is ROW_H high: take the real height once
+      var r = body.querySelector("tr.row");
+      if (r && r.offsetHeight) {
+        measured = true;
+        if (r.offsetHeight !== ROW_H) { ROW_H = r.offsetHeight; paintRows(true); }
+      }
+    }
+  }
+  function onScroll() {
+    if (painting) return;
+    painting = true;
+    requestAnimationFrame(function () { painting = false; paintRows(false); });
   }
 
   // ---------------------------------------------------------------- a table's page
