@@ -482,3 +482,19 @@ def test_templates_are_package_data():
     files = [p.relative_to(folder).as_posix() for p in (folder / "templates").iterdir()]
     assert {"templates/report.html", "templates/report.js", "templates/report.css", "templates/sweep.html"} <= set(files)
     assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
+
+
+def test_page_after_fix_shows_the_files_as_written(tmp_path, cli):
+    work = tmp_path / "configs"
+    shutil.copytree(FIXTURE, work)
+    out = tmp_path / "fixed.html"
+    r = cli("check", work, "--target", "consumer", "--estimator", "analytic", "--fix", "--output-format", "html",
+            "-o", out, "--isolated", "--no-cache")
+    assert r.exit_code == 1, r.output  # DEV002 and SCH001 remain
+    data = embedded_data(out.read_text(encoding="utf-8"))
+    assert data["meta"]["fixes_applied"] and data["summary"]["tables_over"] == 0
+    assert data["fixes"] and all(f["applied"] for f in data["fixes"])
+    for f in data["fixes"]:
+        t = data["tables"][f["t"]]
+        written = json.loads((work / t["p"]).read_text(encoding="utf-8"))[f["k"]]
+        assert dict(t["en"])[f["k"]] == f["new"] and data["configs"][f["new"]] == written

@@ -58,7 +58,9 @@ def kernel_identity(meta) -> tuple:
 
 
 def build_check_audit(result, *, title: str | None = None, command: str | None = None,
-                      tool_version: str = "") -> Audit:
+                      tool_version: str = "", applied=None) -> Audit:
+    """``applied``: after ``--fix``, path -> the plans applied to it (``result`` then holds the
+    rewritten tables)."""
     engine = result.engine
     estimator = engine.estimator
     need_table = NeedTable(estimator)
@@ -109,11 +111,15 @@ def build_check_audit(result, *, title: str | None = None, command: str | None =
                 judge(cfg, entry)
         for col in checked:
             ta.cells[col.index] = _cell(audit, ta, col)
-        if planner is not None and any(d.code in FIXABLE for d in diags):
+        done = (applied or {}).get(path)
+        if done:
+            _add_fixes(audit, ta, TablePlan(path, {p.key: p for p in done}), config_id, applied=True)
+        elif planner is not None and any(d.code in FIXABLE for d in diags):
             _add_fixes(audit, ta, _plans(planner, table, diags), config_id)
-            for key in ta.fixes:  # the new configs on every class, for the page's before/after
-                fix = audit.fixes[ta.fixes[key]]
-                judge(fix.new, audit.configs[fix.new])
+        for key in ta.fixes:  # old and new configs on every class, for the page's before/after
+            fix = audit.fixes[ta.fixes[key]]
+            judge(fix.old, audit.configs[fix.old])
+            judge(fix.new, audit.configs[fix.new])
     audit.meta = {
         "tool": f"tilefit {tool_version}".strip(),
         "command": command,
@@ -124,6 +130,7 @@ def build_check_audit(result, *, title: str | None = None, command: str | None =
         "files": result.files_checked,
         "python_diagnostics": sum(1 for d in result.diagnostics if d.path not in result.tables),
         "planned_fixes": planner is not None,
+        "fixes_applied": bool(applied),
     }
     return audit
 
@@ -202,7 +209,7 @@ def _plans(planner, table, diags):
     return TablePlan(table.path, plans)
 
 
-def _add_fixes(audit: Audit, ta: TableAudit, plan, config_id) -> None:
+def _add_fixes(audit: Audit, ta: TableAudit, plan, config_id, applied: bool = False) -> None:
     for key, p in plan.plans.items():
         vs_old, vs_naive = plan_speedups(p)
         own = vs_old.get(p.device) if p.device else None
@@ -212,7 +219,7 @@ def _add_fixes(audit: Audit, ta: TableAudit, plan, config_id) -> None:
             safety="unsafe" if p.applicability == Applicability.UNSAFE else "safe",
             needs=tuple((n.group.arch, list(n.group.devices), n.before, n.after, n.group.limit) for n in p.needs),
             own_device=p.device, speed_vs_old=own, speed_vs_naive=vs_naive,
-            faster_unsafe=config_id(p.hidden_unsafe) if p.hidden_unsafe is not None else None)
+            faster_unsafe=config_id(p.hidden_unsafe) if p.hidden_unsafe is not None else None, applied=applied)
         ta.fixes[key] = len(audit.fixes)
         audit.fixes.append(fix)
     ta.no_fix.update(plan.skipped)

@@ -57,6 +57,7 @@ class FixAudit:
     speed_vs_old: float | None  # predicted time ratio on the file's own device (below 1: faster)
     speed_vs_naive: Mapping[str, float | None]  # device -> predicted time ratio against the naive fix
     faster_unsafe: int | None = None  # config index of a faster unsafe fix that was not chosen
+    applied: bool = False  # --fix wrote it (the table shows the new config)
 
     def to_json(self) -> dict:
         out = {"t": self.table, "k": self.key, "old": self.old, "new": self.new, "naive": self.naive,
@@ -64,6 +65,8 @@ class FixAudit:
                "vsOld": _r(self.speed_vs_old), "vsNaive": {k: _r(v) for k, v in self.speed_vs_naive.items()}}
         if self.faster_unsafe is not None:
             out["unsafe"] = self.faster_unsafe
+        if self.applied:
+            out["applied"] = True
         return out
 
 

@@ -171,7 +171,8 @@ def _required(unsafe_fixes, settings) -> int:
 
 
 def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: bool,
-           fix_applicability: int | None = None, summary_lines: list[str] | None = None) -> None:
+           fix_applicability: int | None = None, summary_lines: list[str] | None = None,
+           fix_result=None) -> None:
     from tilefit import __version__
     from tilefit.reporters import RenderContext
 
@@ -189,6 +190,7 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
                                for p, t in result.tables.items()}
             if reporter.needs.result:
                 ctx.result = result
+                ctx.fix_result = fix_result
             reporter.render(result.diagnostics, stream, ctx)
         if not quiet and reporter.needs.human_text and not statistics:
             for line in summary_lines if summary_lines is not None else [summary(result)]:

@@ -40,7 +40,7 @@ def run_fix_flow(opts, settings, paths, *, fmt: str, output_file, statistics: bo
             click.echo(msg + _hidden_hint(result), err=True)
     else:
         render(result.check, fmt, output_file, statistics, quiet, fix_applicability=int(result.required),
-               summary_lines=fix_summary(result))
+               summary_lines=fix_summary(result), fix_result=result)
     if show_fixes:
         from tilefit.reporters import get_reporter
 

@@ -50,6 +50,7 @@ class RenderContext:
     def root_uri(self) -> str:
         return Path(os.path.abspath(self.root if self.root is not None else os.getcwd())).as_uri().rstrip("/") + "/"
     command: str | None = None  # the command line, for reports that say how they were made
+    fix_result: object | None = None  # tilefit.fix.FixResult of --fix (the files it rewrote)
 
 
 def rule_url(code: str) -> str:

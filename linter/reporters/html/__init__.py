@@ -33,15 +33,36 @@ def render_audit(audit, stream) -> None:
 
 # --- the reporter (tilefit.reporters.FORMATS["html"]) ----------------------------------------
 # The HTML format draws the whole check result, not only the diagnostics (Needs.result), with
-# the fixer's ranked plans (as the json format).
+# the fixer's ranked plans (as the json format); after --fix, also the fix result
+# (``ctx.fix_result``), and the page shows the files as they are now.
 def render(diagnostics, stream, ctx) -> None:
     from tilefit.audit import build_check_audit
 
     result = getattr(ctx, "result", None)
     if result is None:
         raise ValueError("the html format needs the check result (RenderContext.result)")
-    render_audit(build_check_audit(result, command=getattr(ctx, "command", None), tool_version=ctx.tool_version),
-                 stream)
+    applied = None
+    fix_result = getattr(ctx, "fix_result", None)
+    if fix_result is not None:
+        result, applied = _after_fixes(result, fix_result)
+    audit = build_check_audit(result, command=getattr(ctx, "command", None), tool_version=ctx.tool_version,
+                              applied=applied)
+    render_audit(audit, stream)
+
+
+def _after_fixes(result, fix_result):
+    """The check result with each rewritten file's table as it is now, and the applied plans."""
+    from dataclasses import replace
+
+    from tilefit.tables import read_table
+
+    tables = dict(result.tables)
+    applied = {}
+    for ff in fix_result.files:
+        if ff.new != ff.original and ff.path in tables:
+            tables[ff.path] = read_table(ff.path, meta=tables[ff.path].meta, data=ff.new)
+            applied[ff.path] = list(ff.plans)
+    return replace(result, tables=tables), applied
 
 
 REPORTER = Reporter(render, Needs(fixes=True, fix_ranking=True, result=True))

@@ -165,8 +165,11 @@
       h.push("</tbody></table>");
     }
     if (D.kind === "check") {
-      h.push("<h2>What the fixer would change</h2>");
+      h.push("<h2>" + (D.meta.fixes_applied ? "What the fixer changed" : "What the fixer would change") + "</h2>");
       var fx2 = S.fixes;
+      if (D.meta.fixes_applied) {
+        h.push("<p id=\"fixes-applied\"><b>Fixes were applied</b>: <code>--fix</code> rewrote the files, and the matrix shows them as they are now; each table's page lists the old and new configs.</p>");
+      }
       if (!D.meta.planned_fixes) {
         h.push("<p>Fixes were not planned for this report.</p>");
       } else if (!fx2.entries) {
@@ -461,7 +464,7 @@
         var after = {};
         if (t.fx) {
           Object.keys(t.fx).forEach(function (k) {
-            var n = needOf(t.g, c, FIXES[t.fx[k]].new);
+            var f = FIXES[t.fx[k]], n = f.applied ? null : needOf(t.g, c, f.new);
             if (n) after[k] = n.b;
           });
         }
@@ -480,7 +483,7 @@
           r += "<td class=\"num\"" + st + " title=\"" + esc(verdictWord(n.v)) + "\">" + (n.b == null ? verdictWord(n.v) : bytes(n.b)) + "</td>";
         });
         var fx = t.fx && t.fx[e[0]] !== undefined ? FIXES[t.fx[e[0]]] : null;
-        r += "<td class=\"cfg\">" + (fx ? "\u2192 " + esc(cfgText(CONFIGS[fx.new])) : t.why_no_fix[e[0]] ? "<span class=\"muted\">no fix: " + esc(t.why_no_fix[e[0]]) + "</span>" : "") + "</td></tr>";
+        r += "<td class=\"cfg\">" + (fx ? (fx.applied ? "fixed, was " + esc(cfgText(CONFIGS[fx.old])) : "\u2192 " + esc(cfgText(CONFIGS[fx.new]))) : t.why_no_fix[e[0]] ? "<span class=\"muted\">no fix: " + esc(t.why_no_fix[e[0]]) + "</span>" : "") + "</td></tr>";
         h.push(r);
       });
       h.push("</tbody></table>");
@@ -508,7 +511,7 @@
         var vn = Object.keys(f.vsNaive).map(function (d) { return esc(d) + ": " + ratioHtml(f.vsNaive[d]); }).join("<br />") || "\u2013";
         h.push("<tr><td class=\"num\">" + esc(k) + "</td><td class=\"cfg\">" + esc(cfgText(CONFIGS[f.old])) + "</td><td class=\"cfg\">" + esc(cfgText(CONFIGS[f.new])) +
           "</td><td class=\"cfg\">" + (f.naive === null ? "\u2013" : esc(cfgText(CONFIGS[f.naive]))) + "</td><td>" + esc(ch) + " <span class=\"pill " + f.safety + "\">" + f.safety + "</span>" +
-          (f.unsafe !== undefined ? "<br /><span class=\"note\">faster with --unsafe-fixes: " + esc(cfgText(CONFIGS[f.unsafe])) + "</span>" : "") +
+          (f.applied ? " <span class=\"pill\">applied</span>" : "") + (f.unsafe !== undefined ? "<br /><span class=\"note\">faster with --unsafe-fixes: " + esc(cfgText(CONFIGS[f.unsafe])) + "</span>" : "") +
           "</td><td>" + nd + "</td><td>" + (f.dev ? esc(f.dev) + ": " : "") + ratioHtml(f.vsOld) + "</td><td>" + vn + "</td></tr>");
       });
       h.push("</tbody></table>");
