@@ -29,6 +29,7 @@ ROOT = "file:///PROJECT/"
 def _render(cli, tmp_path, monkeypatch, fmt: str) -> str:
     shutil.copytree(GOLDEN / "configs", tmp_path / "configs")
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "0")  # the html report's "generated" time
     r = cli("check", "configs", *ARGS, "--output-format", fmt)
     assert r.exit_code == 1, r.output
     return r.stdout.replace(tmp_path.resolve().as_uri() + "/", ROOT)

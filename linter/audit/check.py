@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 from collections import defaultdict
 
-from tilefit.fix.planner import FIXABLE, TablePlan, split_pointer
+from tilefit.fix.planner import FIXABLE, TablePlan
+from tilefit.jsonpos import parse_pointer
 from tilefit.fix.report import plan_speedups
 from tilefit.families import LINTED_FAMILIES
 from tilefit.model import Applicability
@@ -123,7 +125,7 @@ def build_check_audit(result, *, title: str | None = None, command: str | None =
     audit.meta = {
         "tool": f"tilefit {tool_version}".strip(),
         "command": command,
-        "generated": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+        "generated": generated_at(),
         "estimator": estimator.mode,
         "triton": _triton_version(estimator),
         "targets": [c.index for c in columns.targets],
@@ -133,6 +135,17 @@ def build_check_audit(result, *, title: str | None = None, command: str | None =
         "fixes_applied": bool(applied),
     }
     return audit
+
+
+def generated_at() -> str:
+    """Now in UTC, or ``SOURCE_DATE_EPOCH`` when set (reproducible output, as build tools do)."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    try:
+        when = datetime.datetime.fromtimestamp(int(epoch), datetime.timezone.utc) if epoch else None
+    except ValueError:
+        when = None
+    when = when or datetime.datetime.now(datetime.timezone.utc)
+    return when.replace(microsecond=0).isoformat()
 
 
 def _triton_version(estimator) -> str | None:
@@ -162,7 +175,7 @@ def _notes(diags) -> list[tuple[str, str, list[str]]]:
     for d in diags:
         if d.code in DRAWN:
             continue
-        parts = split_pointer(d.pointer)
+        parts = parse_pointer(d.pointer)
         key = parts[0] if parts else ""
         slot = out.setdefault((d.code, d.message), [])
         if key and key not in slot:

@@ -9,13 +9,11 @@ doctor's batch-size ranges, each belonging to one column.
 
 from __future__ import annotations
 
-import datetime
-
 from tilefit.doctor.core import FITS as D_FITS
 from tilefit.doctor.core import OVERFLOW as D_OVERFLOW
 from tilefit.doctor.core import UNCERTAIN as D_UNCERTAIN
 
-from .check import _Interner
+from .check import _Interner, generated_at
 from .columns import Column
 from .model import VERDICT_ORDER, Audit, Cell, TableAudit
 from .needs import FITS, NOT_APPLICABLE, OVER, UNCERTAIN, UNCHECKED, Need
@@ -85,7 +83,7 @@ def build_doctor_audit(report, *, command: str | None = None, tool_version: str 
     }
     audit.meta = {
         "tool": f"tilefit {tool_version}".strip(), "command": command,
-        "generated": datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat(),
+        "generated": generated_at(),
         "estimator": report.estimator_mode, "triton": report.options.triton_version,
         "targets": [c.index for c in audit.columns], "planned_fixes": False,
     }

@@ -201,10 +201,18 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
 
 
 def command_line() -> str:
+    """The command line as typed (``tilefit ...``), for reports that say how they were made; ""
+    when tilefit is not the program (called from Python, from a test)."""
+    import importlib.util
     import os
     import shlex
 
-    return shlex.join(["tilefit"] + sys.argv[1:]) if os.path.basename(sys.argv[0] or "") in ("tilefit", "__main__.py") else ""
+    prog = sys.argv[0] if sys.argv else ""
+    spec = importlib.util.find_spec("tilefit.__main__")
+    main_file = spec.origin if spec is not None else None
+    if os.path.basename(prog) == "tilefit" or (main_file and prog and os.path.realpath(prog) == os.path.realpath(main_file)):
+        return shlex.join(["tilefit"] + sys.argv[1:])
+    return ""
 
 
 def write_statistics(diagnostics, stream) -> None:
