@@ -10,12 +10,14 @@ after the load event), next to a page with the same data and nothing drawn (the 
 reading and parsing the file).
 
     python bench/bench_html.py [CORPUS] [--target all] [--rounds 5] [--out build/bench-html/audit.html]
+    python bench/bench_html.py --page build/bench-html/audit.html   # only the browser part, on a page
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 import time
@@ -92,18 +94,23 @@ def measure(browser, path: Path, fragment: str) -> tuple[float, int, int]:
 
 
 def main(argv=None) -> int:
-    import browser as B
-    from machine import cpu_name, load
-
     ap = argparse.ArgumentParser()
     ap.add_argument("corpus", nargs="?", default=str(REPO.parent / "shared" / "corpus"))
     ap.add_argument("--target", action="append", default=None)
     ap.add_argument("--estimator", default="analytic")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--out", default=str(REPO / "build" / "bench-html" / "audit.html"))
+    ap.add_argument("--page", default=None, help="measure this page in the browser (no build)")
     args = ap.parse_args(argv)
     targets = args.target or ["all"]
 
+    if args.page:
+        out = Path(args.page)
+        data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>',
+                                    out.read_text(encoding="utf-8"), re.S).group(1))
+        floor = out.with_name("floor.html")
+        floor.write_text(blank_page(data), encoding="utf-8")
+        return browse(args, out, floor, data["summary"])
     result, audit, data, page, (t_check, t_audit, t_page) = build(args.corpus, targets, args.estimator)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -124,6 +131,12 @@ def main(argv=None) -> int:
           f"embedded data {data_size / 1e6:.2f} MB")
     print(f"entries and figures: aggregated {ours / 1e6:.2f} MB vs written out per entry {naive / 1e6:.2f} MB "
           f"(ratio {naive / max(ours, 1):.1f}x)")
+    return browse(args, out, floor, s)
+
+
+def browse(args, out: Path, floor: Path, s: dict) -> int:
+    import browser as B
+    from machine import cpu_name, load
 
     why = B.missing()
     if why:

@@ -220,12 +220,12 @@ def test_fixes_are_what_the_fixer_writes(tmp_path, cli, audited):
 
 
 def test_identical_entries_are_stored_once(corpus):
-    """The corpus repeats configs across batch sizes and files: each distinct value is stored
-    once, and the shared-memory figures once per (kernel, config, device class)."""
+    """vLLM's fused-MoE tables repeat configs across batch sizes and files: each distinct value is
+    stored once, and the shared-memory figures once per (kernel, config, device class)."""
     from tilefit.audit import build_check_audit
     from tilefit.audit.check import kernel_identity
 
-    result = check_result(corpus, ("consumer",), fix=False)
+    result = check_result(corpus / "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs", ("consumer",), fix=False)
     audit = build_check_audit(result)
     judged = [result.tables[t.path] for t in audit.tables if t.group is not None]
     values = {json.dumps(v, sort_keys=True) for t in judged for _, v in t.entries()}
@@ -387,7 +387,7 @@ def test_browser_matrix_cells_filter_sort_and_click(chrome, check_page, audited)
     sg = table(audit, SGLANG_4090)
     sm89 = column(audit, "sm_89")
     cls, text = by_index[sg.index][1 + targets.index(sm89)]
-    assert cls == "c o" and text == "+45K"
+    assert cls.split()[:2] == ["c", "o"] and text == "+45K"
 
     # a filter hides rows
     chrome.js("const s = document.getElementById('f-dtype'); s.value = 'fp8_w8a8'; "

@@ -48,38 +48,36 @@
     if (t.g === null || t.g === undefined) return null;
     return needOf(t.g, col, e[1]);
   }
-  function colour(v, val, limit) {
-    if (v === "o") {
-      var f = Math.min(1, (val || 0) / (limit || 1));
-      return "hsl(0,70%," + (52 - 22 * f).toFixed(0) + "%)";
-    }
-    if (v === "f") {
-      var h = Math.max(0, Math.min(1, (val || 0) / (limit || 1)));
-      return "hsl(" + (55 + 75 * Math.sqrt(h)).toFixed(0) + ",60%," + (80 - 12 * h).toFixed(0) + "%)";
-    }
+  // colour buckets (report.css: .f0-.f5 greener with more headroom, .o0-.o4 darker further over)
+  function shade(v, val, limit) {
+    var f = Math.max(0, Math.min(1, (val || 0) / (limit || 1)));
+    if (v === "o") return " o" + Math.min(4, Math.floor(f * 5));
+    if (v === "f") return " f" + Math.min(5, Math.floor(Math.sqrt(f) * 6));
     return "";
   }
-  function cellHtml(t, col, attrs) {
+  function cellTitle(t, col) {
+    var c = t.cells[col], C = COLS[col];
+    if (!c) return t.why ? "not checked: " + t.why : "";
+    if (c.v === "o") return "overflows " + C.label + " by " + c.val + " B (" + c.over + " of " + t.en.length + " entries; limit " + C.limit + " B)";
+    if (c.v === "f") return "fits " + C.label + ": " + c.val + " B to spare at the tightest entry (limit " + C.limit + " B)";
+    if (c.v === "u") return "undecided on " + C.label + ": an estimate lies within its error bound of the limit";
+    if (c.v === "n") return "not applicable on " + C.label + ": Triton cannot compile this dtype for " + C.arch;
+    return "not checked on " + C.label;
+  }
+  // A cell of the matrix; ``titled``: with its tooltip (the matrix sets tooltips on hover, to
+  // keep the rows it draws small)
+  function cellHtml(t, col, titled) {
     var c = t.cells[col];
-    if (!c && t.why) return "<td class=\"c x\"" + attrs + " title=\"not checked: " + esc(t.why) + "\">\u2013</td>";
-    if (!c) return "<td class=\"c none\"" + attrs + "></td>";
-    var C = COLS[col], title, text, style = "";
-    if (c.v === "o") {
-      text = "+" + kib(c.val) + (c.over > 1 ? " \u00d7" + c.over : "");
-      title = "overflows " + C.label + " by " + c.val + " B (" + c.over + " of " + t.en.length + " entries; limit " + C.limit + " B)";
-      style = " style=\"background:" + colour("o", c.val, C.limit) + "\"";
-    } else if (c.v === "f") {
-      text = kib(c.val);
-      title = "fits " + C.label + ": " + c.val + " B to spare at the tightest entry (limit " + C.limit + " B)";
-      style = " style=\"background:" + colour("f", c.val, C.limit) + "\"";
-    } else if (c.v === "u") {
-      text = "?"; title = "undecided on " + C.label + ": an estimate lies within its error bound of the limit";
-    } else if (c.v === "n") {
-      text = "n/a"; title = "not applicable on " + C.label + ": Triton cannot compile this dtype for " + C.arch;
-    } else {
-      text = "\u2013"; title = "not checked on " + C.label;
-    }
-    return "<td class=\"c " + c.v + "\"" + style + attrs + " title=\"" + esc(title) + "\">" + esc(text) + "</td>";
+    var title = titled ? " title=\"" + esc(cellTitle(t, col)) + "\"" : "";
+    if (!c && t.why) return "<td class=\"c x\"" + title + ">\u2013</td>";
+    if (!c) return "<td class=\"c none\"></td>";
+    var C = COLS[col], text;
+    if (c.v === "o") text = "+" + kib(c.val) + (c.over > 1 ? " \u00d7" + c.over : "");
+    else if (c.v === "f") text = kib(c.val);
+    else if (c.v === "u") text = "?";
+    else if (c.v === "n") text = "n/a";
+    else text = "\u2013";
+    return "<td class=\"c " + c.v + shade(c.v, c.val, C.limit) + "\"" + title + ">" + esc(text) + "</td>";
   }
   function link(t, short) { return "<a href=\"#t" + t.i + "\">" + esc(short ? t.p : t.full) + "</a>"; }
   function verdictWord(v) { return V[v] || v; }
@@ -122,11 +120,11 @@
   function renderSummary() {
     setNav("summary");
     var S = D.summary, h = [];
-    var what = D.kind === "doctor" ? "kernels" : "tables";
+    var what = D.kind === "doctor" ? "kernels" : "tables", cls = D.kind === "doctor" ? "target" : "device class";
     h.push("<h2 id=\"summary\">Summary</h2>");
     h.push("<div class=\"cards\">");
     h.push("<div class=\"card\"><div class=\"big\">" + S.checked + "</div>" + what + " checked (of " + S.tables + "), " + S.entries + " entries</div>");
-    h.push("<div class=\"card " + (S.tables_over ? "bad" : "good") + "\"><div class=\"big\">" + S.tables_over + "</div>" + what + " overflow on some device class</div>");
+    h.push("<div class=\"card " + (S.tables_over ? "bad" : "good") + "\"><div class=\"big\">" + S.tables_over + "</div>" + what + " overflow on some " + cls + "</div>");
     h.push("<div class=\"card " + (S.entries_over ? "bad" : "good") + "\"><div class=\"big\">" + S.entries_over + "</div>entries overflow</div>");
     if (D.kind === "check") {
       var fx = S.fixes;
@@ -136,8 +134,8 @@
     if (D.extra && D.extra.summary_lines) {
       h.push("<ul>" + D.extra.summary_lines.map(function (l) { return "<li>" + esc(l) + "</li>"; }).join("") + "</ul>");
     }
-    h.push("<h2>Per device class</h2>");
-    h.push("<table class=\"data\" id=\"per-class\"><thead><tr><th>device class</th><th>arch</th><th class=\"num\">limit</th>" +
+    h.push("<h2>Per " + cls + "</h2>");
+    h.push("<table class=\"data\" id=\"per-class\"><thead><tr><th>" + cls + "</th><th>arch</th><th class=\"num\">limit</th>" +
       "<th class=\"num\">overflow</th><th class=\"num\">undecided</th><th class=\"num\">fit</th><th class=\"num\">n/a</th>" +
       "<th class=\"num\">not checked</th><th class=\"num\">entries over</th><th></th></tr></thead><tbody>");
     S.columns.forEach(function (pc) {
@@ -296,9 +294,9 @@
     h.push(optionList("f-col", "device", colVals, F.col, function (v) { return v === "own" ? "the table's own device" : COLS[v].label + " (" + COLS[v].arch + ")"; }));
     h.push(optionList("f-status", "status", ["o", "u", "f", "n", "x"], F.status, function (v) { return v === "f" ? "fits (every class shown)" : verdictWord(v); }));
     h.push("<span id=\"count\"></span></div>");
-    h.push("<div class=\"legend\"><span><span class=\"sw\" style=\"background:" + colour("o", 30000, 100000) + "\"></span>overflows by N bytes (\u00d7 entries)</span>" +
-      "<span><span class=\"sw\" style=\"background:" + colour("f", 5000, 100000) + "\"></span>fits, little headroom</span>" +
-      "<span><span class=\"sw\" style=\"background:" + colour("f", 60000, 100000) + "\"></span>fits, ample headroom (bytes to spare)</span>" +
+    h.push("<div class=\"legend\"><span><span class=\"sw c o o2\"></span>overflows by N bytes (\u00d7 entries)</span>" +
+      "<span><span class=\"sw c f f0\"></span>fits, little headroom</span>" +
+      "<span><span class=\"sw c f f5\"></span>fits, ample headroom (bytes to spare)</span>" +
       "<span><span class=\"sw\" style=\"background:var(--unc)\"></span>undecided</span>" +
       "<span><span class=\"sw\" style=\"background:var(--na)\"></span>not applicable</span>" +
       "<span><span class=\"sw\" style=\"background:var(--unchecked)\"></span>not checked</span>" +
@@ -315,6 +313,14 @@
       if (!th || !th.dataset.sort) return;
       if (F.sort === th.dataset.sort) { F.asc = !F.asc; } else { F.sort = th.dataset.sort; F.asc = false; }
       drawRows();
+    });
+    document.getElementById("mbody").addEventListener("mouseover", function (ev) {
+      var td = ev.target.closest("td"), tr = td && td.parentNode;
+      if (!td || td.title || !tr.dataset || tr.dataset.i === undefined) return;
+      var t = TABLES[Number(tr.dataset.i)], k = td.cellIndex;
+      if (k === 0) td.title = t.full + (t.why ? " \u2014 " + t.why : "");
+      else if (M.withOwn && k === 1) td.title = ownCol(t) === null ? "the file name names no known device" : "own device: " + cellTitle(t, ownCol(t));
+      else td.title = cellTitle(t, M.cols[k - (M.withOwn ? 2 : 1)]);
     });
     document.getElementById("mbody").addEventListener("click", function (ev) {
       if (ev.target.closest("a")) return;
@@ -352,9 +358,9 @@
   var ROW_H = 22, PATH_W = 460, CELL_W = 92, MARGIN_ROWS = 30, M = null, painting = false, measured = false;
   function rowHtml(t) {
     if (t.group !== undefined) return "<tr class=\"grp\"><td colspan=\"" + M.ncol + "\">" + esc(t.group) + " <span class=\"muted\">(" + t.n + ")</span></td></tr>";
-    var r = "<tr class=\"row\" data-i=\"" + t.i + "\"><td class=\"path\" title=\"" + esc(t.full + (t.why ? " \u2014 " + t.why : "")) + "\">" + link(t, true) + "</td>";
-    if (M.withOwn) r += ownCol(t) === null ? "<td class=\"c x\" title=\"the file name names no known device\">\u2013</td>" : cellHtml(t, ownCol(t), "");
-    for (var j = 0; j < M.cols.length; j++) r += cellHtml(t, M.cols[j], "");
+    var r = "<tr class=\"row\" data-i=\"" + t.i + "\"><td class=\"path\">" + link(t, true) + "</td>";
+    if (M.withOwn) r += ownCol(t) === null ? "<td class=\"c x\">\u2013</td>" : cellHtml(t, ownCol(t), false);
+    for (var j = 0; j < M.cols.length; j++) r += cellHtml(t, M.cols[j], false);
     return r + "</tr>";
   }
   function paintRows(force) {
@@ -457,7 +463,7 @@
       h.push("<h3>Verdicts</h3><table class=\"data\" id=\"verdicts\"><tbody><tr>");
       cols.forEach(function (c) { h.push("<th>" + esc(COLS[c].label) + (c === own && D.kind === "check" ? " <span class=\"pill\">own device</span>" : "") + "<br /><span class=\"muted\">" + esc(COLS[c].arch) + "</span></th>"); });
       h.push("</tr><tr>");
-      cols.forEach(function (c) { h.push(cellHtml(t, c, "")); });
+      cols.forEach(function (c) { h.push(cellHtml(t, c, true)); });
       h.push("</tr></tbody></table>");
       h.push("<h3>Shared memory per " + (D.kind === "doctor" ? "batch-size range" : "batch size") + "</h3><div class=\"charts\" id=\"charts\">");
       cols.forEach(function (c) {
