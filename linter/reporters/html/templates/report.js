@@ -355,7 +355,7 @@
   }
   // The matrix draws only the rows in view (and a margin): a table of the corpus against every
   // class has ~27,000 cells, and laying them all out takes seconds. Rows have one fixed height.
-  var ROW_H = 22, PATH_W = 460, CELL_W = 92, MARGIN_ROWS = 30, M = null, painting = false, measured = false;
+  var ROW_H = 22, PATH_W = 460, CELL_W = 92, MARGIN_ROWS = 12, M = null, painting = false, measured = false;
   function rowHtml(t) {
     if (t.group !== undefined) return "<tr class=\"grp\"><td colspan=\"" + M.ncol + "\">" + esc(t.group) + " <span class=\"muted\">(" + t.n + ")</span></td></tr>";
     var r = "<tr class=\"row\" data-i=\"" + t.i + "\"><td class=\"path\">" + link(t, true) + "</td>";
@@ -369,8 +369,8 @@
     var n = M.items.length;
     if (!n) { body.innerHTML = "<tr><td class=\"empty\" colspan=\"" + M.ncol + "\">No table matches the filters.</td></tr>"; return; }
     var first = Math.max(0, Math.floor(wrap.scrollTop / ROW_H) - MARGIN_ROWS);
-    // the box grows with its rows up to a maximum height: size the window by the viewport
-    var last = Math.min(n, first + Math.ceil(Math.max(wrap.clientHeight, window.innerHeight || 800) / ROW_H) + 2 * MARGIN_ROWS);
+    // the box grows with its rows up to its maximum height: size the window by that
+    var last = Math.min(n, first + Math.ceil(boxHeight(wrap) / ROW_H) + 2 * MARGIN_ROWS);
     if (!force && first === M.first && last === M.last) return;
     M.first = first; M.last = last;
     var out = [];
@@ -385,6 +385,10 @@
         if (r.offsetHeight !== ROW_H) { ROW_H = r.offsetHeight; paintRows(true); }
       }
     }
+  }
+  function boxHeight(wrap) {
+    var max = parseFloat(getComputedStyle(wrap).maxHeight);
+    return Math.max(wrap.clientHeight, isFinite(max) ? max : (window.innerHeight || 800));
   }
   function onScroll() {
     if (painting) return;
