@@ -16,7 +16,6 @@ from collections import defaultdict
 from tilefit.fix.planner import FIXABLE, TablePlan
 from tilefit.jsonpos import parse_pointer
 from tilefit.fix.report import plan_speedups
-from tilefit.families import LINTED_FAMILIES
 from tilefit.model import Applicability
 
 from .columns import Columns
@@ -160,10 +159,10 @@ def _unchecked_reason(table, meta) -> str | None:
         return f"unreadable: {table.read_error}"
     if table.doc is None:
         return "not valid JSON"
-    if meta.family not in LINTED_FAMILIES:
-        return f"{meta.family}: schema-checked only (no shared-memory model)"
     if meta.backend is not None:
         return f"a {meta.backend} table (not a Triton kernel)"
+    if not meta.is_triton_table:
+        return f"{meta.family}: schema-checked only (no shared-memory model)"
     if not isinstance(table.value, dict):
         return "not an object of batch sizes"
     return None

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Mapping, NamedTuple
 
 from tilefit.estimate import EstimatorUnavailable
+from tilefit.serving.launch import arch_key as launch_arch_key
 from tilefit.variants import dtype_path, kernel_variants
 
 FITS, OVER, UNCERTAIN, NOT_APPLICABLE, UNCHECKED = "f", "o", "u", "n", "x"
@@ -67,15 +68,16 @@ def entry_need(meta, entry: Mapping, device, estimator, variants=None) -> Need:
 
 class NeedTable:
     """:func:`entry_need` for many (kernel, config, device class) triples, the kernel variants
-    built once per (kernel, config, vendor, Hopper or not): they differ between archs only by
-    vLLM's sm_90 swap of A and B (:func:`tilefit.variants.kernel_variants`)."""
+    built once per (kernel, config, vendor, launch arch key): archs differ only by the engines'
+    arch-dependent launch adjustments (:func:`tilefit.serving.launch.arch_key`, the key the
+    engine memoises variants by)."""
 
     def __init__(self, estimator):
         self.estimator = estimator
         self._variants: dict[tuple, tuple] = {}
 
     def need(self, kernel_key, config_key, meta, entry: Mapping, device) -> Need:
-        vkey = (kernel_key, config_key, device.vendor, device.arch == "sm_90")
+        vkey = (kernel_key, config_key, device.vendor, launch_arch_key(device.arch))
         variants = self._variants.get(vkey)
         if variants is None:
             variants = self._variants[vkey] = kernel_variants(meta, entry, device.arch, device.vendor, meta.engine)
