@@ -231,7 +231,8 @@ def _add_fixes(audit: Audit, ta: TableAudit, plan, config_id, applied: bool = Fa
             safety="unsafe" if p.applicability == Applicability.UNSAFE else "safe",
             needs=tuple((n.group.arch, list(n.group.devices), n.before, n.after, n.group.limit) for n in p.needs),
             own_device=p.device, speed_vs_old=own, speed_vs_naive=vs_naive,
-            faster_unsafe=config_id(p.hidden_unsafe) if p.hidden_unsafe is not None else None, applied=applied)
+            faster_unsafe=config_id(p.hidden_unsafe) if p.hidden_unsafe is not None else None, applied=applied,
+            reasons=dict(getattr(p, "reasons", {}) or {}), source=getattr(p, "source", "search"))
         ta.fixes[key] = len(audit.fixes)
         audit.fixes.append(fix)
     ta.no_fix.update(plan.skipped)

@@ -58,6 +58,8 @@ class FixAudit:
     speed_vs_naive: Mapping[str, float | None]  # device -> predicted time ratio against the naive fix
     faster_unsafe: int | None = None  # config index of a faster unsafe fix that was not chosen
     applied: bool = False  # --fix wrote it (the table shows the new config)
+    reasons: Mapping[str, str] = field(default_factory=dict)  # changed key -> "to fit", "for speed", ...
+    source: str = "search"  # where the config came from: the search, the naive fix, the engine's default
 
     def to_json(self) -> dict:
         out = {"t": self.table, "k": self.key, "old": self.old, "new": self.new, "naive": self.naive,
@@ -67,6 +69,10 @@ class FixAudit:
             out["unsafe"] = self.faster_unsafe
         if self.applied:
             out["applied"] = True
+        if self.reasons:
+            out["why"] = dict(self.reasons)
+        if self.source != "search":
+            out["src"] = self.source
         return out
 
 

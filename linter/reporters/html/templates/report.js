@@ -504,7 +504,8 @@
       h.push("<table class=\"data\" id=\"fixes\"><thead><tr><th class=\"num\">batch</th><th>old</th><th>new</th><th>naive fix</th><th>change</th><th>bytes before \u2192 after / limit</th><th>vs old on own device</th><th>vs naive fix</th></tr></thead><tbody>");
       Object.keys(t.fx).forEach(function (k) {
         var f = FIXES[t.fx[k]];
-        var ch = Object.keys(f.ch).map(function (p) { return p + "=" + f.ch[p]; }).join(", ");
+        var ch = Object.keys(f.ch).map(function (p) { return p + "=" + f.ch[p] + (f.why && f.why[p] ? " (" + f.why[p] + ")" : ""); }).join(", ") +
+          (f.src ? "; from " + (f.src === "engine default" ? "the engine's own default" : f.src) : "");
         // one line per distinct (before, after, limit); classes with equal figures share it
         var lines = [], byFig = {};
         cols.forEach(function (c) {
