@@ -34,7 +34,7 @@ VIEWS = ("#summary", "#matrix", "#t{worst}")
 
 def build(corpus: str, targets: list[str], estimator: str):
     from tilefit import __version__
-    from tilefit.api import CheckOptions, run_check
+    from tilefit.app import CheckOptions, run_check
     from tilefit.audit import build_check_audit
     from tilefit.reporters.html import render_page
 

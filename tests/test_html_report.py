@@ -30,7 +30,7 @@ VLLM_4090 = "vllm/E=8,N=3584,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.
 
 
 def check_result(path=FIXTURE, targets=("consumer",), fix=True):
-    from tilefit.api import CheckOptions, run_check
+    from tilefit.app import CheckOptions, run_check
 
     return run_check([str(path)], CheckOptions(targets=list(targets), estimator="analytic", fix=fix,
                                                use_cache=False))
