@@ -220,7 +220,7 @@ class EngineWorkload(MoEWorkload):
         if self._ref is None:
             import torch
 
-            from tilefit.kernels import fused_moe as fm
+            from tilefit.kernels.fused_moe import kernel as fm
 
             quant = self.ref_kw.get("quant", "none")
             bs = self.ref_kw.get("block_shape")
@@ -244,7 +244,7 @@ class EngineWorkload(MoEWorkload):
     def prepare(self, config: dict):
         import torch
 
-        from tilefit.kernels import fused_moe as fm
+        from tilefit.kernels.fused_moe import kernel as fm
 
         C = torch.empty((self.M, self.shape.top_k, self.shape.N), dtype=torch.bfloat16, device=self.device)
         bm = config["BLOCK_SIZE_M"]

@@ -142,3 +142,21 @@ def test_imports_inside_functions_count(tmp_path):
     found = imports_of("tilefit.smem.probe", MODULES["tilefit.smem.probe"])
     assert "tilefit.kernels.checks" in found  # `from tilefit.kernels.checks import run_case` in launch_point
     assert "tilefit.kernels.registry" in found or "tilefit.kernels" in found
+
+
+def test_every_package_is_installed():
+    """Each folder with an ``__init__.py`` is a package pyproject lists (a non-editable install
+    leaves out the rest)."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for root, folder in ROOTS.items():
+        for init in folder.rglob("__init__.py"):
+            rel = init.parent.relative_to(folder)
+            found.add(".".join([root, *rel.parts]))
+    assert found == listed, (sorted(found - listed), sorted(listed - found))

@@ -80,7 +80,7 @@ def use_target(target: tuple, kernels=()) -> None:
 def compile_config(shape: Mapping, config: Mapping, M: int, target: tuple) -> dict:
     """Compile ``config`` for the launch at batch ``M`` of ``shape`` for ``target``; returns
     ``{"status": "ok" | "compile_error", "seconds", "shared", "message"}``."""
-    from tilefit.kernels import fused_moe as fm
+    from tilefit.kernels.fused_moe import kernel as fm
 
     from .workload import MoEShape, MoEWorkload
 
