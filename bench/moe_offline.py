@@ -1,0 +1,224 @@
+"""Score the GPU-free fixer's picks and replay the tuner on the H200 sweep, on the CPU (issue 13).
+
+The sweep (``bench/data/h200_moe_sweep.jsonl.gz``) timed every RTX 4090-fitting config of the
+engines' grid at GROUP_SIZE_M 1 at every point (plus GROUP_SIZE_M 16/32/64 on the 6 fastest), so
+any fixer pick among them can be scored without a GPU. Speed = best / pick (1.0 = best):
+
+* ``final``: the pick was a finalist of the interleaved final rounds
+  (``h200_moe_final_points.json``): fastest finalist's median / the pick's median;
+* ``sweep``: otherwise the sweep's screening timings (1 ms warm-up, 6 ms timing, one each):
+  the sweep's fastest / the pick's (noisier: a screening minimum is biased low).
+
+``--tune`` replays :func:`tilefit.tune.search.guided_search` (the tuner's own search, the
+model's predictions) with the sweep as the measurer: each timing returns the sweep's time and
+costs the sweep's GPU seconds for that config (the sweep's timer settings); a config the sweep did
+not time (GROUP_SIZE_M > 1 off the top 6) is counted as missing.
+
+    python bench/moe_offline.py                       # fixer picks, per point and per shape
+    python bench/moe_offline.py --tune                # + tuner replay on the two tune tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from moe_cases import MS, ckey, combos, naive, start_entries, vllm_default  # noqa: E402
+
+DATA = HERE / "data"
+
+
+def load_sweep(path=DATA / "h200_moe_sweep.jsonl.gz"):
+    times: dict = {}
+    gpu: dict = {}
+    for line in gzip.open(path, "rt"):
+        r = json.loads(line)
+        if r["status"] != "ok":
+            continue
+        k = ckey(r["config"])
+        times.setdefault((r["combo"], r["M"]), {})[k] = r["time_us"]
+        gpu.setdefault((r["combo"], r["M"]), {})[k] = r["gpu_seconds"]
+    return times, gpu
+
+
+def load_finals(path=DATA / "h200_moe_final_points.json"):
+    return {(p["combo"], p["M"]): p["median_us"] for p in json.loads(Path(path).read_text())}
+
+
+class Scorer:
+    def __init__(self):
+        from moe_fit import fitting_times, load_sweep as load_configs
+
+        times, configs = load_configs()
+        self.fit = fitting_times(times, configs)
+        self.finals = load_finals()
+        self.gpu = load_sweep()[1]
+
+    def score(self, name: str, M: int, cfg, together=()) -> tuple[float | None, str]:
+        """Speed of ``cfg`` at the point; from the final rounds only when ``cfg`` and every
+        config of ``together`` (the ones it is compared with) were finalists there, so a
+        comparison never mixes the two timings."""
+        if cfg is None:
+            return None, "none"
+        k = cfg if isinstance(cfg, str) else ckey(cfg)
+        fin = self.finals.get((name, M), {})
+        others = [c if isinstance(c, str) else ckey(c) for c in together if c is not None]
+        if k in fin and all(o in fin for o in others):
+            return min(fin.values()) / fin[k], "final"
+        tm = self.fit[(name, M)]
+        if k in tm:
+            return min(tm.values()) / tm[k], "sweep"
+        return None, "untimed"
+
+
+def fixer_rows(scorer: Scorer, unsafe: bool = True, names=None) -> list[dict]:
+    from moe_cases import fixer_picks
+
+    folder = Path(tempfile.mkdtemp())
+    rows = []
+    for combo in combos():
+        if names and combo.case.name not in names:
+            continue
+        picks = fixer_picks(combo, folder / combo.case.name, unsafe)
+        starts = start_entries(combo)
+        for M in MS:
+            row = {"combo": combo.name, "case": combo.case.name, "M": M, "fixer": ckey(picks[M])}
+            roles = (("fixer", picks.get(M)), ("vllm_default", vllm_default(combo, M)),
+                     ("naive", naive(combo, starts[M][0])))
+            for role, cfg in roles:
+                row[role] = ckey(cfg) if cfg else None
+                row[role + "_speed"], row[role + "_src"] = scorer.score(combo.name, M, cfg, [c for _, c in roles])
+            rows.append(row)
+    return rows
+
+
+def summary(rows, noise: float = 0.01) -> dict:
+    out = {}
+    for case in sorted({r["case"] for r in rows}):
+        pts = [r for r in rows if r["case"] == case]
+        v = [r["fixer_speed"] for r in pts if r["fixer_speed"] is not None]
+        dv = [r["fixer_speed"] - r["vllm_default_speed"] for r in pts
+              if r["fixer_speed"] is not None and r["vllm_default_speed"] is not None]
+        dn = [r["fixer_speed"] - r["naive_speed"] for r in pts
+              if r["fixer_speed"] is not None and r["naive_speed"] is not None]
+        out[case] = {"median": statistics.median(v) if v else None, "min": min(v) if v else None,
+                     "vs_default": min(dv) if dv else None, "vs_naive": min(dn) if dn else None,
+                     "untimed": sum(r["fixer_speed"] is None for r in pts),
+                     "below_default": [f"{r['combo']} M={r['M']}" for r in pts if r["fixer_speed"] is not None
+                                       and r["vllm_default_speed"] is not None
+                                       and r["fixer_speed"] < r["vllm_default_speed"] - noise]}
+    return out
+
+
+def objective(rows, cases, noise: float = 0.01) -> float:
+    """What a leave-one-shape-out fold maximises on its training shapes: the mean log speed of
+    the fixer's picks, less the log shortfall below vLLM's default (beyond the noise band) and
+    below 0.95 of the best (an untimed pick counts 0.8)."""
+    out = []
+    for r in rows:
+        if r["case"] not in cases:
+            continue
+        s = r["fixer_speed"] or 0.8
+        d = r["vllm_default_speed"] or s
+        out.append(math.log(s) + min(0.0, math.log(s / d) + noise) + min(0.0, math.log(s / 0.95)))
+    return statistics.mean(out)
+
+
+def picks_with(scorer: Scorer, coefficients: dict | None, trust: float, unsafe: bool = True) -> list[dict]:
+    """The fixer's rows with H200 coefficient overrides (a temporary device file, as a user's
+    calibration would be) and ``planner.DEFAULT_TRUST`` set to ``trust``."""
+    import os
+
+    import tilefit.fix.planner as planner
+    from tilefit.perf import coefficients as co
+
+    saved, old_env = planner.DEFAULT_TRUST, os.environ.get(co.ENV_VAR)
+    try:
+        planner.DEFAULT_TRUST = trust
+        if coefficients:
+            path = Path(tempfile.mkdtemp()) / "fold.json"
+            co.write_coefficients(path, coefficients, {"method": "leave-one-shape-out candidate"}, device="h200")
+            os.environ[co.ENV_VAR] = str(path)
+        co._files.cache_clear()
+        return fixer_rows(scorer, unsafe)
+    finally:
+        planner.DEFAULT_TRUST = saved
+        if old_env is None:
+            os.environ.pop(co.ENV_VAR, None)
+        else:
+            os.environ[co.ENV_VAR] = old_env
+        co._files.cache_clear()
+
+
+def loso(scorer: Scorer, trusts, coefficient_grid: dict | None = None, unsafe: bool = True) -> dict:
+    """Leave one shape out over ``DEFAULT_TRUST`` and a grid of coefficient values: the fixer's
+    picks at every setting, then per held-out shape the setting that scores best on the other
+    three (:func:`objective`), and its picks on the held-out shape."""
+    import itertools
+
+    grid = coefficient_grid or {}
+    names = sorted(grid)
+    settings = [(dict(zip(names, vals)), t) for vals in itertools.product(*(grid[n] for n in names)) for t in trusts]
+    by_setting = [picks_with(scorer, coeffs, t, unsafe) for coeffs, t in settings]
+    cases = sorted({r["case"] for r in by_setting[0]})
+    folds = {}
+    for held in cases:
+        train = [c for c in cases if c != held]
+        i = max(range(len(settings)), key=lambda j: objective(by_setting[j], train))
+        folds[held] = {"coefficients": settings[i][0], "trust": settings[i][1],
+                       "rows": [r for r in by_setting[i] if r["case"] == held]}
+    i = max(range(len(settings)), key=lambda j: objective(by_setting[j], cases))
+    return {"settings": [{"coefficients": c, "trust": t} for c, t in settings], "folds": folds,
+            "all_shapes": {"coefficients": settings[i][0], "trust": settings[i][1]}}
+
+
+def print_rows(rows):
+    for r in rows:
+        fs = r["fixer_speed"]
+        print(f"{r['combo']:30s} M={r['M']:5d} fixer {r['fixer']:20s} "
+              f"{'n/a' if fs is None else f'{fs:.3f}'} ({r['fixer_src']}) default "
+              f"{r['vllm_default_speed'] or 0:.3f} naive {r['naive_speed'] or 0:.3f}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--safe", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--loso", default="", help="comma-separated DEFAULT_TRUST values to choose from, "
+                    "leave one shape out")
+    ap.add_argument("--grid", default="", help='coefficient values to choose from as well (JSON, e.g. '
+                    '\'{"accumulator_reg_factor": [1.0, 1.3]}\')')
+    args = ap.parse_args(argv)
+    scorer = Scorer()
+    if args.loso:
+        res = loso(scorer, [float(v) for v in args.loso.split(",")], json.loads(args.grid) if args.grid else None,
+                   unsafe=not args.safe)
+        rows = []
+        for held, f in res["folds"].items():
+            print(f"fold {held}: chosen on the other three: DEFAULT_TRUST {f['trust']} {f['coefficients']}")
+            rows += f["rows"]
+        print(f"all four shapes: {res['all_shapes']}")
+    else:
+        rows = fixer_rows(scorer, unsafe=not args.safe)
+    if not args.quiet:
+        print_rows(rows)
+    for case, s in summary(rows).items():
+        print(f"{case:20s} median {s['median']:.3f} min {s['min']:.3f} vs default {s['vs_default']:+.3f} "
+              f"vs naive {s['vs_naive']:+.3f} untimed {s['untimed']} below default: {s['below_default']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
