@@ -181,6 +181,67 @@ def loso(scorer: Scorer, trusts, coefficient_grid: dict | None = None, unsafe: b
             "all_shapes": {"coefficients": settings[i][0], "trust": settings[i][1]}}
 
 
+TUNE_COMBOS = ("mixtral-8x7b/bf16", "qwen3-next-80b-a3b/fp8_w8a8")
+
+
+def sweep_gpu_seconds(name: str) -> float:
+    sw = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"][name]
+    return sw["gpu_s"]
+
+
+def tune_replay(scorer: Scorer, names=TUNE_COMBOS, **search) -> dict:
+    """Replay the tuner's search (``guided_search`` on ``model_order``, as ``tilefit tune`` runs
+    it) with the sweep as the GPU: a timing returns the sweep's time of the config and costs the
+    sweep's GPU seconds for it. Candidates: the tuning grid's configs that fit the RTX 4090 and
+    that the sweep timed (GROUP_SIZE_M > 1 only on the sweep's 6 fastest per point)."""
+    from moe_cases import _context
+
+    from tilefit.device_db import load_database
+    from tilefit.tune.runner import Job, engine_default_config, model_order
+    from tilefit.tune.search import config_key, guided_search
+    from tilefit.tune.space import tuning_space
+
+    h200 = load_database().get("h200")
+    by_name = {c.name: c for c in combos()}
+    out = {}
+    for name in names:
+        combo = by_name[name]
+        meta = _context(combo).meta
+        shape = {"K": combo.case.K, "top_k": combo.case.top_k, "dtype": combo.dtype,
+                 "block_shape": list(combo.case.block_shape) if combo.case.block_shape else None}
+        grid = {config_key(c) for c in tuning_space(combo.case.block_shape)}
+        rows, gpu, timings = [], 0.0, 0
+        for M in MS:
+            tm = scorer.fit[(name, M)]
+            cost = scorer.gpu[(name, M)]
+            cands = [dict(zip(("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps",
+                               "num_stages"), map(int, k.split("/")))) for k in tm if k in grid]
+            default = engine_default_config(meta, shape, M)
+            order = dict(zip((config_key(c) for c in cands), model_order(cands, combo.gemm_shape(M), h200, default)))
+            spent = {"s": 0.0, "n": 0}
+
+            def measure(c, spent=spent, tm=tm, cost=cost):
+                k = config_key(c)
+                spent["s"] += cost[k]
+                spent["n"] += 1
+                return tm[k]
+
+            seeds = [c for c in cands if default is not None and config_key(c) == config_key(default)]
+            settings = {"seed": Job.seed, "budget": Job.budget, "confirm": Job.confirm,
+                        "confirm_rounds": Job.confirm_rounds, "patience": Job.patience, **search}
+            found = guided_search(cands, lambda c: order[config_key(c)], measure, seeds=seeds, **settings)
+            speed, src = scorer.score(name, M, config_key(found.best))
+            rows.append({"M": M, "pick": config_key(found.best), "speed": speed, "src": src,
+                         "timings": spent["n"], "gpu_s": spent["s"]})
+            gpu += spent["s"]
+            timings += spent["n"]
+        sweep = sweep_gpu_seconds(name)
+        v = [r["speed"] for r in rows]
+        out[name] = {"rows": rows, "gpu_s": gpu, "timings": timings, "sweep_gpu_s": sweep, "ratio": sweep / gpu,
+                     "median": statistics.median(v), "min": min(v)}
+    return out
+
+
 def print_rows(rows):
     for r in rows:
         fs = r["fixer_speed"]
@@ -198,8 +259,19 @@ def main(argv=None) -> int:
                     "leave one shape out")
     ap.add_argument("--grid", default="", help='coefficient values to choose from as well (JSON, e.g. '
                     '\'{"accumulator_reg_factor": [1.0, 1.3]}\')')
+    ap.add_argument("--tune", default="", help="replay the tuner with these guided_search settings (JSON, "
+                    "e.g. '{\"budget\": 14}')")
     args = ap.parse_args(argv)
     scorer = Scorer()
+    if args.tune:
+        res = tune_replay(scorer, **json.loads(args.tune))
+        for name, r in res.items():
+            print(f"{name:30s} median {r['median']:.3f} min {r['min']:.3f}  {r['timings']} timings "
+                  f"{r['gpu_s']:.2f} GPU s, sweep {r['sweep_gpu_s']:.1f} s: 1/{r['ratio']:.1f}")
+            for x in r["rows"]:
+                print(f"    M={x['M']:5d} {x['pick']:20s} {x['speed']:.3f} ({x['src']}) {x['timings']} timings "
+                      f"{x['gpu_s']:.2f} s")
+        return 0
     if args.loso:
         res = loso(scorer, [float(v) for v in args.loso.split(",")], json.loads(args.grid) if args.grid else None,
                    unsafe=not args.safe)
