@@ -137,6 +137,8 @@ class Timer:
         return wl
 
     def drop(self, combo: dict) -> None:
+        if self.dry:
+            return
         for key in [k for k in self.workloads if k[0] == combo["name"]]:
             del self.workloads[key]
         from tilefit.tune import workload as w

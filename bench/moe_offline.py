@@ -242,6 +242,37 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, **search) -> dict:
     return out
 
 
+def finals_plan(rows_bundled: list[dict], rows_loso: list[dict], tune=TUNE_COMBOS) -> dict:
+    """The plan of ``moe_h200.py --phase tune,final`` for the GPU check of the new picks: per
+    point every finalist of the earlier final rounds again (the sweep's 4 fastest, the picks of
+    the fixer and tuner before, vLLM's default, the naive fix), the fixer's picks as bundled and
+    per leave-one-shape-out fold, and (added on the device) the new tuner's picks; ``tune``: the
+    starting tables the tuner re-tunes."""
+    from moe_cases import KEYS
+
+    def cfg(k):
+        return dict(zip(KEYS, map(int, k.split("/"))))
+
+    before = {(p["combo"], p["M"]): p["roles"] for p in json.loads((DATA / "h200_moe_final_points.json").read_text())}
+    rename = {"tune": "tune_before", "fixer": "fixer_before_loso", "fixer_installed": "fixer_before_bundled",
+              "fixer_safe": "fixer_before_safe", "fixer_before": "fixer_before_13"}
+    loso = {(r["combo"], r["M"]): r for r in rows_loso}
+    by_name = {c.name: c for c in combos()}
+    points = []
+    for r in rows_bundled:
+        key = (r["combo"], r["M"])
+        roles = {rename.get(role, role): cfg(k) for role, k in before.get(key, {}).items()}
+        roles["fixer"] = cfg(r["fixer"])
+        roles["fixer_loso"] = cfg(loso[key]["fixer"])
+        for role in ("vllm_default", "naive"):
+            if r.get(role):
+                roles[role] = cfg(r[role])
+        points.append({"combo": r["combo"], "M": r["M"], "roles": roles})
+    return {"combos": [c.as_json() for c in combos()], "points": points,
+            "tune": {name: {"entries": {str(M): e for M, (e, _) in start_entries(by_name[name]).items()}}
+                     for name in tune}}
+
+
 def print_rows(rows):
     for r in rows:
         fs = r["fixer_speed"]
@@ -261,6 +292,7 @@ def main(argv=None) -> int:
                     '\'{"accumulator_reg_factor": [1.0, 1.3]}\')')
     ap.add_argument("--tune", default="", help="replay the tuner with these guided_search settings (JSON, "
                     "e.g. '{\"budget\": 14}')")
+    ap.add_argument("--finals", help="write the GPU check's plan here (needs --loso for the fold picks)")
     args = ap.parse_args(argv)
     scorer = Scorer()
     if args.tune:
@@ -280,6 +312,9 @@ def main(argv=None) -> int:
             print(f"fold {held}: chosen on the other three: DEFAULT_TRUST {f['trust']} {f['coefficients']}")
             rows += f["rows"]
         print(f"all four shapes: {res['all_shapes']}")
+        if args.finals:
+            plan = finals_plan(fixer_rows(scorer, unsafe=not args.safe), rows)
+            Path(args.finals).write_text(json.dumps(plan, indent=1))
     else:
         rows = fixer_rows(scorer, unsafe=not args.safe)
     if not args.quiet:
