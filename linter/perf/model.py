@@ -30,15 +30,23 @@ instruction are padded to it (16 rows for mma.sync/MFMA, 64 for wgmma and tcgen0
 BM < 64 falls back to mma.sync (``c.mma_v2_on_wgmma``) unless the fp8 kernel swaps A and B
 (:mod:`tilefit.serving.launch`: BM < 64 <= BN), which makes BN the MMA's row count.
 
+**Warp layout and shared memory** (Triton's ``AccelerateMatmul``, :func:`warp_layout`): warps are
+laid over the MMA tile as the pass does; warps beyond a narrow tile's 16 x 8 pieces replicate its
+MMA work, and each column of warps re-reads the MMA's A operand (each row of warps, or warp group,
+its B) from shared memory every K iteration, at ``c.smem_bytes_per_clk_per_sm``: the MMA takes at
+least that long.
+
 **L2 -> SM traffic** per K iteration: the real rows of the A tile plus the B tile, at
 ``c.l2_bytes_per_clk_per_sm * boost_clock * c.l2_efficiency`` per SM.
 
 **Pipelining depth** (Triton's software pipeliner keeps ``num_stages - 1`` loads in flight):
 a stage's load completes ``c.load_latency_ns`` plus its own transfer time after it is issued,
 so each iteration waits at least ``(latency + transfer) / max(num_stages - 1, 1)``; one stage
-has no overlap at all. Per iteration the program takes the largest of its share of tensor time (plus
-``c.iter_overhead_cycles``), its share of L2 traffic, and that latency bound; a program adds one
-latency to fill the pipeline and an epilogue.
+has no overlap at all. The SM takes the largest of its programs' tensor work (plus
+``c.iter_overhead_cycles`` per iteration), their L2 traffic (and tile stores), both counted as
+work (a partial last round of programs is not a full one), and the latency chain of its rounds;
+a program adds one latency to fill the pipeline and an epilogue, which co-resident programs hide
+for each other after the first round.
 
 **DRAM roofline** (device_db ``memory_bandwidth_gbps`` times ``c.dram_efficiency``): the weights
 of the touched experts, re-read once per group of ``GROUP_SIZE_M`` M blocks when an expert's
@@ -53,7 +61,10 @@ the group's A rows (``G x BM x K``) exceed the L2's reused fraction. This is wha
 slower than G = 16 on the H200) while it saves B re-reads when an expert has many M blocks.
 The bandwidth is capped by Little's law: resident programs x ``(num_stages - 1)`` stages in
 flight x bytes per stage, over ``c.load_latency_ns`` (few or shallow programs cannot keep enough
-loads in flight to saturate DRAM).
+loads in flight to saturate DRAM); the cap meets the roofline softly (a 2-norm: loaded latency
+grows near saturation). Weights are re-read once per *expected* group of ``GROUP_SIZE_M`` M
+blocks of an expert (not its ceiling). Registers per accumulator element:
+``c.accumulator_reg_factor``.
 
 **Total**: ``c.launch_overhead_us + (t_sm^p + t_dram^p)^(1/p)`` with ``p = c.overlap_p``: a soft
 roofline (p = infinity would be the classic ``max``; real kernels overlap memory and compute
