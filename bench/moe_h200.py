@@ -137,6 +137,8 @@ class Timer:
         return wl
 
     def drop(self, combo: dict) -> None:
+        if self.dry:
+            return
         for key in [k for k in self.workloads if k[0] == combo["name"]]:
             del self.workloads[key]
         from tilefit.tune import workload as w
@@ -348,35 +350,24 @@ def phase_final(args, out: Path) -> dict:
 def phase_tune(args, out: Path) -> dict:
     """``tilefit tune --emulate rtx4090`` (its code path, :func:`tilefit.tune.runner.tune_files`)
     on the starting tables of ``finals["tune"]``, timing the engine's kernel: the runner's
-    measurer and precompiler are swapped for the engine's (same timer, same search)."""
+    measurer is the engine's (same timer and timing window, same search), in this process; a
+    kernel compiles at its first launch (compile time is not GPU time)."""
     finals = json.loads(Path(args.finals).read_text())
     combos = {c["name"]: c for c in finals["combos"]}
     from tilefit.tune import runner as R
+    from tilefit.tune.measurer import TIMING_MS
 
     timer = Timer(args.kernel, args.dry_run)
-    compiler = Compiler(args.kernel, args.workers, args.dry_run)
     stats = {"timings": 0, "gpu_s": 0.0}
     current = {}
 
     def measure(shape: dict, config: dict, M: int):
-        rec = timer.measure(current["combo"], M, dict(config), "tune", 5.0, 20.0)  # the tuner's own settings
+        rec = timer.measure(current["combo"], M, dict(config), "tune", *TIMING_MS)  # the tuner's own settings
         stats["timings"] += 1
         stats["gpu_s"] += rec["gpu_seconds"]
         current["rows"].append(rec)
         return rec["time_us"] if rec["status"] == "ok" else None
 
-    def precompile(jobs, per_job=None):
-        futs = []
-        for job in jobs:
-            combo = current["combo"]
-            shape = moe_shape(combo["shape"])
-            sj = json.dumps(combo["shape"], sort_keys=True)
-            order = sorted(range(len(job.candidates)), key=job.predicted.__getitem__)[:per_job or 2 * job.budget]
-            futs += [compiler.submit(sj, shape, job.M, job.candidates[i]) for i in order]
-        compiler.wait(futs)
-
-    R.gpu_measure = measure
-    R.precompile_jobs = precompile
     results = {}
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / "tilefit_tune_tables"
     folder.mkdir(parents=True, exist_ok=True)
@@ -393,7 +384,7 @@ def phase_tune(args, out: Path) -> dict:
 
             local = load_database().get("h200")
         res = R.tune_files([str(path)], R.TuneOptions(emulate="rtx4090", budget=args.tune_budget,
-                                                      estimator="analytic", gpus=1), local=local)
+                                                      estimator="analytic"), measure_fn=measure, local=local)
         wall = time.perf_counter() - t
         picks = json.loads(path.read_text())
         if current["rows"]:
@@ -407,7 +398,6 @@ def phase_tune(args, out: Path) -> dict:
         log(f"tune {name}: {results[name]['timings']} timings, {results[name]['gpu_s']} GPU s, {wall:.0f} s wall, "
             f"errors {res.errors}")
         timer.drop(combo)
-    compiler.close()
     (out / "tune_picks.json").write_text(json.dumps(results, indent=1))
     return {"tune": {k: {x: y for x, y in v.items() if x != "picks"} for k, v in results.items()}}
 
@@ -415,7 +405,7 @@ def phase_tune(args, out: Path) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True, help="sweep, or tune and/or final (comma-separated)")
-    ap.add_argument("--tune-budget", type=int, default=24)
+    ap.add_argument("--tune-budget", type=int, default=16)
     ap.add_argument("--plan")
     ap.add_argument("--finals")
     ap.add_argument("--kernel", help="scratch module of the engine's fused_moe_kernel")

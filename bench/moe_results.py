@@ -9,6 +9,7 @@ the fixer before issue 13, and the tuner's pick where it ran.
 Noise: per config, (max - min) / median of its 3 rounds.
 
     python bench/moe_results.py              # markdown tables on stdout
+    python bench/moe_results.py --check      # the GPU check of issue 13's second pass (h200_moe_check_*)
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ DATA = HERE / "data"
 ROLES = ("fixer_installed", "fixer", "fixer_safe", "fixer_before", "vllm_default", "naive", "tune")
 
 
-def load():
-    points = json.loads((DATA / "h200_moe_final_points.json").read_text())
+def load(name: str = "h200_moe_final_points.json"):
+    points = json.loads((DATA / name).read_text())
     out = []
     for p in points:
         med = p["median_us"]
@@ -42,7 +43,54 @@ def noise(points):
             "max": spreads[-1]}
 
 
+CHECK_ROLES = ("fixer_loso", "fixer", "fixer_before_bundled", "vllm_default", "naive", "tune", "tune_before")
+
+
+def check() -> int:
+    """The GPU check of the new picks (``h200_moe_check_*``): 5 interleaved rounds, every earlier
+    finalist re-timed beside the new fixer (bundled, and per leave-one-shape-out fold) and tuner."""
+    points = load("h200_moe_check_points.json")
+    n = noise(points)
+    print(f"noise (per config, (max-min)/median of its rounds, {n['configs']} configs): median {n['median']:.2%}, "
+          f"p75 {n['p75']:.2%}, p90 {n['p90']:.2%}, max {n['max']:.1%}\n")
+    print("| shape / dtype | M | best µs | fixer, held out (LOSO) | fixer, bundled | fixer before | vLLM default | "
+          "naive fix | tuner | tuner before |")
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|")
+    for p in points:
+        s = p["speed"]
+        cell = lambda r: f"{s[r]:.3f}" if r in s else "–"  # noqa: E731
+        print(f"| {p['combo']} | {p['M']} | {p['best_us']:.1f} | {p['roles']['fixer_loso']} {cell('fixer_loso')} | "
+              f"{p['roles']['fixer']} {cell('fixer')} | {cell('fixer_before_bundled')} | {cell('vllm_default')} | "
+              f"{cell('naive')} | {cell('tune')} | {cell('tune_before')} |")
+    print()
+    print("| left-out shape | role | median | min | worst vs vLLM default | worst vs naive fix |")
+    print("|---|---|---:|---:|---:|---:|")
+    by_case: dict = {}
+    for p in points:
+        by_case.setdefault(p["combo"].split("/")[0], []).append(p)
+    for case, pts in by_case.items():
+        for role in CHECK_ROLES:
+            v = [p["speed"][role] for p in pts if role in p["speed"]]
+            if not v:
+                continue
+            dv = min(p["speed"][role] - p["speed"]["vllm_default"] for p in pts if role in p["speed"])
+            dn = min(p["speed"][role] - p["speed"]["naive"] for p in pts if role in p["speed"])
+            print(f"| {case} | {role} | {statistics.median(v):.3f} | {min(v):.3f} | {dv:+.3f} | {dn:+.3f} |")
+    tune = json.loads((DATA / "h200_moe_check_tune_picks.json").read_text())
+    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
+    print()
+    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in tune.items():
+        sw = sweep[name]
+        print(f"| {name} | {r['timings']} | {r['gpu_s']:.2f} | {sw['timings'] + sw.get('group_timings', 0)} | "
+              f"{sw['gpu_s']:.1f} | 1/{sw['gpu_s'] / r['gpu_s']:.1f} |")
+    return 0
+
+
 def main() -> int:
+    if "--check" in sys.argv[1:]:
+        return check()
     points = load()
     n = noise(points)
     print(f"noise (per config, (max-min)/median of 3 rounds, {n['configs']} configs): median {n['median']:.2%}, "

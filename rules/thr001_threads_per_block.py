@@ -34,7 +34,7 @@ class THR001(Rule):
         Example("E=8,N=14336,device_name=AMD_Instinct_MI300X.json",
                 '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
                 '"num_warps": 32}}', True,
-                fixed='{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
+                fixed='{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '
                       '"num_warps": 4}}'),
         Example("E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json",
                 '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, '

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tilefit.device_db import load_database
-from tilefit.tune.runner import TuneOptions, tune_files
+from tilefit.tune.runner import Job, TuneOptions, tune_files
 from tilefit.tune.search import config_key, guided_search
 
 REPO = Path(__file__).resolve().parents[1]
@@ -87,7 +87,8 @@ def test_interrupted_run_leaves_files_unchanged_and_resumes_from_the_log(table, 
         return fake_time(shape, cfg, M)
 
     result = tune_files([str(table)], opts, measure_fn=counting, local=h200)
-    assert len(calls) == 6 * 24 - 29  # what the log holds is not measured again
+    # what the log holds is not measured again
+    assert len(calls) == sum(r.measured for r in result.results) - 29
     assert sum(r.replayed for r in result.results) == 29
     assert not result.errors and table.read_bytes() != before
 
@@ -113,11 +114,14 @@ def _h200_sweep(name):
 
 @pytest.mark.parametrize("sweep_file", ["h200_sweep.jsonl", "h200_graph_sweep.jsonl.gz"])
 def test_guided_search_finds_the_sweeps_best_on_measured_h200_data(h200, sweep_file):
-    """Replays the search on an H200 sweep (every fitting config timed at every M; timed with
-    do_bench, and with CUDA-graph replays): with 24 timings per entry (confirmation round
-    included) it must reach 0.97 of the sweep's best everywhere."""
-    from tilefit.perf.model import predict
+    """Replays the search as ``tilefit tune`` runs it (the runner's ordering and settings: vLLM's
+    default first, the trust-region order, at most ``Job.budget`` timings, confirmation included)
+    on an H200 sweep (every fitting config timed at every M; timed with do_bench, and with
+    CUDA-graph replays): it must reach 0.97 of the sweep's best everywhere, with a 20th of the
+    sweep's timings."""
     from tilefit.perf.shapes import GemmShape
+    from tilefit.fix.defaults import vllm_default_config
+    from tilefit.tune.runner import model_order
 
     sweep = _h200_sweep(sweep_file)
     assert len(sweep) == 12
@@ -128,10 +132,14 @@ def test_guided_search_finds_the_sweeps_best_on_measured_h200_data(h200, sweep_f
             points = sweep[(dtype, M)]
             configs = [c for c, _ in points.values()]
             shape = GemmShape("fused_moe", dtype, M, n=1536, k=2048, experts=128, top_k=8, a_rows_unique=M)
-            found = guided_search(configs, lambda c: predict(c, shape, h200).time_us,
-                                  lambda c: points[config_key(c)][1], seeds=prev)
+            default = vllm_default_config(M, 128, 768, 2048, 8, dtype)
+            order = dict(zip(map(config_key, configs), model_order(configs, shape, h200, default)))
+            seeds = [c for c in configs if config_key(c) == config_key(default)] + prev
+            found = guided_search(configs, lambda c: order[config_key(c)], lambda c: points[config_key(c)][1],
+                                  seeds=seeds, seed=Job.seed, budget=Job.budget, confirm=Job.confirm,
+                                  confirm_rounds=Job.confirm_rounds, patience=Job.patience)
             best, times = found
-            assert found.measurements <= 24
+            assert found.measurements <= Job.budget
             measured_total += found.measurements
             assert min(t for _, t in points.values()) / times[config_key(best)] >= 0.97, (dtype, M)
             prev = sorted((points[k][0] for k in times), key=lambda c: times[config_key(c)])[:2]

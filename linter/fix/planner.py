@@ -62,12 +62,16 @@ TUNED_PRIOR = 0.5
 NAMED_WEIGHT = 0.75
 # Relative cost of each edit beyond the nearest layer of fitting configs.
 EDIT_PENALTY = 0.01
-# The engine's own default for the batch size (vLLM's get_default_config) is kept unless another
-# candidate is predicted this much faster, scaled by the share of the default's predicted time
-# that is DRAM time: memory-bound configs sit on one roofline, where the model cannot tell them
-# apart and the engine's hand-tuned rule is the safer pick; compute-bound ones it ranks well
-# (bench/moe_fit.py scores this shape by shape held out).
-DEFAULT_PREFERENCE = 0.1
+# A trust region around the engine's own default for the batch size (vLLM's get_default_config):
+# each edit step away from it costs this much, scaled by the share of the default's predicted
+# time that is DRAM time. Memory-bound configs sit on one roofline, where the model ranks
+# neighbours of a config well (one more stage, a narrower tile) but not configs far apart, and the
+# engine's hand-tuned rule is a good place to start; compute-bound ones it ranks well, so the
+# region widens as the DRAM share falls. Chosen by leave-one-shape-out on the H200 sweep of four
+# MoE shapes (bench/moe_offline.py --loso, grid 0.01-0.05: three folds pick 0.015 on the other
+# three shapes, the one without Qwen3-30B-A3B 0.01; all four together 0.015). Where the engine has no default, each
+# edit beyond the nearest fitting layer costs EDIT_PENALTY instead.
+DEFAULT_TRUST = 0.015
 
 
 def freeze(entry: Mapping) -> tuple:
@@ -416,7 +420,8 @@ class FixPlanner:
             fitting.append((default, first))
         ctx.default = default
         ctx.naive = naive
-        ctx.default_bonus = self._default_bonus(ctx, key, M, default)
+        ctx.space = space
+        ctx.default_trust = self._default_trust(ctx, key, M, default)
         if not self.rank:
             ranked = [(c, float(d)) for c, d in sorted(fitting, key=lambda cd: cd[1])]
         else:
@@ -483,7 +488,7 @@ class FixPlanner:
                         continue
                     seen.add(nb)
                     alt = space.to_entry(nb, cand.get("GROUP_SIZE_M") if space.has_group else None)
-                    if self.fits(ctx, alt):
+                    if cfg_key(alt) not in depth_of and self.fits(ctx, alt):
                         depth_of[cfg_key(alt)] = space.distance(alt)
                         new.append(alt)
             if not new:
@@ -509,16 +514,17 @@ class FixPlanner:
             self._pred_memo[k] = hit
         return hit
 
-    def _default_bonus(self, ctx, key, M, default) -> float:
-        """``DEFAULT_PREFERENCE`` times the DRAM share of the default's predicted time on the
-        file's own device (0 without a default or a prediction)."""
+    def _default_trust(self, ctx, key, M, default) -> float:
+        """``DEFAULT_TRUST`` times the DRAM share of the default's predicted time on the file's
+        own device (0 without a default or a prediction): the cost of one edit step away from
+        the default."""
         if default is None or ctx.named is None or ctx.shape(key, M) is None:
             return 0.0
         from tilefit.perf import predict
 
         smem = self.need(ctx.meta, default, ctx.named.arch, ctx.named.vendor)
         pred = predict(default, ctx.shape(key, M), ctx.named, self._coeffs(ctx.named), smem_bytes=smem or 0)
-        return DEFAULT_PREFERENCE * min(1.0, pred.dram_us / max(pred.time_us, 1e-9))
+        return DEFAULT_TRUST * min(1.0, pred.dram_us / max(pred.time_us, 1e-9))
 
     def _coeffs(self, dev):
         hit = self._coeff_memo.get(dev.key)
@@ -557,13 +563,16 @@ class FixPlanner:
                 s += w * t
             return s / total
 
+
         out = []
         for cand in candidates:
-            s = predicted(cand) + math.log1p(EDIT_PENALTY * max(0, depth_of[cfg_key(cand)] - first))
-            # within the preference the engine's default wins, also over a naive fix the model
-            # predicts a little faster (the report shows both predictions)
-            if cfg_key(cand) == default:
-                s -= math.log1p(ctx.default_bonus)
+            s = predicted(cand)
+            if ctx.default is not None:
+                # the trust region around the engine's default replaces the distance from the
+                # original (the report shows both predictions)
+                s += math.log1p(ctx.default_trust * ctx.space.steps(ctx.default, cand))
+            else:
+                s += math.log1p(EDIT_PENALTY * max(0, depth_of[cfg_key(cand)] - first))
             out.append((cand, math.exp(s)))
         out.sort(key=lambda r: r[1])
         return out
@@ -604,7 +613,8 @@ class _TableContext:
     ranking: list  # [(device, weight)]
     values: Mapping = field(default_factory=dict)  # per key, the values the table uses
     default: Mapping | None = None  # the engine default of the entry being planned
-    default_bonus: float = 0.0  # its preference (DEFAULT_PREFERENCE x predicted DRAM share)
+    default_trust: float = 0.0  # cost of an edit step away from it (DEFAULT_TRUST x predicted DRAM share)
+    space: object = None  # the ConfigSpace of the entry being planned
     naive: Mapping | None = None  # the naive fix of the entry being planned
     _shapes: dict = field(default_factory=dict)
 

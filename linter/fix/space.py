@@ -227,6 +227,17 @@ class ConfigSpace:
             total += 1
         return total
 
+    def steps(self, a: Mapping, b: Mapping) -> int:
+        """Edit steps between two entries: positions along each dimension's sorted values and
+        along GROUP_SIZE_M's (a value outside the domain counts one step)."""
+        total = 0
+        for values, x, y in zip(self.domain + (self.groups,), self.node_of(a) + (a.get("GROUP_SIZE_M"),),
+                                self.node_of(b) + (b.get("GROUP_SIZE_M"),)):
+            if x == y:
+                continue
+            total += abs(values.index(x) - values.index(y)) if (x in values and y in values) else 1
+        return total
+
     def effective_bk(self, bk: int) -> int:
         return min(bk, self.vllm_block_k) if self.vllm_block_k else bk
 

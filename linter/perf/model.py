@@ -30,15 +30,23 @@ instruction are padded to it (16 rows for mma.sync/MFMA, 64 for wgmma and tcgen0
 BM < 64 falls back to mma.sync (``c.mma_v2_on_wgmma``) unless the fp8 kernel swaps A and B
 (:mod:`tilefit.serving.launch`: BM < 64 <= BN), which makes BN the MMA's row count.
 
+**Warp layout and shared memory** (Triton's ``AccelerateMatmul``, :func:`warp_layout`): warps are
+laid over the MMA tile as the pass does; warps beyond a narrow tile's 16 x 8 pieces replicate its
+MMA work, and each column of warps re-reads the MMA's A operand (each row of warps, or warp group,
+its B) from shared memory every K iteration, at ``c.smem_bytes_per_clk_per_sm``: the MMA takes at
+least that long.
+
 **L2 -> SM traffic** per K iteration: the real rows of the A tile plus the B tile, at
 ``c.l2_bytes_per_clk_per_sm * boost_clock * c.l2_efficiency`` per SM.
 
 **Pipelining depth** (Triton's software pipeliner keeps ``num_stages - 1`` loads in flight):
 a stage's load completes ``c.load_latency_ns`` plus its own transfer time after it is issued,
 so each iteration waits at least ``(latency + transfer) / max(num_stages - 1, 1)``; one stage
-has no overlap at all. Per iteration the program takes the largest of its share of tensor time (plus
-``c.iter_overhead_cycles``), its share of L2 traffic, and that latency bound; a program adds one
-latency to fill the pipeline and an epilogue.
+has no overlap at all. The SM takes the largest of its programs' tensor work (plus
+``c.iter_overhead_cycles`` per iteration), their L2 traffic (and tile stores), both counted as
+work (a partial last round of programs is not a full one), and the latency chain of its rounds;
+a program adds one latency to fill the pipeline and an epilogue, which co-resident programs hide
+for each other after the first round.
 
 **DRAM roofline** (device_db ``memory_bandwidth_gbps`` times ``c.dram_efficiency``): the weights
 of the touched experts, re-read once per group of ``GROUP_SIZE_M`` M blocks when an expert's
@@ -53,7 +61,10 @@ the group's A rows (``G x BM x K``) exceed the L2's reused fraction. This is wha
 slower than G = 16 on the H200) while it saves B re-reads when an expert has many M blocks.
 The bandwidth is capped by Little's law: resident programs x ``(num_stages - 1)`` stages in
 flight x bytes per stage, over ``c.load_latency_ns`` (few or shallow programs cannot keep enough
-loads in flight to saturate DRAM).
+loads in flight to saturate DRAM); the cap meets the roofline softly (a 2-norm: loaded latency
+grows near saturation). Weights are re-read once per *expected* group of ``GROUP_SIZE_M`` M
+blocks of an expert (not its ceiling). Registers per accumulator element:
+``c.accumulator_reg_factor``.
 
 **Total**: ``c.launch_overhead_us + (t_sm^p + t_dram^p)^(1/p)`` with ``p = c.overlap_p``: a soft
 roofline (p = infinity would be the classic ``max``; real kernels overlap memory and compute
@@ -182,6 +193,39 @@ def _block_scaled(kernel: str) -> bool:
     return family is not None and "block" in family.quant_modes
 
 
+def warp_layout(kind: str, rows: int, cols: int, warps: int) -> tuple[int, int, int]:
+    """(warps along M, warps along N, MMA instruction N) for a ``rows`` x ``cols`` dot on
+    ``warps`` warps, as Triton's AccelerateMatmul pass assigns them (``warpsPerTileV2`` /
+    ``warpsPerTileV3`` and the wgmma instruction shape): the pass keeps doubling one side until
+    every warp has a place, so a tile with fewer 16 x 8 (mma.sync) pieces than warps is
+    replicated, and a narrow tile on two warp groups runs narrower wgmma instructions."""
+    warps = max(1, warps)
+    if kind == "wgmma":
+        m_warps = max(rows // 16, 1)
+        n_warps = max(warps // m_warps, 1)
+        max_n = max(cols // n_warps, 8)
+        instr_n = 8
+        while instr_n * 2 <= min(max_n, 256, max(cols, 8)):
+            instr_n *= 2
+        wm, wn = 4, 1
+        while wm * wn < warps:
+            if rows > 16 * wm:
+                wm *= 2
+            else:
+                wn *= 2
+        return wm, wn, instr_n
+    wm, wn = 1, 1
+    while wm * wn < warps:
+        if rows // 16 // wm >= cols // 16 // wn:
+            if wm < rows // 16:
+                wm *= 2
+            else:
+                wn *= 2
+        else:
+            wn *= 2
+    return wm, wn, 8
+
+
 def _ceil8(x: float) -> int:
     return int(math.ceil(x / 8.0)) * 8
 
@@ -221,12 +265,14 @@ class _Static:
     route_p: float
     mma_v2_on_wgmma: float
     base_regs: float
+    acc_regs: float
     spill_penalty: float
     subpartitions: float
     l2_reuse: float
     overlap_p: float
     launch_us: float
     segment: float
+    smem_rate: float  # shared-memory bytes per second per SM
 
 
 _STATIC: dict[tuple, tuple] = {}
@@ -303,12 +349,14 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
         mma_v2_on_wgmma=c["mma_v2_on_wgmma"],
         base_regs=c["base_regs_per_thread"],
+        acc_regs=c["accumulator_reg_factor"],
         spill_penalty=c["spill_penalty_per_32_regs"],
         subpartitions=c["tensor_subpartitions"],
         l2_reuse=c["l2_reuse_fraction"],
         overlap_p=c["overlap_p"],
         launch_us=c["launch_overhead_us"],
         segment=c["dram_segment_bytes"],
+        smem_rate=c["smem_bytes_per_clk_per_sm"] * clock,
     )
     if len(_STATIC) > 4096:
         _STATIC.clear()
@@ -362,7 +410,16 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
         label = "mma_v2 (on sm_90)"
     elif swap:
         label = "wgmma (swap-AB)"
-    flops_iter = 2.0 * max(mm, inst_rows) * max(nn, 8) * bk
+    # warps over the MMA tile as Triton lays them out; warps beyond the tile replicate its work
+    wm, wn, cols = warp_layout("wgmma" if label.startswith("wgmma") else "mma_v2", mm, nn, warps)
+    rows_cov = max(mm, inst_rows, 16 * wm)
+    cols_cov = max(nn, 8, cols * wn)
+    flops_iter = 2.0 * rows_cov * cols_cov * bk
+    # operand reads from shared memory per K iteration: each column of warps reads the MMA's A
+    # rows, each row of warps (warp group on wgmma) its B columns
+    mma_a_b, mma_b_b = (st.b_b, st.a_b) if swap else (st.a_b, st.b_b)
+    b_readers = wm / 4.0 if label.startswith("wgmma") else float(wm)
+    smem_read = bk * (rows_cov * mma_a_b * wn + cols_cov * mma_b_b * max(1.0, b_readers))
 
     # -- registers
     threads = warps * st.warp_size
@@ -371,7 +428,7 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
         acc *= 2.0
     operands_in_smem = label.startswith("wgmma") or mma == "tcgen05"
     frags = 0.0 if operands_in_smem else (bm * bk * st.a_b + bn * bk * st.b_b) / 4.0 / threads
-    regs = _ceil8(st.base_regs + acc + frags)
+    regs = _ceil8(st.base_regs + acc * st.acc_regs + frags)
     cap = min(st.max_regs, st.regs_per_block // max(threads, 1))
     cap = max(8, cap - cap % 8)
     spilled = max(0, regs - cap)
@@ -395,7 +452,7 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
 
     # -- per-iteration times on one SM
     util = min(1.0, resident * warps / st.subpartitions)
-    t_mma = flops_iter / (st.peak_per_sm * path_eff * util)
+    t_mma = max(flops_iter / (st.peak_per_sm * path_eff * util), smem_read / st.smem_rate)
     if st.block_scales:
         t_mma += bm * bn * st.scale_cycles / st.clock
     real_rows = rows / blocks_m
@@ -407,24 +464,33 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
         t_lat = latency + t_l2 + t_mma + st.t_ovh
     else:
         t_lat = (latency + t_l2) / max(stages - 1, 1)
-    t_compute = resident * (t_mma + st.t_ovh)
-    t_l2_share = resident * t_l2
-    t_iter = max(t_compute, t_l2_share, t_lat) * spill_factor
-    epilogue = st.epilogue + resident * real_rows * bn * st.c_b / st.l2_rate
-    t_program = k_iters * t_iter + latency + epilogue
-    t_sm = rounds * t_program
+    # Throughput terms are work: the SM runs all its programs' iterations (a last, partial
+    # round of programs is not a full one). The latency bound is a chain: each wave of resident
+    # programs waits for its own loads.
+    t_compute = per_sm * k_iters * (t_mma + st.t_ovh)
+    store = real_rows * bn * st.c_b / st.l2_rate
+    t_l2_share = per_sm * (k_iters * t_l2 + store)
+    t_chain = rounds * k_iters * t_lat
+    # a program fills its pipeline (one latency) and ends with its epilogue; co-resident programs
+    # drift apart, so after the first round one's fill and epilogue run under the others' main
+    # loops (a lone program per SM exposes them every round)
+    fixed = latency + st.epilogue
+    t_sm = max(t_compute, t_l2_share, t_chain) * spill_factor + fixed * (1.0 + (rounds - 1) / resident)
 
     # -- DRAM
     expert_w = n * k * st.b_b
     g_eff = min(float(group), m_blocks_per_expert)
-    passes = math.ceil(m_blocks_per_expert / g_eff - 1e-9)
+    # groups of G M blocks per expert: each group after the first re-reads the weights. The
+    # expected count, not its ceiling: an expert gets a second M block only as often as its
+    # rows overflow one (E[ceil(X / BM)] of a few rows is 1.00001, not 2)
+    passes = max(1.0, m_blocks_per_expert / g_eff)
     miss = min(1.0, expert_w / (st.l2_size * st.l2_reuse))
     w_bytes = active * expert_w * (1.0 + (passes - 1) * miss)
     # A re-reads: the programs in flight cover min(G, in flight) M blocks and the N tiles that
     # leave room for; a group's A rows are visited once per such sweep of its N tiles, and come
     # from DRAM again as far as the group's A rows do not stay in L2
-    g_all = min(float(group), blocks_m)
     window = float(min(programs, st.sms * occupancy))
+    g_all = min(float(group), blocks_m)
     n_window = min(float(n_tiles), max(1.0, window / min(g_all, window)))
     sweeps = math.ceil(n_tiles / n_window - 1e-9)
     miss_a = min(1.0, g_all * bm * k * st.a_b / (st.l2_size * st.l2_reuse))
@@ -433,17 +499,19 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     seg_b = min(1.0, bk * st.b_b / st.segment)
     seg_a = min(1.0, bk * st.a_b / st.segment)
     dram_bytes = w_bytes / seg_b + a_bytes / seg_a + rows * n * st.c_b
-    # Little's law: the bandwidth reached is at most the bytes in flight over the latency
+    # Little's law: the bandwidth reached is at most the bytes in flight over the latency. The
+    # two limits meet softly (a 2-norm): near saturation requests queue and the loaded latency
+    # grows, so a deeper pipeline still gains a few per cent where the hard minimum says the
+    # bandwidth is already reached
     in_flight = min(programs, st.sms * occupancy) * max(stages - 1, 1) * stage_bytes
-    t_dram = dram_bytes / min(st.bw, in_flight / latency)
+    t_dram = dram_bytes * math.hypot(1.0 / st.bw, latency / max(in_flight, 1e-9))
 
     p = st.overlap_p
     core = (t_sm ** p + t_dram ** p) ** (1.0 / p)
     launch = st.launch_us
     if _time_only:
         return launch + core * 1e6
-    scale = rounds * k_iters * 1e6
-    terms = {"compute": t_compute * scale, "l2": t_l2_share * scale, "latency": t_lat * scale,
+    terms = {"compute": t_compute * 1e6, "l2": t_l2_share * 1e6, "latency": t_chain * 1e6,
              "dram": t_dram * 1e6}
     return Prediction(
         time_us=launch + core * 1e6,

@@ -39,8 +39,8 @@ class TuneOptions:
     emulate: str | None = None
     smem_limit: int | None = None
     all_entries: bool = False
-    seed: int = 8
-    budget: int = 24
+    seed: int = 4
+    budget: int = 16
     model_shape: str | None = None  # "E=128,N=768,K=2048,topk=8"
     model_config: str | None = None
     results: str | None = None  # JSON lines of measurements (resume)
@@ -69,9 +69,12 @@ class Job:
     candidates: tuple  # fitting configs (dicts)
     predicted: tuple  # model time per candidate (same order)
     seeds: tuple = ()
-    seed: int = 8
-    budget: int = 24
+    seed: int = 4
+    budget: int = 16
     known: Mapping = field(default_factory=dict)  # config key -> timings from an earlier run, in order
+    confirm: int = 2  # finalists re-timed ...
+    confirm_rounds: int = 2  # ... this many times each, interleaved
+    patience: int | None = 6  # exploration stops after this many timings without a gain
 
 
 @dataclass
@@ -235,11 +238,39 @@ def _fits(meta, cfg, device, estimator, margin) -> bool:
     return device.max_threads_per_block is None or threads <= device.max_threads_per_block
 
 
+def engine_default_config(meta, shape: Mapping, M: int) -> dict | None:
+    """vLLM's ``get_default_config`` for the entry (gate/up tables of the dtypes it covers)."""
+    from tilefit.fix.defaults import vllm_default_config
+
+    if meta.down or shape["dtype"] not in ("bf16", "fp16", "fp8_w8a8"):
+        return None
+    block = shape.get("block_shape") if shape["dtype"] == "fp8_w8a8" else None
+    return vllm_default_config(M, meta.E, meta.N, shape["K"], shape["top_k"], shape["dtype"], block)
+
+
+def model_order(candidates: Sequence[Mapping], gemm, device, default: Mapping | None = None,
+                trust: float | None = None) -> tuple[float, ...]:
+    """What the search orders candidates by: the model's time on ``device``, times the fixer's
+    trust region around the engine's default (``DEFAULT_TRUST`` per edit step, scaled by the
+    default's predicted DRAM share; :mod:`tilefit.fix.planner`), so the first timings go to
+    the configs the GPU-free fixer would pick and their neighbours."""
+    from tilefit.fix.planner import DEFAULT_TRUST
+    from tilefit.perf.model import predict
+
+    from .search import steps
+
+    preds = [predict(c, gemm, device) for c in candidates]
+    if default is None:
+        return tuple(p.time_us for p in preds)
+    p0 = predict(default, gemm, device)
+    k = (DEFAULT_TRUST if trust is None else trust) * min(1.0, p0.dram_us / max(p0.time_us, 1e-9))
+    return tuple(p.time_us * (1.0 + k * steps(default, c)) for p, c in zip(preds, candidates))
+
+
 def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementLog) -> list[Job]:
     """The jobs of one table: its offending entries (or all), each with its fitting candidates."""
     from tilefit.fix.planner import FIXABLE
     from tilefit.jsonpos import parse_pointer
-    from tilefit.perf.model import predict
     from tilefit.perf.shapes import GemmShape
 
     from .space import tuning_space
@@ -266,13 +297,15 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
         gemm = GemmShape("fused_moe", shape["dtype"], M, n=shape["N"], k=shape["K"], experts=shape["E"],
                          top_k=shape["top_k"], a_rows_unique=M * shape["top_k"] if meta.down else M,
                          block_shape=meta.block_shape, engine=meta.engine)
-        predicted = tuple(predict(c, gemm, local).time_us for c in candidates)
+        default = engine_default_config(meta, shape, M)
+        predicted = model_order(candidates, gemm, local, default)
+        seeds = tuple(c for c in candidates if default is not None and config_key(c) == config_key(default))
         known = {}
         for c in candidates:
             logged = log.samples(table.path, M, config_key(c), device=local.key, shape=shape)
             if logged:
                 known[config_key(c)] = tuple(logged)
-        jobs.append(Job(table.path, key, M, shape, tuple(candidates), predicted, seed=opts.seed,
+        jobs.append(Job(table.path, key, M, shape, tuple(candidates), predicted, seeds=seeds, seed=opts.seed,
                         budget=opts.budget, known=known))
     return jobs
 

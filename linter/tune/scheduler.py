@@ -131,7 +131,8 @@ class Scheduler:
     def _state(index: int, job) -> _JobState:
         predicted = {config_key(c): t for c, t in zip(job.candidates, job.predicted)}
         search = GuidedSearch(job.candidates, lambda c: predicted[config_key(c)], seed=job.seed,
-                              budget=job.budget, seeds=job.seeds)
+                              budget=job.budget, seeds=job.seeds, confirm=job.confirm,
+                              confirm_rounds=job.confirm_rounds, patience=job.patience)
         return _JobState(index, job, search)
 
     @staticmethod

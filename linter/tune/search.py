@@ -63,6 +63,18 @@ def neighbours(cfg: Mapping, allowed: Mapping[str, Mapping]) -> list[Mapping]:
     return out
 
 
+def steps(a: Mapping, b: Mapping) -> int:
+    """Edit distance between two configs: positions along each parameter's values (``STEPS``);
+    a value outside them counts one step."""
+    total = 0
+    for key, values in STEPS.items():
+        x, y = a.get(key), b.get(key)
+        if x == y:
+            continue
+        total += abs(values.index(x) - values.index(y)) if (x in values and y in values) else 1
+    return total
+
+
 class GuidedSearch:
     """:func:`guided_search` as a state machine: :meth:`ask` names the next config to time,
     :meth:`tell` gives its time (None when it failed). The scheduler (``tilefit.tune.scheduler``)
@@ -75,7 +87,10 @@ class GuidedSearch:
 
     def __init__(self, candidates: Sequence[Mapping], predict: Callable[[Mapping], float], *, seed: int = 8,
                  budget: int = 24, climb_from: int = 2, seeds: Sequence[Mapping] = (), confirm: int = 3,
-                 confirm_rounds: int = 1):
+                 confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005):
+        self.patience = patience
+        self.min_gain = min_gain
+        self._stale = 0  # climbing timings in a row without a gain of min_gain
         self.allowed = {config_key(c): c for c in candidates}
         self.predicted = {k: predict(c) for k, c in self.allowed.items()}
         self.order = sorted(self.allowed, key=self.predicted.__getitem__)  # ties: candidate order
@@ -101,6 +116,8 @@ class GuidedSearch:
         for key in self._starts:
             if key not in self.times:
                 return key
+        if self.patience is not None and self._stale >= self.patience:
+            return None
         frontier = self.frontier()
         return frontier[0] if frontier else next(k for k in self.order if k not in self.times)
 
@@ -142,6 +159,10 @@ class GuidedSearch:
             raise RuntimeError("tell() without a pending ask()")
         self.measurements += 1
         if self._confirm is None:
+            if key not in self._starts:
+                best = min((t for t in self.times.values() if t is not None), default=None)
+                gain = time_us is not None and (best is None or time_us < best * (1.0 - self.min_gain))
+                self._stale = 0 if gain else self._stale + 1
             self.times[key] = time_us
         else:
             self._confirm.pop(0)
@@ -195,7 +216,7 @@ class GuidedSearch:
 def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], float],
                   measure: Callable[[Mapping], float | None], *, seed: int = 8, budget: int = 24,
                   climb_from: int = 2, seeds: Sequence[Mapping] = (), confirm: int = 3,
-                  confirm_rounds: int = 1) -> Search:
+                  confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005) -> Search:
     """Search ``candidates`` with at most ``budget`` measurements in all.
 
     ``predict(config)`` is the model's time, ``measure(config)`` the real one (None when the
@@ -204,10 +225,12 @@ def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], fl
     ``4 * confirm``; fewer finalists below) re-time the ``confirm`` fastest configs, interleaved,
     and each of them is ranked by the median of its times: one timing of a 15 us kernel is a few
     per cent noisy, and the winner of single timings is biased towards whichever config got a
-    lucky one.
+    lucky one. ``patience``: exploration also stops once that many timings in a row (after the
+    start configs) found nothing ``min_gain`` faster than the best so far; the rest of the budget
+    is not spent.
     """
     search = GuidedSearch(candidates, predict, seed=seed, budget=budget, climb_from=climb_from, seeds=seeds,
-                          confirm=confirm, confirm_rounds=confirm_rounds)
+                          confirm=confirm, confirm_rounds=confirm_rounds, patience=patience, min_gain=min_gain)
     while (cfg := search.ask()) is not None:
         search.tell(measure(cfg))
     return search.result()

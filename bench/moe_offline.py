@@ -1,0 +1,331 @@
+"""Score the GPU-free fixer's picks and replay the tuner on the H200 sweep, on the CPU (issue 13).
+
+The sweep (``bench/data/h200_moe_sweep.jsonl.gz``) timed every RTX 4090-fitting config of the
+engines' grid at GROUP_SIZE_M 1 at every point (plus GROUP_SIZE_M 16/32/64 on the 6 fastest), so
+any fixer pick among them can be scored without a GPU. Speed = best / pick (1.0 = best):
+
+* ``final``: the pick was a finalist of the interleaved final rounds
+  (``h200_moe_final_points.json``): fastest finalist's median / the pick's median;
+* ``sweep``: otherwise the sweep's screening timings (1 ms warm-up, 6 ms timing, one each):
+  the sweep's fastest / the pick's (noisier: a screening minimum is biased low).
+
+``--tune`` replays :func:`tilefit.tune.search.guided_search` (the tuner's own search, the
+model's predictions) with the sweep as the measurer: each timing returns the sweep's time and
+costs the sweep's GPU seconds for that config (the sweep's timer settings); a config the sweep did
+not time (GROUP_SIZE_M > 1 off the top 6) is counted as missing.
+
+    python bench/moe_offline.py                       # fixer picks, per point and per shape
+    python bench/moe_offline.py --tune                # + tuner replay on the two tune tables
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from moe_cases import MS, ckey, combos, naive, start_entries, vllm_default  # noqa: E402
+
+DATA = HERE / "data"
+
+
+def load_sweep(path=DATA / "h200_moe_sweep.jsonl.gz"):
+    times: dict = {}
+    gpu: dict = {}
+    for line in gzip.open(path, "rt"):
+        r = json.loads(line)
+        if r["status"] != "ok":
+            continue
+        k = ckey(r["config"])
+        times.setdefault((r["combo"], r["M"]), {})[k] = r["time_us"]
+        gpu.setdefault((r["combo"], r["M"]), {})[k] = r["gpu_seconds"]
+    return times, gpu
+
+
+def load_finals(path=DATA / "h200_moe_final_points.json"):
+    return {(p["combo"], p["M"]): p["median_us"] for p in json.loads(Path(path).read_text())}
+
+
+class Scorer:
+    def __init__(self):
+        from moe_fit import fitting_times, load_sweep as load_configs
+
+        times, configs = load_configs()
+        self.fit = fitting_times(times, configs)
+        self.finals = load_finals()
+        self.gpu = load_sweep()[1]
+
+    def score(self, name: str, M: int, cfg, together=()) -> tuple[float | None, str]:
+        """Speed of ``cfg`` at the point; from the final rounds only when ``cfg`` and every
+        config of ``together`` (the ones it is compared with) were finalists there, so a
+        comparison never mixes the two timings."""
+        if cfg is None:
+            return None, "none"
+        k = cfg if isinstance(cfg, str) else ckey(cfg)
+        fin = self.finals.get((name, M), {})
+        others = [c if isinstance(c, str) else ckey(c) for c in together if c is not None]
+        if k in fin and all(o in fin for o in others):
+            return min(fin.values()) / fin[k], "final"
+        tm = self.fit[(name, M)]
+        if k in tm:
+            return min(tm.values()) / tm[k], "sweep"
+        return None, "untimed"
+
+
+def fixer_rows(scorer: Scorer, unsafe: bool = True, names=None) -> list[dict]:
+    from moe_cases import fixer_picks
+
+    folder = Path(tempfile.mkdtemp())
+    rows = []
+    for combo in combos():
+        if names and combo.case.name not in names:
+            continue
+        picks = fixer_picks(combo, folder / combo.case.name, unsafe)
+        starts = start_entries(combo)
+        for M in MS:
+            row = {"combo": combo.name, "case": combo.case.name, "M": M, "fixer": ckey(picks[M])}
+            roles = (("fixer", picks.get(M)), ("vllm_default", vllm_default(combo, M)),
+                     ("naive", naive(combo, starts[M][0])))
+            for role, cfg in roles:
+                row[role] = ckey(cfg) if cfg else None
+                row[role + "_speed"], row[role + "_src"] = scorer.score(combo.name, M, cfg, [c for _, c in roles])
+            rows.append(row)
+    return rows
+
+
+def summary(rows, noise: float = 0.01) -> dict:
+    out = {}
+    for case in sorted({r["case"] for r in rows}):
+        pts = [r for r in rows if r["case"] == case]
+        v = [r["fixer_speed"] for r in pts if r["fixer_speed"] is not None]
+        dv = [r["fixer_speed"] - r["vllm_default_speed"] for r in pts
+              if r["fixer_speed"] is not None and r["vllm_default_speed"] is not None]
+        dn = [r["fixer_speed"] - r["naive_speed"] for r in pts
+              if r["fixer_speed"] is not None and r["naive_speed"] is not None]
+        out[case] = {"median": statistics.median(v) if v else None, "min": min(v) if v else None,
+                     "vs_default": min(dv) if dv else None, "vs_naive": min(dn) if dn else None,
+                     "untimed": sum(r["fixer_speed"] is None for r in pts),
+                     "below_default": [f"{r['combo']} M={r['M']}" for r in pts if r["fixer_speed"] is not None
+                                       and r["vllm_default_speed"] is not None
+                                       and r["fixer_speed"] < r["vllm_default_speed"] - noise]}
+    return out
+
+
+def objective(rows, cases, noise: float = 0.01) -> float:
+    """What a leave-one-shape-out fold maximises on its training shapes: the mean log speed of
+    the fixer's picks, less the log shortfall below vLLM's default (beyond the noise band) and
+    below 0.95 of the best (an untimed pick counts 0.8)."""
+    out = []
+    for r in rows:
+        if r["case"] not in cases:
+            continue
+        s = r["fixer_speed"] or 0.8
+        d = r["vllm_default_speed"] or s
+        out.append(math.log(s) + min(0.0, math.log(s / d) + noise) + min(0.0, math.log(s / 0.95)))
+    return statistics.mean(out)
+
+
+def picks_with(scorer: Scorer, coefficients: dict | None, trust: float, unsafe: bool = True) -> list[dict]:
+    """The fixer's rows with H200 coefficient overrides (a temporary device file, as a user's
+    calibration would be) and ``planner.DEFAULT_TRUST`` set to ``trust``."""
+    import os
+
+    import tilefit.fix.planner as planner
+    from tilefit.perf import coefficients as co
+
+    saved, old_env = planner.DEFAULT_TRUST, os.environ.get(co.ENV_VAR)
+    try:
+        planner.DEFAULT_TRUST = trust
+        if coefficients:
+            path = Path(tempfile.mkdtemp()) / "fold.json"
+            co.write_coefficients(path, coefficients, {"method": "leave-one-shape-out candidate"}, device="h200")
+            os.environ[co.ENV_VAR] = str(path)
+        co._files.cache_clear()
+        return fixer_rows(scorer, unsafe)
+    finally:
+        planner.DEFAULT_TRUST = saved
+        if old_env is None:
+            os.environ.pop(co.ENV_VAR, None)
+        else:
+            os.environ[co.ENV_VAR] = old_env
+        co._files.cache_clear()
+
+
+def loso(scorer: Scorer, trusts, coefficient_grid: dict | None = None, unsafe: bool = True) -> dict:
+    """Leave one shape out over ``DEFAULT_TRUST`` and a grid of coefficient values: the fixer's
+    picks at every setting, then per held-out shape the setting that scores best on the other
+    three (:func:`objective`), and its picks on the held-out shape."""
+    import itertools
+
+    grid = coefficient_grid or {}
+    names = sorted(grid)
+    settings = [(dict(zip(names, vals)), t) for vals in itertools.product(*(grid[n] for n in names)) for t in trusts]
+    by_setting = [picks_with(scorer, coeffs, t, unsafe) for coeffs, t in settings]
+    cases = sorted({r["case"] for r in by_setting[0]})
+    folds = {}
+    for held in cases:
+        train = [c for c in cases if c != held]
+        i = max(range(len(settings)), key=lambda j: objective(by_setting[j], train))
+        folds[held] = {"coefficients": settings[i][0], "trust": settings[i][1],
+                       "rows": [r for r in by_setting[i] if r["case"] == held]}
+    i = max(range(len(settings)), key=lambda j: objective(by_setting[j], cases))
+    return {"settings": [{"coefficients": c, "trust": t} for c, t in settings], "folds": folds,
+            "all_shapes": {"coefficients": settings[i][0], "trust": settings[i][1]}}
+
+
+TUNE_COMBOS = ("mixtral-8x7b/bf16", "qwen3-next-80b-a3b/fp8_w8a8")
+
+
+def sweep_gpu_seconds(name: str) -> float:
+    sw = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"][name]
+    return sw["gpu_s"]
+
+
+def tune_replay(scorer: Scorer, names=TUNE_COMBOS, **search) -> dict:
+    """Replay the tuner's search (``guided_search`` on ``model_order``, as ``tilefit tune`` runs
+    it) with the sweep as the GPU: a timing returns the sweep's time of the config and costs the
+    sweep's GPU seconds for it. Candidates: the tuning grid's configs that fit the RTX 4090 and
+    that the sweep timed (GROUP_SIZE_M > 1 only on the sweep's 6 fastest per point)."""
+    from moe_cases import _context
+
+    from tilefit.device_db import load_database
+    from tilefit.tune.runner import Job, engine_default_config, model_order
+    from tilefit.tune.search import config_key, guided_search
+    from tilefit.tune.space import tuning_space
+
+    h200 = load_database().get("h200")
+    by_name = {c.name: c for c in combos()}
+    out = {}
+    for name in names:
+        combo = by_name[name]
+        meta = _context(combo).meta
+        shape = {"K": combo.case.K, "top_k": combo.case.top_k, "dtype": combo.dtype,
+                 "block_shape": list(combo.case.block_shape) if combo.case.block_shape else None}
+        grid = {config_key(c) for c in tuning_space(combo.case.block_shape)}
+        rows, gpu, timings = [], 0.0, 0
+        for M in MS:
+            tm = scorer.fit[(name, M)]
+            cost = scorer.gpu[(name, M)]
+            cands = [dict(zip(("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps",
+                               "num_stages"), map(int, k.split("/")))) for k in tm if k in grid]
+            default = engine_default_config(meta, shape, M)
+            order = dict(zip((config_key(c) for c in cands), model_order(cands, combo.gemm_shape(M), h200, default)))
+            spent = {"s": 0.0, "n": 0}
+
+            def measure(c, spent=spent, tm=tm, cost=cost):
+                k = config_key(c)
+                spent["s"] += cost[k]
+                spent["n"] += 1
+                return tm[k]
+
+            seeds = [c for c in cands if default is not None and config_key(c) == config_key(default)]
+            settings = {"seed": Job.seed, "budget": Job.budget, "confirm": Job.confirm,
+                        "confirm_rounds": Job.confirm_rounds, "patience": Job.patience, **search}
+            found = guided_search(cands, lambda c: order[config_key(c)], measure, seeds=seeds, **settings)
+            speed, src = scorer.score(name, M, config_key(found.best))
+            rows.append({"M": M, "pick": config_key(found.best), "speed": speed, "src": src,
+                         "timings": spent["n"], "gpu_s": spent["s"]})
+            gpu += spent["s"]
+            timings += spent["n"]
+        sweep = sweep_gpu_seconds(name)
+        v = [r["speed"] for r in rows]
+        out[name] = {"rows": rows, "gpu_s": gpu, "timings": timings, "sweep_gpu_s": sweep, "ratio": sweep / gpu,
+                     "median": statistics.median(v), "min": min(v)}
+    return out
+
+
+def finals_plan(rows_bundled: list[dict], rows_loso: list[dict], tune=TUNE_COMBOS) -> dict:
+    """The plan of ``moe_h200.py --phase tune,final`` for the GPU check of the new picks: per
+    point every finalist of the earlier final rounds again (the sweep's 4 fastest, the picks of
+    the fixer and tuner before, vLLM's default, the naive fix), the fixer's picks as bundled and
+    per leave-one-shape-out fold, and (added on the device) the new tuner's picks; ``tune``: the
+    starting tables the tuner re-tunes."""
+    from moe_cases import KEYS
+
+    def cfg(k):
+        return dict(zip(KEYS, map(int, k.split("/"))))
+
+    before = {(p["combo"], p["M"]): p["roles"] for p in json.loads((DATA / "h200_moe_final_points.json").read_text())}
+    rename = {"tune": "tune_before", "fixer": "fixer_before_loso", "fixer_installed": "fixer_before_bundled",
+              "fixer_safe": "fixer_before_safe", "fixer_before": "fixer_before_13"}
+    loso = {(r["combo"], r["M"]): r for r in rows_loso}
+    by_name = {c.name: c for c in combos()}
+    points = []
+    for r in rows_bundled:
+        key = (r["combo"], r["M"])
+        roles = {rename.get(role, role): cfg(k) for role, k in before.get(key, {}).items()}
+        roles["fixer"] = cfg(r["fixer"])
+        roles["fixer_loso"] = cfg(loso[key]["fixer"])
+        for role in ("vllm_default", "naive"):
+            if r.get(role):
+                roles[role] = cfg(r[role])
+        points.append({"combo": r["combo"], "M": r["M"], "roles": roles})
+    return {"combos": [c.as_json() for c in combos()], "points": points,
+            "tune": {name: {"entries": {str(M): e for M, (e, _) in start_entries(by_name[name]).items()}}
+                     for name in tune}}
+
+
+def print_rows(rows):
+    for r in rows:
+        fs = r["fixer_speed"]
+        print(f"{r['combo']:30s} M={r['M']:5d} fixer {r['fixer']:20s} "
+              f"{'n/a' if fs is None else f'{fs:.3f}'} ({r['fixer_src']}) default "
+              f"{r['vllm_default_speed'] or 0:.3f} naive {r['naive_speed'] or 0:.3f}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--safe", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--loso", default="", help="comma-separated DEFAULT_TRUST values to choose from, "
+                    "leave one shape out")
+    ap.add_argument("--grid", default="", help='coefficient values to choose from as well (JSON, e.g. '
+                    '\'{"accumulator_reg_factor": [1.0, 1.3]}\')')
+    ap.add_argument("--tune", default="", help="replay the tuner with these guided_search settings (JSON, "
+                    "e.g. '{\"budget\": 14}')")
+    ap.add_argument("--finals", help="write the GPU check's plan here (needs --loso for the fold picks)")
+    args = ap.parse_args(argv)
+    scorer = Scorer()
+    if args.tune:
+        res = tune_replay(scorer, **json.loads(args.tune))
+        for name, r in res.items():
+            print(f"{name:30s} median {r['median']:.3f} min {r['min']:.3f}  {r['timings']} timings "
+                  f"{r['gpu_s']:.2f} GPU s, sweep {r['sweep_gpu_s']:.1f} s: 1/{r['ratio']:.1f}")
+            for x in r["rows"]:
+                print(f"    M={x['M']:5d} {x['pick']:20s} {x['speed']:.3f} ({x['src']}) {x['timings']} timings "
+                      f"{x['gpu_s']:.2f} s")
+        return 0
+    if args.loso:
+        res = loso(scorer, [float(v) for v in args.loso.split(",")], json.loads(args.grid) if args.grid else None,
+                   unsafe=not args.safe)
+        rows = []
+        for held, f in res["folds"].items():
+            print(f"fold {held}: chosen on the other three: DEFAULT_TRUST {f['trust']} {f['coefficients']}")
+            rows += f["rows"]
+        print(f"all four shapes: {res['all_shapes']}")
+        if args.finals:
+            plan = finals_plan(fixer_rows(scorer, unsafe=not args.safe), rows)
+            Path(args.finals).write_text(json.dumps(plan, indent=1))
+    else:
+        rows = fixer_rows(scorer, unsafe=not args.safe)
+    if not args.quiet:
+        print_rows(rows)
+    for case, s in summary(rows).items():
+        print(f"{case:20s} median {s['median']:.3f} min {s['min']:.3f} vs default {s['vs_default']:+.3f} "
+              f"vs naive {s['vs_naive']:+.3f} untimed {s['untimed']} below default: {s['below_default']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
