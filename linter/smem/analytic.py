@@ -280,19 +280,23 @@ def split_model(table: Mapping) -> tuple[dict, dict[str, dict]]:
     return shared, kernels
 
 
-def model_table(version: str) -> dict:
+def model_table(version: str, prefer: str | None = None) -> dict:
     """The merged model table of Triton ``version`` (``X.Y``): the shared file of
-    ``tilefit/data/smem_model`` and the forms of every registered kernel family that has them."""
+    ``tilefit/data/smem_model`` and the forms of every registered kernel family that has them.
+    A family calibrated for the release ``prefer`` (``X.Y``, the installed Triton when no shared
+    file exists for it) contributes those forms instead of its ``version`` ones."""
     files = _model_files()
     if version not in files:
         raise ModelError(f"no shared-memory model for Triton {version}; have {', '.join(available_versions())}")
-    return merge_model(json.loads(files[version].read_text()), _kernel_docs(version))
+    return merge_model(json.loads(files[version].read_text()), _kernel_docs(version, prefer))
 
 
-def _kernel_docs(version: str) -> dict[str, dict]:
+def _kernel_docs(version: str, prefer: str | None = None) -> dict[str, dict]:
     docs = {}
     for family in registry.families():
         path = kernel_forms_path(family, version)
+        if prefer and prefer != version and kernel_forms_path(family, prefer).is_file():
+            path = kernel_forms_path(family, prefer)
         if path.is_file():
             try:
                 docs[family.name] = json.loads(path.read_text(encoding="utf-8"))
@@ -323,5 +327,7 @@ def _load_model(triton_version: str | None, path: str | None, _families: tuple[s
         if isinstance(table, dict) and "formulas" not in table:  # a shared file: add the families' forms
             table = merge_model(table, _kernel_docs(str(table.get("triton_version"))))
         return AnalyticModel(table, str(p))
-    version = pick_version(triton_version or versions.installed_triton())
-    return AnalyticModel(model_table(version), f"tilefit/data/smem_model/triton-{version}.json")
+    wanted = triton_version or versions.installed_triton()
+    version = pick_version(wanted)
+    prefer = versions.major_minor(wanted) if wanted else None
+    return AnalyticModel(model_table(version, prefer), f"tilefit/data/smem_model/triton-{version}.json")
