@@ -214,7 +214,9 @@ def test_fixes_are_what_the_fixer_writes(tmp_path, cli, audited):
         written = json.loads((work / rel).read_text(encoding="utf-8"))[f.key]
         assert written == audit.configs[f.new]
         assert audit.configs[f.old] != written
-        row = next(line for line in md.splitlines() if line.startswith(f"| {f.key} |") and f.key)
+        # the row of this entry in this file's section (several files have a "4096" entry)
+        section = md.split(f"### `{work / rel}`", 1)[1].split("\n### ", 1)[0]
+        row = next(line for line in section.splitlines() if line.startswith(f"| {f.key} |"))
         if f.speed_vs_old is not None and abs(f.speed_vs_old - 1) >= 0.005:
             assert f"{f.speed_vs_old:.2f}×" in row
 
