@@ -180,7 +180,9 @@ def test_positions_are_found_in_linear_time(tmp_path):
     and the members of every object are used; a non-ASCII key first, so every byte offset is
     converted), and an array of 10,000 objects: ten times the entries take about ten times as
     long, not a hundred (the element count was rescanned for every element, the members of
-    the whole file for every object, the text's prefix encoded for every offset)."""
+    the whole file for every object, the text's prefix encoded for every offset). A complexity
+    check, not a speed target: CPU time of this process (other processes' load does not count),
+    the best of three runs of each size."""
     import time
 
     from tilefit.api import CheckOptions, build_engine
@@ -197,22 +199,22 @@ def test_positions_are_found_in_linear_time(tmp_path):
 
     def check(n):
         path.write_text(table(n), encoding="utf-8")
-        t = time.perf_counter()
+        t = time.process_time()
         diags = engine.check_table(read_table(str(path)))
-        elapsed = time.perf_counter() - t
+        elapsed = time.process_time() - t
         assert len(diags) == n and diags[-1].span.start.line == n + 1
         return elapsed
 
     def array(n):
         doc = JsonDocument.parse(json.dumps({"x": [{"a": i, "b": [i, "ü"]} for i in range(n)]},
                                             ensure_ascii=False).encode())
-        t = time.perf_counter()
+        t = time.process_time()
         spans = [doc.value_span(("x", i, "b", 1)) for i in range(n)]
-        elapsed = time.perf_counter() - t
+        elapsed = time.process_time() - t
         assert _text_at(doc, spans[-1]) == '"ü"'
         return elapsed
 
     for measure in (check, array):
         small = min(measure(1000) for _ in range(3))
-        large = min(measure(10000) for _ in range(2))
+        large = min(measure(10000) for _ in range(3))
         assert large < 30 * small, (measure.__name__, small, large)
