@@ -294,13 +294,13 @@ def phase_final(args, out: Path) -> dict:
     deadline = T0 + args.deadline
     combos = {c["name"]: c for c in finals["combos"]}
     # the tuner's picks (phase tune, same run)
-    picks_file = out / "tune_picks.json"
-    if picks_file.is_file():
+    for picks_file in sorted(out.glob("tune_picks*.json")):
+        role = "tune" + picks_file.stem[len("tune_picks"):]  # tune_picks_classic.json -> tune_classic
         for name, r in json.loads(picks_file.read_text()).items():
             for pt in finals["points"]:
                 e = r["picks"].get(str(pt["M"]))
                 if pt["combo"] == name and e:
-                    pt["roles"]["tune"] = e
+                    pt["roles"][role] = e
     futs = []
     for pt in finals["points"]:
         combo = combos[pt["combo"]]
@@ -351,7 +351,17 @@ def phase_tune(args, out: Path) -> dict:
     """``tilefit tune --emulate rtx4090`` (its code path, :func:`tilefit.tune.runner.tune_files`)
     on the starting tables of ``finals["tune"]``, timing the engine's kernel: the runner's
     measurer is the engine's (same timer and timing window, same search), in this process; a
-    kernel compiles at its first launch (compile time is not GPU time)."""
+    kernel compiles at its first launch (compile time is not GPU time). ``--tune-variants``:
+    ``new`` (the search as shipped: ``tune_picks.json``, role ``tune``) and/or ``classic`` (the
+    search before GROUP_SIZE_M came last, ``TuneOptions.classic_search``: ``tune_picks_classic.json``,
+    role ``tune_classic``)."""
+    summary = {}
+    for variant in args.tune_variants.split(","):
+        summary[variant] = _tune_variant(args, out, variant)
+    return {"tune": summary}
+
+
+def _tune_variant(args, out: Path, variant: str) -> dict:
     finals = json.loads(Path(args.finals).read_text())
     combos = {c["name"]: c for c in finals["combos"]}
     from tilefit.tune import runner as R
@@ -384,28 +394,32 @@ def phase_tune(args, out: Path) -> dict:
 
             local = load_database().get("h200")
         res = R.tune_files([str(path)], R.TuneOptions(emulate="rtx4090", budget=args.tune_budget,
-                                                      estimator="analytic"), measure_fn=measure, local=local)
+                                                      estimator="analytic", classic_search=variant == "classic"),
+                           measure_fn=measure, local=local)
         wall = time.perf_counter() - t
         picks = json.loads(path.read_text())
+        for r in current["rows"]:
+            r["variant"] = variant
         if current["rows"]:
-            sink = Sink(out / "tune.jsonl.gz")
+            sink = Sink(out / f"tune{'' if variant == 'new' else '_' + variant}.jsonl.gz")
             sink.write(current["rows"])
             sink.close()
         results[name] = {"picks": {k: {x: v[x] for x in KEYS if x in v} for k, v in picks.items()},
                          "timings": stats["timings"] - before["timings"],
                          "gpu_s": round(stats["gpu_s"] - before["gpu_s"], 2), "wall_s": round(wall, 1),
                          "errors": res.errors, "written": len(res.written)}
-        log(f"tune {name}: {results[name]['timings']} timings, {results[name]['gpu_s']} GPU s, {wall:.0f} s wall, "
+        log(f"tune ({variant}) {name}: {results[name]['timings']} timings, {results[name]['gpu_s']} GPU s, {wall:.0f} s wall, "
             f"errors {res.errors}")
         timer.drop(combo)
-    (out / "tune_picks.json").write_text(json.dumps(results, indent=1))
-    return {"tune": {k: {x: y for x, y in v.items() if x != "picks"} for k, v in results.items()}}
+    (out / f"tune_picks{'' if variant == 'new' else '_' + variant}.json").write_text(json.dumps(results, indent=1))
+    return {k: {x: y for x, y in v.items() if x != "picks"} for k, v in results.items()}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--phase", required=True, help="sweep, or tune and/or final (comma-separated)")
     ap.add_argument("--tune-budget", type=int, default=16)
+    ap.add_argument("--tune-variants", default="new", help="new and/or classic (comma-separated)")
     ap.add_argument("--plan")
     ap.add_argument("--finals")
     ap.add_argument("--kernel", help="scratch module of the engine's fused_moe_kernel")

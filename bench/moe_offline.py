@@ -4,8 +4,9 @@ The sweep (``bench/data/h200_moe_sweep.jsonl.gz``) timed every RTX 4090-fitting 
 engines' grid at GROUP_SIZE_M 1 at every point (plus GROUP_SIZE_M 16/32/64 on the 6 fastest), so
 any fixer pick among them can be scored without a GPU. Speed = best / pick (1.0 = best):
 
-* ``final``: the pick was a finalist of the interleaved final rounds
-  (``h200_moe_final_points.json``): fastest finalist's median / the pick's median;
+* ``check`` / ``final``: the pick and every config it is compared with were timed in the
+  interleaved rounds of a GPU check (``h200_moe_check_points.json``, newest, tried first;
+  ``h200_moe_final_points.json``): fastest config's median there / the pick's median;
 * ``sweep``: otherwise the sweep's screening timings (1 ms warm-up, 6 ms timing, one each):
   the sweep's fastest / the pick's (noisier: a screening minimum is biased low).
 
@@ -54,12 +55,18 @@ def load_finals(path=DATA / "h200_moe_final_points.json"):
     return {(p["combo"], p["M"]): p["median_us"] for p in json.loads(Path(path).read_text())}
 
 
+# the GPU checks' interleaved rounds, newest first: a pick is scored by the newest rounds that timed
+# it beside every config it is compared with
+CHECKS = ("h200_moe_check_points.json", "h200_moe_final_points.json")
+
+
 class Scorer:
     def __init__(self):
         from moe_fit import fitting_times, load_sweep as load_configs
 
         times, configs = load_configs()
         self.fit = fitting_times(times, configs)
+        self.rounds = [(name.split("_")[2], load_finals(DATA / name)) for name in CHECKS if (DATA / name).exists()]
         self.finals = load_finals()
         self.gpu = load_sweep()[1]
 
@@ -70,10 +77,11 @@ class Scorer:
         if cfg is None:
             return None, "none"
         k = cfg if isinstance(cfg, str) else ckey(cfg)
-        fin = self.finals.get((name, M), {})
         others = [c if isinstance(c, str) else ckey(c) for c in together if c is not None]
-        if k in fin and all(o in fin for o in others):
-            return min(fin.values()) / fin[k], "final"
+        for src, rounds in self.rounds:
+            fin = rounds.get((name, M), {})
+            if k in fin and all(o in fin for o in others):
+                return min(fin.values()) / fin[k], src
         tm = self.fit[(name, M)]
         if k in tm:
             return min(tm.values()) / tm[k], "sweep"
@@ -133,17 +141,21 @@ def objective(rows, cases, noise: float = 0.01) -> float:
     return statistics.mean(out)
 
 
-def picks_with(scorer: Scorer, coefficients: dict | None, trust: float, unsafe: bool = True) -> list[dict]:
+def picks_with(scorer: Scorer, coefficients: dict | None, trust: float, unsafe: bool = True,
+               margin: float | None = None) -> list[dict]:
     """The fixer's rows with H200 coefficient overrides (a temporary device file, as a user's
-    calibration would be) and ``planner.DEFAULT_TRUST`` set to ``trust``."""
+    calibration would be), ``planner.DEFAULT_TRUST`` set to ``trust`` and ``planner.ANCHOR_MARGIN``
+    to ``margin`` (None: as bundled)."""
     import os
 
     import tilefit.fix.planner as planner
     from tilefit.perf import coefficients as co
 
-    saved, old_env = planner.DEFAULT_TRUST, os.environ.get(co.ENV_VAR)
+    saved, saved_margin, old_env = planner.DEFAULT_TRUST, planner.ANCHOR_MARGIN, os.environ.get(co.ENV_VAR)
     try:
         planner.DEFAULT_TRUST = trust
+        if margin is not None:
+            planner.ANCHOR_MARGIN = margin
         if coefficients:
             path = Path(tempfile.mkdtemp()) / "fold.json"
             co.write_coefficients(path, coefficients, {"method": "leave-one-shape-out candidate"}, device="h200")
@@ -152,6 +164,7 @@ def picks_with(scorer: Scorer, coefficients: dict | None, trust: float, unsafe: 
         return fixer_rows(scorer, unsafe)
     finally:
         planner.DEFAULT_TRUST = saved
+        planner.ANCHOR_MARGIN = saved_margin
         if old_env is None:
             os.environ.pop(co.ENV_VAR, None)
         else:
@@ -159,26 +172,42 @@ def picks_with(scorer: Scorer, coefficients: dict | None, trust: float, unsafe: 
         co._files.cache_clear()
 
 
-def loso(scorer: Scorer, trusts, coefficient_grid: dict | None = None, unsafe: bool = True) -> dict:
-    """Leave one shape out over ``DEFAULT_TRUST`` and a grid of coefficient values: the fixer's
-    picks at every setting, then per held-out shape the setting that scores best on the other
-    three (:func:`objective`), and its picks on the held-out shape."""
+def loso(scorer: Scorer, trusts, coefficient_grid: dict | None = None, unsafe: bool = True,
+         margins=(None,)) -> dict:
+    """Leave one shape out over ``DEFAULT_TRUST``, ``ANCHOR_MARGIN`` (``margins``) and a grid of
+    coefficient values: the fixer's picks at every setting, then per held-out shape the setting
+    that scores best on the other three (:func:`objective`; ties: the first setting), and its
+    picks on the held-out shape."""
     import itertools
 
     grid = coefficient_grid or {}
     names = sorted(grid)
-    settings = [(dict(zip(names, vals)), t) for vals in itertools.product(*(grid[n] for n in names)) for t in trusts]
-    by_setting = [picks_with(scorer, coeffs, t, unsafe) for coeffs, t in settings]
+    settings = [(dict(zip(names, vals)), t, m) for vals in itertools.product(*(grid[n] for n in names))
+                for t in trusts for m in margins]
+    by_setting = [picks_with(scorer, coeffs, t, unsafe, m) for coeffs, t, m in settings]
     cases = sorted({r["case"] for r in by_setting[0]})
+
+    def setting(i):
+        return {"coefficients": settings[i][0], "trust": settings[i][1], "margin": settings[i][2]}
+
     folds = {}
     for held in cases:
         train = [c for c in cases if c != held]
-        i = max(range(len(settings)), key=lambda j: objective(by_setting[j], train))
-        folds[held] = {"coefficients": settings[i][0], "trust": settings[i][1],
-                       "rows": [r for r in by_setting[i] if r["case"] == held]}
-    i = max(range(len(settings)), key=lambda j: objective(by_setting[j], cases))
-    return {"settings": [{"coefficients": c, "trust": t} for c, t in settings], "folds": folds,
-            "all_shapes": {"coefficients": settings[i][0], "trust": settings[i][1]}}
+        i = max(range(len(settings)), key=lambda j: (objective(by_setting[j], train), -j))
+        folds[held] = {**setting(i), "rows": [r for r in by_setting[i] if r["case"] == held]}
+    i = max(range(len(settings)), key=lambda j: (objective(by_setting[j], cases), -j))
+    return {"settings": [setting(j) for j in range(len(settings))], "folds": folds, "all_shapes": setting(i),
+            "objective": {str(j): {c: objective(by_setting[j], [c]) for c in cases} for j in range(len(settings))}}
+
+
+def restrict(cands, combo, M):
+    """The tuner's candidates for the point (:func:`tilefit.tune.runner.distinct_schedules`)."""
+    try:
+        from tilefit.tune.runner import distinct_schedules
+    except ImportError:
+        return cands
+    c = combo.case
+    return distinct_schedules(cands, M, c.E, c.top_k)
 
 
 TUNE_COMBOS = ("mixtral-8x7b/bf16", "qwen3-next-80b-a3b/fp8_w8a8")
@@ -189,11 +218,23 @@ def sweep_gpu_seconds(name: str) -> float:
     return sw["gpu_s"]
 
 
-def tune_replay(scorer: Scorer, names=TUNE_COMBOS, **search) -> dict:
+def _g1(k: str) -> str:
+    parts = k.split("/")
+    parts[3] = "1"
+    return "/".join(parts)
+
+
+def tune_replay(scorer: Scorer, names=TUNE_COMBOS, impute_groups: bool = False, **search) -> dict:
     """Replay the tuner's search (``guided_search`` on ``model_order``, as ``tilefit tune`` runs
     it) with the sweep as the GPU: a timing returns the sweep's time of the config and costs the
     sweep's GPU seconds for it. Candidates: the tuning grid's configs that fit the RTX 4090 and
-    that the sweep timed (GROUP_SIZE_M > 1 only on the sweep's 6 fastest per point)."""
+    that the sweep timed (GROUP_SIZE_M > 1 only on the sweep's 6 fastest per point).
+
+    ``impute_groups``: every GROUP_SIZE_M of the grid is a candidate, as in ``tilefit tune``; one
+    the sweep did not time returns (and costs) the time of the same config at GROUP_SIZE_M 1, and
+    a pick of that kind is scored as that config (an approximation: where GROUP_SIZE_M matters,
+    the sweep timed it on the point's fastest configs). Without it the replay never spends a
+    timing on a GROUP_SIZE_M neighbour outside the sweep's top 6, which the tuner on a GPU does."""
     from moe_cases import _context
 
     from tilefit.device_db import load_database
@@ -214,14 +255,20 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, **search) -> dict:
         for M in MS:
             tm = scorer.fit[(name, M)]
             cost = scorer.gpu[(name, M)]
+            keys = [k for k in tm if k in grid]
+            if impute_groups:
+                keys = [k for k in sorted(grid) if k in tm or _g1(k) in tm]
             cands = [dict(zip(("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps",
-                               "num_stages"), map(int, k.split("/")))) for k in tm if k in grid]
+                               "num_stages"), map(int, k.split("/")))) for k in keys]
+            if search.get("group_last", True):  # as tilefit tune (classic_search off)
+                cands = restrict(cands, combo, M)
             default = engine_default_config(meta, shape, M)
             order = dict(zip((config_key(c) for c in cands), model_order(cands, combo.gemm_shape(M), h200, default)))
             spent = {"s": 0.0, "n": 0}
 
             def measure(c, spent=spent, tm=tm, cost=cost):
                 k = config_key(c)
+                k = k if k in tm else _g1(k)
                 spent["s"] += cost[k]
                 spent["n"] += 1
                 return tm[k]
@@ -231,6 +278,9 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, **search) -> dict:
                         "confirm_rounds": Job.confirm_rounds, "patience": Job.patience, **search}
             found = guided_search(cands, lambda c: order[config_key(c)], measure, seeds=seeds, **settings)
             speed, src = scorer.score(name, M, config_key(found.best))
+            if speed is None:
+                speed, src = scorer.score(name, M, _g1(config_key(found.best)))
+                src += ", G1 imputed"
             rows.append({"M": M, "pick": config_key(found.best), "speed": speed, "src": src,
                          "timings": spent["n"], "gpu_s": spent["s"]})
             gpu += spent["s"]
@@ -244,8 +294,8 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, **search) -> dict:
 
 def finals_plan(rows_bundled: list[dict], rows_loso: list[dict], tune=TUNE_COMBOS) -> dict:
     """The plan of ``moe_h200.py --phase tune,final`` for the GPU check of the new picks: per
-    point every finalist of the earlier final rounds again (the sweep's 4 fastest, the picks of
-    the fixer and tuner before, vLLM's default, the naive fix), the fixer's picks as bundled and
+    point every config of the newest GPU check again (the sweep's 4 fastest, the picks of the
+    fixer and tuner of every earlier pass, vLLM's default, the naive fix), the fixer's picks as bundled and
     per leave-one-shape-out fold, and (added on the device) the new tuner's picks; ``tune``: the
     starting tables the tuner re-tunes."""
     from moe_cases import KEYS
@@ -253,9 +303,12 @@ def finals_plan(rows_bundled: list[dict], rows_loso: list[dict], tune=TUNE_COMBO
     def cfg(k):
         return dict(zip(KEYS, map(int, k.split("/"))))
 
-    before = {(p["combo"], p["M"]): p["roles"] for p in json.loads((DATA / "h200_moe_final_points.json").read_text())}
-    rename = {"tune": "tune_before", "fixer": "fixer_before_loso", "fixer_installed": "fixer_before_bundled",
-              "fixer_safe": "fixer_before_safe", "fixer_before": "fixer_before_13"}
+    before = {(p["combo"], p["M"]): p["roles"] for p in json.loads((DATA / CHECKS[0]).read_text())}
+    # the newest check's roles: its picks become the previous pass's, its earlier passes' stay
+    rename = {"tune": "tune_pass2", "fixer": "fixer_pass2", "fixer_loso": "fixer_pass2_loso",
+              "tune_before": "tune_pass1", "fixer_before_loso": "fixer_pass1_loso",
+              "fixer_before_bundled": "fixer_pass1", "fixer_before_safe": "fixer_pass1_safe",
+              "fixer_before_13": "fixer_before_13"}
     loso = {(r["combo"], r["M"]): r for r in rows_loso}
     by_name = {c.name: c for c in combos()}
     points = []
@@ -288,15 +341,19 @@ def main(argv=None) -> int:
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("--loso", default="", help="comma-separated DEFAULT_TRUST values to choose from, "
                     "leave one shape out")
+    ap.add_argument("--margins", default="", help="comma-separated ANCHOR_MARGIN values to choose from as well")
     ap.add_argument("--grid", default="", help='coefficient values to choose from as well (JSON, e.g. '
                     '\'{"accumulator_reg_factor": [1.0, 1.3]}\')')
     ap.add_argument("--tune", default="", help="replay the tuner with these guided_search settings (JSON, "
                     "e.g. '{\"budget\": 14}')")
+    ap.add_argument("--loso-json", help="write the folds (settings, choices, rows) here")
+    ap.add_argument("--impute-groups", action="store_true", help="--tune: every GROUP_SIZE_M of the grid is a "
+                    "candidate; untimed ones take their GROUP_SIZE_M 1 sibling's time")
     ap.add_argument("--finals", help="write the GPU check's plan here (needs --loso for the fold picks)")
     args = ap.parse_args(argv)
     scorer = Scorer()
     if args.tune:
-        res = tune_replay(scorer, **json.loads(args.tune))
+        res = tune_replay(scorer, impute_groups=args.impute_groups, **json.loads(args.tune))
         for name, r in res.items():
             print(f"{name:30s} median {r['median']:.3f} min {r['min']:.3f}  {r['timings']} timings "
                   f"{r['gpu_s']:.2f} GPU s, sweep {r['sweep_gpu_s']:.1f} s: 1/{r['ratio']:.1f}")
@@ -305,12 +362,16 @@ def main(argv=None) -> int:
                       f"{x['gpu_s']:.2f} s")
         return 0
     if args.loso:
+        margins = [float(v) for v in args.margins.split(",")] if args.margins else [None]
         res = loso(scorer, [float(v) for v in args.loso.split(",")], json.loads(args.grid) if args.grid else None,
-                   unsafe=not args.safe)
+                   unsafe=not args.safe, margins=margins)
         rows = []
         for held, f in res["folds"].items():
-            print(f"fold {held}: chosen on the other three: DEFAULT_TRUST {f['trust']} {f['coefficients']}")
+            print(f"fold {held}: chosen on the other three: DEFAULT_TRUST {f['trust']} ANCHOR_MARGIN {f['margin']} "
+                  f"{f['coefficients']}")
             rows += f["rows"]
+        if args.loso_json:
+            Path(args.loso_json).write_text(json.dumps(res, indent=1))
         print(f"all four shapes: {res['all_shapes']}")
         if args.finals:
             plan = finals_plan(fixer_rows(scorer, unsafe=not args.safe), rows)

@@ -10,6 +10,7 @@ Noise: per config, (max - min) / median of its 3 rounds.
 
     python bench/moe_results.py              # markdown tables on stdout
     python bench/moe_results.py --check      # the GPU check of issue 13's second pass (h200_moe_check_*)
+    python bench/moe_results.py --check3     # the third pass's (h200_moe_check3_*)
 """
 
 from __future__ import annotations
@@ -88,7 +89,60 @@ def check() -> int:
     return 0
 
 
+CHECK3_ROLES = ("fixer_loso", "fixer", "fixer_pass2_loso", "fixer_pass2", "vllm_default", "naive", "tune",
+                "tune_classic", "tune_pass2")
+
+
+def check3() -> int:
+    """The third pass's GPU check (``h200_moe_check3_*``): 6 interleaved rounds, the anchored fixer
+    (bundled and per leave-one-shape-out fold) and both searches of the tuner (GROUP_SIZE_M last,
+    and main's before it) beside every config of the second check."""
+    points = load("h200_moe_check3_points.json")
+    n = noise(points)
+    print(f"noise (per config, (max-min)/median of its rounds, {n['configs']} configs): median {n['median']:.2%}, "
+          f"p75 {n['p75']:.2%}, p90 {n['p90']:.2%}, max {n['max']:.1%}\n")
+    print("| shape / dtype | M | best µs | fixer, held out (LOSO) | fixer, bundled | pass 2 held out | pass 2 bundled | "
+          "vLLM default | naive fix | tuner | tuner, main's search | tuner pass 2 |")
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for p in points:
+        s = p["speed"]
+        cell = lambda r: f"{s[r]:.3f}" if r in s else "–"  # noqa: E731
+        print(f"| {p['combo']} | {p['M']} | {p['best_us']:.1f} | {p['roles']['fixer_loso']} {cell('fixer_loso')} | "
+              f"{p['roles']['fixer']} {cell('fixer')} | {cell('fixer_pass2_loso')} | {cell('fixer_pass2')} | "
+              f"{cell('vllm_default')} | {cell('naive')} | {cell('tune')} | {cell('tune_classic')} | "
+              f"{cell('tune_pass2')} |")
+    print()
+    print("| left-out shape | role | median | min | worst vs vLLM default | worst vs naive fix |")
+    print("|---|---|---:|---:|---:|---:|")
+    by_case: dict = {}
+    for p in points:
+        by_case.setdefault(p["combo"].split("/")[0], []).append(p)
+    for case, pts in by_case.items():
+        for role in CHECK3_ROLES:
+            v = [p["speed"][role] for p in pts if role in p["speed"]]
+            if not v:
+                continue
+            dv = min(p["speed"][role] - p["speed"]["vllm_default"] for p in pts if role in p["speed"])
+            dn = min(p["speed"][role] - p["speed"]["naive"] for p in pts if role in p["speed"])
+            print(f"| {case} | {role} | {statistics.median(v):.3f} | {min(v):.3f} | {dv:+.3f} | {dn:+.3f} |")
+    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
+    print()
+    print("| tuned table | search | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio | median | min |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for search, name in (("GROUP_SIZE_M last", "h200_moe_check3_tune_picks.json"),
+                         ("main's", "h200_moe_check3_tune_picks_classic.json")):
+        role = "tune" if "classic" not in name else "tune_classic"
+        for table, r in json.loads((DATA / name).read_text()).items():
+            sw = sweep[table]
+            v = [p["speed"][role] for p in points if p["combo"] == table and role in p["speed"]]
+            print(f"| {table} | {search} | {r['timings']} | {r['gpu_s']:.2f} | {sw['timings'] + sw.get('group_timings', 0)} | "
+                  f"{sw['gpu_s']:.1f} | 1/{sw['gpu_s'] / r['gpu_s']:.1f} | {statistics.median(v):.3f} | {min(v):.3f} |")
+    return 0
+
+
 def main() -> int:
+    if "--check3" in sys.argv[1:]:
+        return check3()
     if "--check" in sys.argv[1:]:
         return check()
     points = load()

@@ -290,3 +290,72 @@ def test_committed_sweep_is_the_engines_kernel():
     summary = json.loads((BENCH / "data" / "h200_moe_sweep_summary.json").read_text())
     assert summary["info"]["device"] == "NVIDIA H200" and summary["info"]["triton"] == "3.6.0"
     assert first["timer"] == "graph" and first["status"] in ("ok", "compile_error")
+
+
+# -- the anchors: vLLM's default and the naive fix ------------------------------------------------
+
+def _model_log_time(row) -> float:
+    """The ranking's weighted mean log predicted time of a compare_fixes row's roles (the file's
+    own device weighs NAMED_WEIGHT, the rest share the remainder)."""
+    from tilefit.fix.planner import NAMED_WEIGHT
+
+    def t(role):
+        devs = row.predicted_us
+        w = {d: (NAMED_WEIGHT if d == "h200" else (1 - NAMED_WEIGHT) / (len(devs) - 1)) for d in devs}
+        return sum(w[d] * math.log(devs[d][role]) for d in devs) / sum(w.values())
+    return t
+
+
+@pytest.mark.parametrize("name", ["E=8,N=14336,device_name=NVIDIA_H200.json",
+                                  "E=128,N=768,device_name=NVIDIA_H200.json"])
+def test_a_searched_pick_beats_both_anchors_by_the_margin(tmp_path, corpus, name):
+    """On real tables: a config the search found replaces the engine's default and the naive fix
+    only where the model predicts it faster than both by more than ANCHOR_MARGIN."""
+    from tilefit.app import compare_fixes
+    from tilefit.fix.planner import ANCHOR_MARGIN
+
+    src = corpus / "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs" / name
+    path = tmp_path / name
+    path.write_bytes(src.read_bytes())
+    rows = compare_fixes(str(path), ["rtx4090"], unsafe=True)
+    assert rows
+    sources = set()
+    for row in rows:
+        sources.add(row.source)
+        if row.source != "search":
+            continue
+        t = _model_log_time(row)
+        for anchor in ("naive", "engine_default"):
+            if anchor in row.predicted_us["h200"]:
+                assert t(anchor) - t("chosen") > ANCHOR_MARGIN, (row.key, anchor)
+    assert "search" in sources and sources - {"search"}
+
+
+def test_the_anchor_margin_never_loses_on_the_measured_sweep(sweep, tmp_path, monkeypatch):
+    """Every case's starting table fixed with and without the anchor margin, both scored on the
+    H200 measurements (the GPU checks' interleaved rounds where both picks were timed there, else
+    the sweep): the picks the margin changes (the anchor kept where the model's gain is inside its
+    error) are faster in all, and at no point slower by more than the GPU check's noise band (a
+    config's round-to-round spread: 1.5 % at the 75th percentile)."""
+    import tilefit.fix.planner as planner
+    from moe_offline import Scorer
+
+    moe_cases, _ = sweep
+    scorer = Scorer()
+    picks = {}
+    for margin in (0.0, planner.ANCHOR_MARGIN):
+        monkeypatch.setattr(planner, "ANCHOR_MARGIN", margin)
+        for combo in moe_cases.combos():
+            got = moe_cases.fixer_picks(combo, tmp_path / f"{margin}" / combo.case.name)
+            for M, pick in got.items():
+                picks.setdefault((combo.name, M), []).append(moe_cases.ckey(pick))
+    changed = [(k, a, b) for k, (a, b) in picks.items() if a != b]
+    assert changed  # the margin matters on these shapes
+    gain = []
+    for (name, M), without, with_ in changed:
+        a, _ = scorer.score(name, M, with_, [without])
+        b, _ = scorer.score(name, M, without, [with_])
+        if a is not None and b is not None:
+            gain.append(math.log(a / b))
+            assert a >= b - 0.015, (name, M, without, with_, a, b)
+    assert gain and sum(gain) > 0
