@@ -352,9 +352,10 @@ def phase_tune(args, out: Path) -> dict:
     on the starting tables of ``finals["tune"]``, timing the engine's kernel: the runner's
     measurer is the engine's (same timer and timing window, same search), in this process; a
     kernel compiles at its first launch (compile time is not GPU time). ``--tune-variants``:
-    ``new`` (the search as shipped: ``tune_picks.json``, role ``tune``) and/or ``classic`` (the
-    search before GROUP_SIZE_M came last, ``TuneOptions.classic_search``: ``tune_picks_classic.json``,
-    role ``tune_classic``)."""
+    ``new`` (the search as shipped: ``tune_picks.json``, role ``tune``) and/or a name of a
+    ``TuneOptions`` flag that selects another search (``tune_picks_<name>.json``, role
+    ``tune_<name>``; check 3 of issue 13 ran ``classic``, the search of commit eca2051's
+    ``classic_search``, beside an experiment that is not kept)."""
     summary = {}
     for variant in args.tune_variants.split(","):
         summary[variant] = _tune_variant(args, out, variant)
@@ -393,8 +394,9 @@ def _tune_variant(args, out: Path, variant: str) -> dict:
             from tilefit.device_db import load_database
 
             local = load_database().get("h200")
+        flags = {} if variant == "new" else {f"{variant}_search": True}
         res = R.tune_files([str(path)], R.TuneOptions(emulate="rtx4090", budget=args.tune_budget,
-                                                      estimator="analytic", classic_search=variant == "classic"),
+                                                      estimator="analytic", **flags),
                            measure_fn=measure, local=local)
         wall = time.perf_counter() - t
         picks = json.loads(path.read_text())

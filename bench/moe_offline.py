@@ -200,16 +200,6 @@ def loso(scorer: Scorer, trusts, coefficient_grid: dict | None = None, unsafe: b
             "objective": {str(j): {c: objective(by_setting[j], [c]) for c in cases} for j in range(len(settings))}}
 
 
-def restrict(cands, combo, M):
-    """The tuner's candidates for the point (:func:`tilefit.tune.runner.distinct_schedules`)."""
-    try:
-        from tilefit.tune.runner import distinct_schedules
-    except ImportError:
-        return cands
-    c = combo.case
-    return distinct_schedules(cands, M, c.E, c.top_k)
-
-
 TUNE_COMBOS = ("mixtral-8x7b/bf16", "qwen3-next-80b-a3b/fp8_w8a8")
 
 
@@ -260,8 +250,6 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, impute_groups: bool = False, 
                 keys = [k for k in sorted(grid) if k in tm or _g1(k) in tm]
             cands = [dict(zip(("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps",
                                "num_stages"), map(int, k.split("/")))) for k in keys]
-            if search.get("group_last", True):  # as tilefit tune (classic_search off)
-                cands = restrict(cands, combo, M)
             default = engine_default_config(meta, shape, M)
             order = dict(zip((config_key(c) for c in cands), model_order(cands, combo.gemm_shape(M), h200, default)))
             spent = {"s": 0.0, "n": 0}

@@ -56,9 +56,6 @@ class TuneOptions:
     active_per_gpu: int = 2
     max_restarts: int = 2  # fresh workers per slot after a worker dies
     task_timeout: float | None = 600.0  # a worker holding one compile or timing longer is killed
-    # the search before GROUP_SIZE_M came last and same-schedule GROUP_SIZE_M values were merged
-    # (bench/moe_h200.py times both side by side)
-    classic_search: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,7 +75,6 @@ class Job:
     confirm: int = 2  # finalists re-timed ...
     confirm_rounds: int = 2  # ... this many times each, interleaved
     patience: int | None = 6  # exploration stops after this many timings without a gain
-    group_last: bool = True  # GROUP_SIZE_M is timed after the climb (tilefit.tune.search.GuidedSearch)
 
 
 @dataclass
@@ -242,45 +238,6 @@ def _fits(meta, cfg, device, estimator, margin) -> bool:
     return device.max_threads_per_block is None or threads <= device.max_threads_per_block
 
 
-def grid_rows(M: int, E: int, top_k: int, block_m: int, down: bool = False) -> int:
-    """``num_pid_m`` of the fused-MoE launch: ``cdiv(EM, BLOCK_SIZE_M)`` with the engines' ``EM``
-    (the sorted-ids buffer: ``numel + E * (BM - 1)``, at most ``numel * BM`` when ``numel < E``;
-    cut to ``rows(A) * top_k * BM`` when A has fewer rows than BM; vLLM's naive block assignment
-    gives the same ``numel * BM``). ``numel`` = M * top_k; the down GEMM's A has M * top_k rows
-    and top_k 1. :func:`tilefit.kernels.fused_moe.kernel.invoke_fused_moe_kernel` and
-    bench/engine_moe.py compute the same."""
-    numel = M * top_k
-    em = numel + E * (block_m - 1)
-    if numel < E:
-        em = min(numel * block_m, em)
-    a_rows, launch_top_k = (numel, 1) if down else (M, top_k)
-    if a_rows < block_m:
-        em = min(em, a_rows * launch_top_k * block_m)
-    return -(-em // block_m)
-
-
-def distinct_schedules(candidates: Sequence[Mapping], M: int, E: int, top_k: int, down: bool = False,
-                       keep: Sequence[Mapping] = ()) -> list[dict]:
-    """``candidates`` less the GROUP_SIZE_M values that give the same kernel schedule as a smaller
-    one. The kernel maps program ``pid`` to its tile through ``min(GROUP_SIZE_M, num_pid_m -
-    first_pid_m)`` only, so two values both at least ``num_pid_m`` (:func:`grid_rows`) map every
-    program to the same tile: the same loads and MMAs in the same order, a constant apart (at
-    M = 1 with 8 experts and top_k 2, num_pid_m is 2, and GROUP_SIZE_M 16, 32 and 64 are one
-    schedule). Of each such set the one in ``keep`` (the engine's default) stays, else the
-    smallest."""
-    keep_keys = {config_key(c) for c in keep}
-    out, seen = [], {}
-    for c in sorted(candidates, key=lambda c: (config_key(c) not in keep_keys, c.get("GROUP_SIZE_M") or 1)):
-        g = c.get("GROUP_SIZE_M") or 1
-        rows = grid_rows(M, E, top_k, c["BLOCK_SIZE_M"], down)
-        k = config_key({**c, "GROUP_SIZE_M": min(g, rows)})
-        if k not in seen:
-            seen[k] = c
-    kept = {id(c) for c in seen.values()}
-    out = [dict(c) for c in candidates if id(c) in kept]
-    return out
-
-
 def engine_default_config(meta, shape: Mapping, M: int) -> dict | None:
     """vLLM's ``get_default_config`` for the entry (gate/up tables of the dtypes it covers)."""
     from tilefit.fix.defaults import vllm_default_config
@@ -341,19 +298,15 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
                          top_k=shape["top_k"], a_rows_unique=M * shape["top_k"] if meta.down else M,
                          block_shape=meta.block_shape, engine=meta.engine)
         default = engine_default_config(meta, shape, M)
-        entry_candidates = candidates
-        if not opts.classic_search:
-            entry_candidates = distinct_schedules(candidates, M, shape["E"], shape["top_k"], down=bool(meta.down),
-                                                  keep=[default] if default is not None else ())
-        predicted = model_order(entry_candidates, gemm, local, default)
-        seeds = tuple(c for c in entry_candidates if default is not None and config_key(c) == config_key(default))
+        predicted = model_order(candidates, gemm, local, default)
+        seeds = tuple(c for c in candidates if default is not None and config_key(c) == config_key(default))
         known = {}
-        for c in entry_candidates:
+        for c in candidates:
             logged = log.samples(table.path, M, config_key(c), device=local.key, shape=shape)
             if logged:
                 known[config_key(c)] = tuple(logged)
-        jobs.append(Job(table.path, key, M, shape, tuple(entry_candidates), predicted, seeds=seeds, seed=opts.seed,
-                        budget=opts.budget, known=known, group_last=not opts.classic_search))
+        jobs.append(Job(table.path, key, M, shape, tuple(candidates), predicted, seeds=seeds, seed=opts.seed,
+                        budget=opts.budget, known=known))
     return jobs
 
 

@@ -132,8 +132,7 @@ class Scheduler:
         predicted = {config_key(c): t for c, t in zip(job.candidates, job.predicted)}
         search = GuidedSearch(job.candidates, lambda c: predicted[config_key(c)], seed=job.seed,
                               budget=job.budget, seeds=job.seeds, confirm=job.confirm,
-                              confirm_rounds=job.confirm_rounds, patience=job.patience,
-                              group_last=job.group_last)
+                              confirm_rounds=job.confirm_rounds, patience=job.patience)
         return _JobState(index, job, search)
 
     @staticmethod

@@ -46,13 +46,10 @@ def config_key(cfg: Mapping) -> str:
     return "/".join(str(cfg.get(k)) for k in STEPS)
 
 
-def neighbours(cfg: Mapping, allowed: Mapping[str, Mapping], params=None) -> list[Mapping]:
-    """Candidates one edge away from ``cfg`` in the configuration graph, among ``allowed``
-    (along ``params`` only, default all)."""
+def neighbours(cfg: Mapping, allowed: Mapping[str, Mapping]) -> list[Mapping]:
+    """Candidates one edge away from ``cfg`` in the configuration graph, among ``allowed``."""
     out = []
     for key, values in STEPS.items():
-        if params is not None and key not in params:
-            continue
         if cfg.get(key) not in values:
             continue
         i = values.index(cfg[key])
@@ -63,23 +60,6 @@ def neighbours(cfg: Mapping, allowed: Mapping[str, Mapping], params=None) -> lis
                 hit = allowed.get(config_key(other))
                 if hit is not None:
                     out.append(hit)
-    return out
-
-
-# the climb's parameters: the tile, warps and stages; GROUP_SIZE_M comes last (see GuidedSearch)
-CLIMB = tuple(k for k in STEPS if k != "GROUP_SIZE_M")
-
-
-def group_siblings(cfg: Mapping, allowed: Mapping[str, Mapping]) -> list[Mapping]:
-    """The candidates that differ from ``cfg`` in GROUP_SIZE_M only."""
-    out = []
-    for g in STEPS["GROUP_SIZE_M"]:
-        if g != cfg.get("GROUP_SIZE_M"):
-            other = dict(cfg)
-            other["GROUP_SIZE_M"] = g
-            hit = allowed.get(config_key(other))
-            if hit is not None:
-                out.append(hit)
     return out
 
 
@@ -102,23 +82,12 @@ class GuidedSearch:
     each entry's search stays sequential and deterministic: the same timings give the same
     questions in the same order, whatever ran where.
 
-    GROUP_SIZE_M last: the climb moves the tile, the warps and the stages (``CLIMB``); GROUP_SIZE_M
-    only reorders the programs (which M blocks share a wave, so how much of B stays in L2), a
-    refinement of a tile rather than a direction to climb in, and a GROUP_SIZE_M step from a
-    config is usually within a timing's noise of it (on the H200 sweep, 0-1 % except at large M
-    with a wide N), so as a climbing direction it used up the patience on ties. Once the climb
-    ends (patience, or the exploration budget less the group phase's share), the GROUP_SIZE_M
-    siblings of the best config are timed (predicted-fastest first); a sibling that wins makes
-    no new siblings (they are the same set).
-
     Arguments as for :func:`guided_search`.
     """
 
     def __init__(self, candidates: Sequence[Mapping], predict: Callable[[Mapping], float], *, seed: int = 8,
                  budget: int = 24, climb_from: int = 2, seeds: Sequence[Mapping] = (), confirm: int = 3,
-                 confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005,
-                 group_last: bool = True):
-        self.group_last = group_last
+                 confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005):
         self.patience = patience
         self.min_gain = min_gain
         self._stale = 0  # climbing timings in a row without a gain of min_gain
@@ -132,34 +101,14 @@ class GuidedSearch:
         self.confirm_rounds = confirm_rounds
         self.reserve = self.finalists_n * confirm_rounds if self.finalists_n > 1 else 0
         self.explore = max(1, budget - self.reserve)
-        starts = list(dict.fromkeys(config_key(c) for c in seeds if config_key(c) in self.allowed))
-        # the model's ``seed`` favourites, one per tile (GROUP_SIZE_M comes last)
-        if group_last:
-            tiles = {self._tile(k) for k in starts}
-            picked = 0
-            for k in self.order:
-                if picked >= seed:
-                    break
-                if self._tile(k) not in tiles:
-                    tiles.add(self._tile(k))
-                    starts.append(k)
-                    picked += 1
-            self._starts = starts
-        else:  # the search before GROUP_SIZE_M came last
-            self._starts = list(dict.fromkeys(starts + self.order[:seed]))
+        starts = [config_key(c) for c in seeds if config_key(c) in self.allowed] + self.order[:seed]
+        self._starts = list(dict.fromkeys(starts))
         self._pending: str | None = None
         self._confirm: list[str] | None = None  # the finalists' re-timings still to take
         self._samples: dict[str, list] = {}
         self._adjacent: dict[str, list] = {}
         self.measurements = 0
         self.done = False
-        # timings kept for the GROUP_SIZE_M siblings of the climb's winner
-        sizes = {}
-        for c in self.allowed.values():
-            rest = config_key({**c, "GROUP_SIZE_M": None})
-            sizes[rest] = sizes.get(rest, 0) + 1
-        self.group_reserve = min(max(sizes.values(), default=1) - 1, max(0, self.explore - 1) // 4) if group_last else 0
-        self._group_phase = False
 
     def _next_explore(self) -> str | None:
         if len(self.times) >= min(self.explore, len(self.allowed)):
@@ -167,37 +116,17 @@ class GuidedSearch:
         for key in self._starts:
             if key not in self.times:
                 return key
-        if not self.group_last:
-            if self.patience is not None and self._stale >= self.patience:
-                return None
-            frontier = self.frontier()
-            return frontier[0] if frontier else next(k for k in self.order if k not in self.times)
-        if not self._group_phase:
-            if ((self.patience is not None and self._stale >= self.patience)
-                    or len(self.times) >= self.explore - self.group_reserve):
-                self._group_phase = True
-            else:
-                frontier = self.frontier()
-                if frontier:
-                    return frontier[0]
-                rest = next((k for k in self.order if k not in self.times), None)
-                if rest is not None and not self.group_reserve:
-                    return rest
-                self._group_phase = True
+        if self.patience is not None and self._stale >= self.patience:
+            return None
         frontier = self.frontier()
-        return frontier[0] if frontier else None
+        return frontier[0] if frontier else next(k for k in self.order if k not in self.times)
 
     def frontier(self, times: Mapping | None = None) -> list[str]:
-        """What the search times next, predicted-fastest first (of ``times``, default the
-        search's own): while climbing, the unmeasured neighbours (along ``CLIMB``) of the
-        ``climb_from`` best measured configs; then the unmeasured GROUP_SIZE_M siblings of the
-        best."""
+        """Unmeasured neighbours of the ``climb_from`` best measured configs, predicted-fastest
+        first (of ``times``, default the search's own)."""
         times = self.times if times is None else times
         ok = sorted((k for k, t in times.items() if t is not None), key=times.__getitem__)
-        if self._group_phase:
-            frontier = set(self._siblings(ok[0])) if ok else set()
-        else:
-            frontier = {n for k in ok[:self.climb_from] for n in self._neighbours(k)}
+        frontier = {n for k in ok[:self.climb_from] for n in self._neighbours(k)}
         # by rank, not by predicted time alone: ties would follow the set's order, which
         # changes with the process's string hash seed (and so would the picks)
         return sorted((k for k in frontier if k not in times), key=self._rank.__getitem__)
@@ -205,15 +134,8 @@ class GuidedSearch:
     def _neighbours(self, key: str) -> list[str]:
         hit = self._adjacent.get(key)
         if hit is None:
-            hit = self._adjacent[key] = [config_key(n) for n in neighbours(self.allowed[key], self.allowed,
-                                                                            CLIMB if self.group_last else None)]
+            hit = self._adjacent[key] = [config_key(n) for n in neighbours(self.allowed[key], self.allowed)]
         return hit
-
-    def _tile(self, key: str) -> str:
-        return config_key({**self.allowed[key], "GROUP_SIZE_M": None})
-
-    def _siblings(self, key: str) -> list[str]:
-        return [config_key(n) for n in group_siblings(self.allowed[key], self.allowed)]
 
     def ask(self) -> Mapping | None:
         """The config to time next (the same one until :meth:`tell`); None when the search is done."""
@@ -294,8 +216,7 @@ class GuidedSearch:
 def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], float],
                   measure: Callable[[Mapping], float | None], *, seed: int = 8, budget: int = 24,
                   climb_from: int = 2, seeds: Sequence[Mapping] = (), confirm: int = 3,
-                  confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005,
-                  group_last: bool = True) -> Search:
+                  confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005) -> Search:
     """Search ``candidates`` with at most ``budget`` measurements in all.
 
     ``predict(config)`` is the model's time, ``measure(config)`` the real one (None when the
@@ -306,12 +227,10 @@ def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], fl
     per cent noisy, and the winner of single timings is biased towards whichever config got a
     lucky one. ``patience``: exploration also stops once that many timings in a row (after the
     start configs) found nothing ``min_gain`` faster than the best so far; the rest of the budget
-    is not spent. ``group_last``: GROUP_SIZE_M is not a climbing direction; the best config's
-    GROUP_SIZE_M siblings are timed after the climb (:class:`GuidedSearch`).
+    is not spent.
     """
     search = GuidedSearch(candidates, predict, seed=seed, budget=budget, climb_from=climb_from, seeds=seeds,
-                          confirm=confirm, confirm_rounds=confirm_rounds, patience=patience, min_gain=min_gain,
-                          group_last=group_last)
+                          confirm=confirm, confirm_rounds=confirm_rounds, patience=patience, min_gain=min_gain)
     while (cfg := search.ask()) is not None:
         search.tell(measure(cfg))
     return search.result()
