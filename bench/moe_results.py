@@ -93,6 +93,44 @@ CHECK3_ROLES = ("fixer_loso", "fixer", "fixer_pass2_loso", "fixer_pass2", "vllm_
                 "tune_classic", "tune_pass2")
 
 
+def pooled(points, earlier: str = "h200_moe_check_points.json",
+           roles=("fixer_loso", "fixer", "fixer_pass2_loso", "fixer_pass2", "vllm_default", "naive")) -> None:
+    """Check 3 and the earlier check, two runs on the lent H200 (each with interleaved rounds):
+    the run-to-run difference of a config's speed (each run's speed against the fastest config
+    both runs timed), and per left-out shape the roles' speeds pooled over both runs (geometric
+    mean), for the configs both runs timed."""
+    import math
+
+    before = {(p["combo"], p["M"]): p["median_us"] for p in json.loads((DATA / earlier).read_text())}
+    diffs, rows = [], {}
+    for p in points:
+        q = before.get((p["combo"], p["M"]), {})
+        common = [k for k in p["median_us"] if k in q]
+        if not common:
+            continue
+        b3 = min(p["median_us"][k] for k in common)
+        b2 = min(q[k] for k in common)
+        sp = {k: math.exp((math.log(b3 / p["median_us"][k]) + math.log(b2 / q[k])) / 2) for k in common}
+        diffs += [abs(b3 / p["median_us"][k] - b2 / q[k]) for k in common]
+        for role in roles:
+            k = p["roles"].get(role)
+            if k in sp:
+                rows.setdefault(p["combo"].split("/")[0], {}).setdefault(role, []).append(
+                    (sp[k], sp.get(p["roles"].get("vllm_default")), sp.get(p["roles"].get("naive"))))
+    diffs.sort()
+    q = lambda f: diffs[min(len(diffs) - 1, int(f * len(diffs)))]  # noqa: E731
+    print(f"run to run (check 2 vs check 3, {len(diffs)} configs): a config's speed differs by median "
+          f"{q(0.5):.2%}, p75 {q(0.75):.2%}, p90 {q(0.9):.2%}, max {diffs[-1]:.1%}\n")
+    print("| left-out shape | role | median (pooled) | min (pooled) | worst vs vLLM default | worst vs naive fix |")
+    print("|---|---|---:|---:|---:|---:|")
+    for case, by_role in rows.items():
+        for role, v in by_role.items():
+            s = [x[0] for x in v]
+            dv = min((x[0] - x[1] for x in v if x[1] is not None), default=float("nan"))
+            dn = min((x[0] - x[2] for x in v if x[2] is not None), default=float("nan"))
+            print(f"| {case} | {role} | {statistics.median(s):.3f} | {min(s):.3f} | {dv:+.3f} | {dn:+.3f} |")
+
+
 def check3() -> int:
     """The third pass's GPU check (``h200_moe_check3_*``): 6 interleaved rounds, the anchored fixer
     (bundled and per leave-one-shape-out fold) and both searches of the tuner (GROUP_SIZE_M last,
@@ -102,7 +140,7 @@ def check3() -> int:
     print(f"noise (per config, (max-min)/median of its rounds, {n['configs']} configs): median {n['median']:.2%}, "
           f"p75 {n['p75']:.2%}, p90 {n['p90']:.2%}, max {n['max']:.1%}\n")
     print("| shape / dtype | M | best µs | fixer, held out (LOSO) | fixer, bundled | pass 2 held out | pass 2 bundled | "
-          "vLLM default | naive fix | tuner | tuner, main's search | tuner pass 2 |")
+          "vLLM default | naive fix | tuner, G last (not kept) | tuner as shipped (main's search) | tuner pass 2 |")
     print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
     for p in points:
         s = p["speed"]
@@ -125,12 +163,14 @@ def check3() -> int:
             dv = min(p["speed"][role] - p["speed"]["vllm_default"] for p in pts if role in p["speed"])
             dn = min(p["speed"][role] - p["speed"]["naive"] for p in pts if role in p["speed"])
             print(f"| {case} | {role} | {statistics.median(v):.3f} | {min(v):.3f} | {dv:+.3f} | {dn:+.3f} |")
+    print()
+    pooled(points)
     sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
     print()
     print("| tuned table | search | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio | median | min |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-    for search, name in (("GROUP_SIZE_M last", "h200_moe_check3_tune_picks.json"),
-                         ("main's", "h200_moe_check3_tune_picks_classic.json")):
+    for search, name in (("GROUP_SIZE_M last (not kept)", "h200_moe_check3_tune_picks.json"),
+                         ("as shipped (main's)", "h200_moe_check3_tune_picks_classic.json")):
         role = "tune" if "classic" not in name else "tune_classic"
         for table, r in json.loads((DATA / name).read_text()).items():
             sw = sweep[table]
