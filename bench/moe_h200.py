@@ -354,7 +354,7 @@ def phase_tune(args, out: Path) -> dict:
     kernel compiles at its first launch (compile time is not GPU time). ``--tune-variants``:
     ``new`` (the search as shipped: ``tune_picks.json``, role ``tune``) and/or a name of a
     ``TuneOptions`` flag that selects another search (``tune_picks_<name>.json``, role
-    ``tune_<name>``; check 3 of issue 13 ran ``classic``, the search of commit eca2051's
+    ``tune_<name>``; check 3 of issue 13 ran ``classic``, the search of commit dfdb235's
     ``classic_search``, beside an experiment that is not kept)."""
     summary = {}
     for variant in args.tune_variants.split(","):
