@@ -31,6 +31,7 @@ from .database import DeviceDB
 from .errors import DeviceDBError
 from .groups import GroupRule, parse_groups
 from .model import ARCH_FIELDS, Device
+from tilefit.readfile import read_bytes
 
 _PACKAGE = __package__ or "tilefit.device_db"
 
@@ -122,7 +123,7 @@ def _bundled() -> _Bundle:
 def _read_user_file(path: Path, schema: bytes) -> list[_Record]:
     label = str(path)
     try:
-        data = path.read_bytes()
+        data = read_bytes(path)
     except OSError as exc:
         raise DeviceDBError(f"{label}: cannot read device file: {exc.strerror or exc}") from None
     records = _records(label, _parse_json(label, data))
@@ -167,6 +168,10 @@ def _parse_json(label: str, data: bytes) -> Any:
         raise DeviceDBError(f"{label}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     except _DuplicateKey as exc:
         raise DeviceDBError(f"{label}: duplicate JSON object key {exc.key!r}") from None
+    except RecursionError:
+        raise DeviceDBError(f"{label}: invalid JSON: nesting too deep") from None
+    except ValueError as exc:  # a number of more than 4300 digits
+        raise DeviceDBError(f"{label}: invalid JSON: {exc}") from None
 
 
 _JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", str: "a string", type(None): "null"}

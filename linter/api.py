@@ -19,6 +19,7 @@ from .discovery import discover
 from .engine import Engine
 from .estimate import Estimator
 from .selection import Selection, validate_selectors
+from .readfile import read_bytes
 from .tables import ConfigTable, read_table
 
 
@@ -185,10 +186,9 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         data = digest = None
         if cache is not None:
             try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
+                data = read_bytes(path, settings.max_file_size)
             except OSError:
-                data = None
+                data = None  # read_table says why
             if data is not None:
                 digest = cache.digest(data)
                 hit = cache.get(path, digest)
@@ -196,7 +196,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                     tables[path] = ConfigTable(path, meta, data)
                     diagnostics.extend(hit)
                     continue
-        table = read_table(path, meta=meta, data=data)
+        table = read_table(path, meta=meta, data=data, limit=settings.max_file_size)
         tables[table.path] = table
         try:
             found_here = engine.check_table(table)
@@ -234,8 +234,10 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
 
 
 def print_errors(result: CheckResult, stream=None) -> None:
+    from .reporters.common import printable
+
     stream = stream or sys.stderr
     for p in result.missing_paths:
-        stream.write(f"error: {p}: no such file or folder\n")
+        stream.write(printable(f"error: {p}: no such file or folder") + "\n")
     for e in result.errors:
-        stream.write(f"error: {e}\n")
+        stream.write(printable(f"error: {e}") + "\n")

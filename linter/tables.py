@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 from .families import TableMeta, classify
 from .jsonpos import JsonDocument, JsonError
+from .readfile import DEFAULT_LIMIT, read_bytes
 
 # Top-level keys that are not batch sizes but that an engine knowingly accepts.
 METADATA_KEYS = {"triton_version"}
@@ -50,9 +51,10 @@ class ConfigTable:
 
 
 def read_table(path: str, display_path: str | None = None, meta: TableMeta | None = None,
-               data: bytes | None = None) -> ConfigTable:
-    """Read (unless ``data`` is given) and parse one file. Never raises for bad content: the
-    table carries the error."""
+               data: bytes | None = None, limit: int | None = DEFAULT_LIMIT) -> ConfigTable:
+    """Read (unless ``data`` is given; only a regular file of at most ``limit`` bytes, see
+    :mod:`tilefit.readfile`) and parse one file. Never raises for bad content: the table
+    carries the error."""
     meta = meta or classify(path)
     if meta is None:
         raise ValueError(f"{path} is not a recognised tuning-config file name")
@@ -61,11 +63,7 @@ def read_table(path: str, display_path: str | None = None, meta: TableMeta | Non
         if data is not None:
             table.data = data
         else:
-            with open(path, "rb") as fh:
-                table.data = fh.read()
-    except IsADirectoryError:
-        table.read_error = "is a directory"
-        return table
+            table.data = read_bytes(path, limit)
     except OSError as exc:
         table.read_error = exc.strerror or str(exc)
         return table

@@ -42,6 +42,7 @@ from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.families import has_down_tables
 from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix
+from tilefit.parameters import in_domain
 from tilefit.rules import Planner, fixable_codes
 from tilefit.tables import ConfigTable
 from tilefit.variants import TILE_KEYS, effective_launch, is_int, kernel_variants
@@ -328,6 +329,8 @@ class FixPlanner:
         return hit
 
     def _fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
+        if not in_domain(ctx.meta.family, entry):  # no estimate is no fit (a table's 2**1100 block)
+            return False
         for g in ctx.groups:
             if g.max_threads is not None:
                 warps, _ = effective_launch(entry, g.vendor)
@@ -470,7 +473,8 @@ class FixPlanner:
         if self.rank and not self.unsafe and unsafe_first is not None and safe and unsafe_first[0] is not chosen:
             hidden = unsafe_first[0]
         preds = {}
-        for dev, _w in (ctx.ranking if self.rank else ()):
+        # a key that is no batch size ("1e3", "abc") has no shape to predict: nearest fit, unranked
+        for dev, _w in (ctx.ranking if self.rank and ctx.shape(key, M) is not None else ()):
             row = {"chosen": self._predict(ctx, key, M, chosen, dev),
                    "original": self._predict(ctx, key, M, entry, dev)}
             if naive is not None:
