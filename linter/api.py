@@ -50,6 +50,7 @@ class CheckOptions:
     fix_margin: int | None = None
     fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
     use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache); never when fixing
+    follow_symlinks: bool = False  # --fix may write a symlink's target outside the checked paths
 
 
 @dataclass

@@ -264,7 +264,7 @@ class Engine:
             targets_id, classes, class_ids = None, [], []
         once_seen: set[tuple] = set()
         intern = self._intern
-        for key, entry in table.entries():
+        for key, entry in table.live_entries():
             self.stats.entries += 1
             eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
             base = (key,)

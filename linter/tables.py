@@ -46,6 +46,15 @@ class ConfigTable:
                 self._entries = [(k, v) for k, v in pairs if k not in METADATA_KEYS]
         return self._entries
 
+    def live_entries(self) -> list[tuple[str, Any]]:
+        """The entries ``json.load`` keeps: of a duplicated batch key only the last one (the
+        earlier ones are dead text, reported by KEY002, never launched, never fixed)."""
+        entries = self.entries()
+        if self.doc is None or not self.doc.has_duplicates or not getattr(self.value, "pairs", None):
+            return entries
+        last = {k: i for i, (k, _) in enumerate(entries)}
+        return [pair for i, pair in enumerate(entries) if last[pair[0]] == i]
+
     def iter_entries(self) -> Iterator[tuple[str, Any]]:
         return iter(self.entries())
 

@@ -62,10 +62,12 @@ from .common import fail, settings_or_exit, split_codes
               help="Bytes of shared memory a fix keeps free below every target's limit. [default: fix-margin, 0]")
 @click.option("--fix-report", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write a Markdown summary of the fixes (for a pull-request body).")
+@click.option("--follow-symlinks", is_flag=True,
+              help="Let --fix write through a symlink to a file outside the checked paths (refused by default).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
           force_exclude, respect_gitignore, no_cache, allow_import, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
-          fix_report):
+          fix_report, follow_symlinks):
     """Check tuning-config files against device limits.
 
     Each table is checked against the device its file name names, plus every --target.
@@ -93,6 +95,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         unsafe_fixes=unsafe_fixes,
         fix_margin=fix_margin,
         use_cache=not no_cache,
+        follow_symlinks=follow_symlinks,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:

@@ -55,6 +55,8 @@ def run_fix_flow(opts, settings, paths, *, fmt: str, output_file, statistics: bo
         except OSError as exc:
             click.echo(f"error: cannot write the fix report: {exc}", err=True)
             return 2
+    for note in result.notes:
+        click.echo(printable(f"note: {note}"), err=True)
     print_errors(result.check)
     for e in result.errors:
         click.echo(printable(f"error: {e}"), err=True)

@@ -286,7 +286,7 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
     if not candidates:
         raise TuneError(f"{table.path}: no config of the tuning grid fits {target.key}")
     jobs = []
-    for key, entry in table.entries():
+    for key, entry in table.live_entries():
         if not (key.isascii() and key.isdigit()) or not isinstance(entry, dict):
             continue
         M = int(key)
@@ -313,7 +313,7 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
 def write_winners(table, engine, winners: Mapping[str, Mapping], write: bool):
     """Apply the winners through the fixer's edit path; returns (FileFix or None, error or None)."""
     from tilefit.fix.edits import apply_fixes, entry_edits
-    from tilefit.fix.runner import FileFix, FixVerificationError, atomic_write, signature, verify
+    from tilefit.fix.runner import FileFix, FixVerificationError, signature, verify, write_fixed
     from tilefit.jsonpos import pointer_to_str
     from tilefit.model import Applicability, Fix
     from tilefit.tables import ConfigTable
@@ -335,7 +335,7 @@ def write_winners(table, engine, winners: Mapping[str, Mapping], write: bool):
     try:
         verify(engine, table, new_table, chosen, signature(engine.check_table(table)))
         if write:
-            atomic_write(table.path, table.data, data)
+            write_fixed(table.path, table.data, data)
     except FixVerificationError as exc:
         return None, f"{table.path}: left unchanged: {exc}"
     except OSError as exc:
