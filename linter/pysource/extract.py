@@ -74,15 +74,22 @@ class ScratchModule:
     files: tuple[str, ...] = ()  # every source file something was taken from
 
     def write(self, folder: str | os.PathLike | None = None) -> Path:
-        """Write the module to ``folder`` (default: the tilefit cache, else a temp folder) as
-        ``<name>.py``; an existing file of that name has the same content by construction."""
+        """Write the module to ``folder`` (default: the tilefit cache, else a private temporary
+        folder) as ``<name>.py``. An existing file is used only if it holds exactly this text
+        (its name is the text's hash): a truncated or altered one is rewritten, never loaded."""
+        from tilefit.atomicfile import write_atomic
+        from tilefit.readfile import read_bytes
+
         base = Path(folder) if folder is not None else scratch_dir()
         base.mkdir(parents=True, exist_ok=True)
         path = base / f"{self.name}.py"
-        if not path.is_file():
-            tmp = base / f".{self.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-            tmp.write_text(self.source, encoding="utf-8")
-            os.replace(tmp, path)
+        want = self.source.encode("utf-8")
+        try:
+            ok = read_bytes(path, len(want)) == want
+        except OSError:
+            ok = False
+        if not ok:
+            write_atomic(path, want)
         return path
 
     def load(self, folder: str | os.PathLike | None = None):
@@ -108,7 +115,14 @@ class ScratchModule:
 _load_lock = threading.Lock()
 
 
+_private: list[Path] = []
+_private_lock = threading.Lock()
+
+
 def scratch_dir() -> Path:
+    """``<cache root>/scratch``; with caching off (``TILEFIT_CACHE_DIR=""``) or an unwritable
+    cache, a private folder of this process (``mkdtemp``: no other user can plant a module in
+    it, as they could in a shared ``/tmp/tilefit-scratch``), removed at exit."""
     from tilefit.cachedir import cache_root
 
     root = cache_root()
@@ -118,7 +132,15 @@ def scratch_dir() -> Path:
             return root / "scratch"
         except OSError:
             pass
-    return Path(tempfile.gettempdir()) / "tilefit-scratch"
+    with _private_lock:
+        if not _private:
+            import atexit
+            import shutil
+
+            folder = Path(tempfile.mkdtemp(prefix="tilefit-scratch-"))
+            atexit.register(shutil.rmtree, folder, True)
+            _private.append(folder)
+        return _private[0]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -35,12 +35,14 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from ..atomicfile import write_atomic
+from ..readfile import read_bytes
 from .. import versions
 from .exact import CompileFailed, ExactResult
 from ..kernels import registry
 from ..kernels.spec import KernelSpec
 
 SCHEMA = 1
+RECORD_LIMIT = 1 << 20  # a record is a few hundred bytes; a compiler message at most 4000
 ENV_VAR = "TILEFIT_CACHE_DIR"
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # linter/ == tilefit
@@ -51,16 +53,13 @@ Item = tuple[KernelSpec, str]
 Progress = Callable[[int, int], None]
 
 
-def default_cache_dir() -> Path:
-    """``$TILEFIT_CACHE_DIR`` or the platform's user cache folder for tilefit."""
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    try:
-        from platformdirs import user_cache_dir
-    except ImportError:  # pragma: no cover - platformdirs is a dependency
-        return Path.home() / ".cache" / "tilefit"
-    return Path(user_cache_dir("tilefit"))
+def default_cache_dir() -> Path | None:
+    """The one cache root (:func:`tilefit.cachedir.cache_root`): ``$TILEFIT_CACHE_DIR`` or the
+    platform's user cache folder; None when ``TILEFIT_CACHE_DIR`` is empty (caching off)."""
+    from ..cachedir import cache_root
+
+    root = cache_root()
+    return root.expanduser() if root is not None else None
 
 
 def kernel_source_hash(kernel: str) -> str:
@@ -86,6 +85,20 @@ def kernel_source_hash(kernel: str) -> str:
         return digest
 
 
+def read_record(path: Path, key: str, arch: str, triton: str, source_hash: str) -> ExactResult | None:
+    """The result of a compile record, or None: absent, unreadable, not JSON, for another key,
+    or with any field of the wrong type (:meth:`ExactResult.from_record`). A None makes the
+    caller compile again and rewrite the record, so a bad record is never trusted twice."""
+    try:
+        data = json.loads(read_bytes(path, RECORD_LIMIT))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if (type(data) is not dict or data.get("schema") != SCHEMA or data.get("key") != key
+            or data.get("arch") != arch or data.get("triton") != triton or data.get("source_hash") != source_hash):
+        return None
+    return ExactResult.from_record(data.get("result"))
+
+
 def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "._-+" else "_" for c in text)
 
@@ -94,6 +107,7 @@ class CompileCache:
     """JSON records of compile results; see the module docstring for layout and guarantees."""
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, triton: str | None = None):
+        # None (TILEFIT_CACHE_DIR=""): nothing is read or written
         self.root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
         self.triton = triton or versions.installed_triton() or "none"
 
@@ -105,23 +119,14 @@ class CompileCache:
 
     def get(self, spec: KernelSpec, arch: str) -> ExactResult | None:
         """The cached result, or ``None`` (absent, unreadable, corrupt, or for another key)."""
-        path = self.path(spec, arch)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if (data.get("schema") != SCHEMA or data.get("key") != spec.key() or data.get("arch") != arch
-                    or data.get("triton") != self.triton
-                    or data.get("source_hash") != kernel_source_hash(spec.kernel)):
-                return None
-            result = ExactResult.from_json(data["result"])
-            if result.error is None and not isinstance(result.shared_bytes, int):
-                return None
-            return result
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        if self.root is None:
             return None
+        return read_record(self.path(spec, arch), spec.key(), arch, self.triton, kernel_source_hash(spec.kernel))
 
-    def put(self, spec: KernelSpec, arch: str, result: ExactResult) -> Path:
-        """Write a record atomically (temporary file + ``os.replace``)."""
+    def put(self, spec: KernelSpec, arch: str, result: ExactResult) -> Path | None:
+        """Write a record atomically (temporary file + ``os.replace``); None when caching is off."""
+        if self.root is None:
+            return None
         path = self.path(spec, arch)
         path.parent.mkdir(parents=True, exist_ok=True)
         record = {

@@ -223,15 +223,22 @@ class EngineKernels:
     def _cache_get(self, path: Path | None, spec: KernelSpec) -> EngineCompile | None:
         if path is None:
             return None
+        from tilefit.readfile import read_bytes
+
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("key") != spec.key():
-                return None
-            r = data["result"]
-            return EngineCompile(r["shared_bytes"], r["error"], tuple(r["guessed"]), tuple(r["dropped"]),
-                                 r["source"], r["function"])
-        except (OSError, ValueError, KeyError, TypeError):
+            data = json.loads(read_bytes(path, 1 << 20))
+        except (OSError, ValueError, RecursionError):
             return None
+        r = data.get("result") if type(data) is dict and data.get("key") == spec.key() else None
+        if type(r) is not dict:
+            return None
+        shared, error = r.get("shared_bytes"), r.get("error")
+        lists, texts = (r.get("guessed"), r.get("dropped")), (r.get("source"), r.get("function"))
+        if (not (type(shared) is int and shared >= 0 and error is None or shared is None and type(error) is str)
+                or not all(type(v) is list and all(type(x) is str for x in v) for v in lists)
+                or not all(type(v) is str for v in texts)):
+            return None  # a damaged record: compiled again and rewritten
+        return EngineCompile(shared, error, tuple(lists[0]), tuple(lists[1]), texts[0], texts[1])
 
     def _cache_put(self, path: Path | None, spec: KernelSpec, result: EngineCompile) -> None:
         if path is None:

@@ -117,6 +117,30 @@ class ExactResult:
         fields = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in fields})
 
+    @classmethod
+    def from_record(cls, data) -> "ExactResult | None":
+        """A result read back from a cache file, or None when any field has the wrong type or
+        the record contradicts itself (no error and no byte count): never trusted unchecked."""
+        if type(data) is not dict:
+            return None
+        try:
+            result = cls.from_json(data)
+        except TypeError:  # a field missing
+            return None
+        ints = (result.num_warps, result.threads)
+        if (not all(type(v) is int and v > 0 for v in ints) or type(result.arch) is not str
+                or type(result.stage) is not str or type(result.triton_version) is not str
+                or type(result.seconds) not in (int, float)
+                or result.error is not None and type(result.error) is not str
+                or result.error_stage is not None and type(result.error_stage) is not str):
+            return None
+        if result.error is None:
+            if type(result.shared_bytes) is not int or result.shared_bytes < 0:
+                return None
+        elif result.shared_bytes is not None or result.error_stage in ("timeout", "crash"):
+            return None  # a timeout or a crash says nothing about the kernel: never cached
+        return result
+
 
 # ------------------------------------------------------------------------------------------------
 # archs
