@@ -21,6 +21,7 @@ from .estimate import Estimator
 from .selection import Selection, validate_selectors
 from .readfile import read_bytes
 from .tables import ConfigTable, read_table
+from tilefit.rules.est001_no_estimate import timed_out
 
 
 class UsageError(ValueError):
@@ -51,6 +52,7 @@ class CheckOptions:
     fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
     use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache); never when fixing
     follow_symlinks: bool = False  # --fix may write a symlink's target outside the checked paths
+    compile_timeout: float | None = None  # seconds per compile; None: compile-timeout of the settings
 
 
 @dataclass
@@ -117,6 +119,9 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
     db = load_devices(settings, opts.device_files)
     targets = resolve_targets(db, list(settings.targets) + list(opts.targets))
     mode = opts.estimator or settings.estimator
+    from .smem.worker import set_default_timeout
+
+    set_default_timeout(opts.compile_timeout or settings.compile_timeout)
     try:
         estimator = Estimator(mode, margin=settings.estimator_margin,
                               triton_version=opts.triton_version or settings.triton_version,
@@ -209,7 +214,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                 found_here = planner.attach(table, found_here)
             except Exception as exc:  # a planner bug leaves the diagnostics without fixes
                 errors.append(f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}")
-        if digest is not None:
+        if digest is not None and not any(timed_out(d) for d in found_here):  # a timeout is this run's
             cache.put(path, digest, found_here)
         diagnostics.extend(found_here)
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files

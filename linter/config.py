@@ -40,6 +40,7 @@ class Settings:
     respect_gitignore: bool = True
     estimator: str = "auto"
     estimator_margin: int = 4096
+    compile_timeout: int = 120  # seconds a compile may take (tilefit.smem.worker); then EST001
     extend_device_db: list[str] = field(default_factory=list)
     baseline: str | None = None
     output_format: str = "concise"
@@ -76,6 +77,7 @@ _KEYS: dict[str, tuple[str, type]] = {
     "respect-gitignore": ("respect_gitignore", bool),
     "estimator": ("estimator", str),
     "estimator-margin": ("estimator_margin", int),
+    "compile-timeout": ("compile_timeout", int),
     "extend-device-db": ("extend_device_db", list),
     "baseline": ("baseline", str),
     "output-format": ("output_format", str),
@@ -169,6 +171,8 @@ def settings_from_table(table: dict[str, Any], source: str) -> Settings:
             raise ConfigError(f"{source}: [tool.tilefit] {key} must be a {kind.__name__}, got {type(value).__name__}")
         if attr == "max_file_size" and value <= 0:
             raise ConfigError(f"{source}: [tool.tilefit] max-file-size must be a positive number of bytes")
+        if attr == "compile_timeout" and value <= 0:
+            raise ConfigError(f"{source}: [tool.tilefit] compile-timeout must be a positive number of seconds")
         if kind is list and not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{source}: [tool.tilefit] {key} must be a list of strings")
         if attr == "per_file_ignores":

@@ -410,15 +410,9 @@ class CallsiteEvaluator:
                 return Source("none", reason=f"{why}; importing {name} gave no JITFunction for {kernel.name}")
         except Exception as exc:  # noqa: BLE001 - the user's module may fail in any way
             return Source("none", reason=f"{why}; importing {name} failed: {type(exc).__name__}: {exc}")
-        digest = hashlib.sha256(f"import:{path}:{kernel.name}:{os.stat(path).st_mtime_ns}".encode()).hexdigest()
-        shim_name = f"_tilefit_import_{digest[:20]}"
-        import types
-
-        shim = types.ModuleType(shim_name)
-        setattr(shim, kernel.name, fn)
-        sys.modules[shim_name] = shim
-        # the imported module's source may change between runs: do not cache on disk
-        return Source("import", shim_name, kernel.name, None, reason=why)
+        # the imported module's source may change between runs: do not cache on disk. The compile
+        # child imports the module itself (its code runs there too: --allow-import said so).
+        return Source("import", name, kernel.name, None, reason=why, scratch=("import", root, name))
 
     # -- one evaluation ----------------------------------------------------------------------
     def run(self, case: Case, variant: Variant, device) -> Outcome:
@@ -579,7 +573,8 @@ class CallsiteEvaluator:
         return None, v.reason if isinstance(v, Unknown) else "not static"
 
     def _compile(self, src: Source, case: Case, args, num_warps: int, num_stages: int, options, arch: str) -> Outcome:
-        from tilefit.smem.exact import ExactResult, compile_plan
+        from tilefit.smem.exact import ExactResult
+        from tilefit.smem.worker import compile_plan_limited
         from tilefit.kernels.plan import LaunchPlan
 
         key = json.dumps([src.function, [(a.name, a.kind, _jsonable(a.value)) for a in args], num_warps, num_stages,
@@ -590,23 +585,23 @@ class CallsiteEvaluator:
         if result is None:
             if src.kind == "scratch":
                 try:
-                    src.scratch.load()
+                    src.scratch.write()  # the child loads it from there
                 except Exception as exc:  # noqa: BLE001
                     return Outcome("failed", estimator="exact",
-                                   detail=f"the scratch module does not load: {type(exc).__name__}: {exc}")
+                                   detail=f"the scratch module cannot be written: {type(exc).__name__}: {exc}")
             plan = LaunchPlan(f"{case.kernel.key}", src.module, src.function, tuple(args), num_warps, num_stages,
                               options)
             import time
 
             t0 = time.perf_counter()
             try:
-                result = compile_plan(plan, arch, raise_on_error=False)
+                result = compile_plan_limited(plan, arch, source=src.scratch)
             except Exception as exc:  # noqa: BLE001 - unsupported arch, bad plan: data, not a crash
                 return Outcome("failed", estimator="exact", detail=f"{type(exc).__name__}: {exc}")
             finally:
                 self.compiles += 1
                 self.compile_seconds += time.perf_counter() - t0
-            if self.cache is not None and src.hash:
+            if self.cache is not None and src.hash and result.error_stage not in ("timeout", "crash", "setup"):
                 self.cache.put(src.hash, key, arch, result, kernel=case.kernel.key)
         est = "exact" if src.kind == "scratch" else "import"
         if result.error is not None:

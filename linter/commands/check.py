@@ -62,12 +62,15 @@ from .common import fail, settings_or_exit, split_codes
               help="Bytes of shared memory a fix keeps free below every target's limit. [default: fix-margin, 0]")
 @click.option("--fix-report", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write a Markdown summary of the fixes (for a pull-request body).")
+@click.option("--compile-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Time a compile may take before it is stopped and reported (EST001). "
+                   "[default: compile-timeout, 120]")
 @click.option("--follow-symlinks", is_flag=True,
               help="Let --fix write through a symlink to a file outside the checked paths (refused by default).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
           force_exclude, respect_gitignore, no_cache, allow_import, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
-          fix_report, follow_symlinks):
+          fix_report, follow_symlinks, compile_timeout):
     """Check tuning-config files against device limits.
 
     Each table is checked against the device its file name names, plus every --target.
@@ -96,6 +99,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         fix_margin=fix_margin,
         use_cache=not no_cache,
         follow_symlinks=follow_symlinks,
+        compile_timeout=compile_timeout,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:

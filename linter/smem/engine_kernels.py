@@ -272,7 +272,8 @@ class EngineKernels:
         return result
 
     def _compile(self, scratch, spec: KernelSpec, arch: str) -> EngineCompile:
-        from .exact import CompileFailed, compile_plan, load_kernel
+        from .exact import CompileFailed, load_kernel
+        from .worker import compile_plan_limited
 
         src = str(scratch.origin)
         try:
@@ -283,13 +284,15 @@ class EngineKernels:
             return EngineCompile(None, f"the engine kernel does not load: {type(exc).__name__}: {exc}",
                                  source=src, function=scratch.kernel)
         try:
-            result = compile_plan(plan, arch, spec=spec, raise_on_error=False)
+            result = compile_plan_limited(plan, arch, spec=spec, source=scratch)
         except CompileFailed as exc:  # pragma: no cover - raise_on_error=False returns errors
             return EngineCompile(None, f"compile failed: {exc.message}", tuple(guessed), tuple(dropped), src,
                                  scratch.kernel)
         except Exception as exc:  # noqa: BLE001 - e.g. a parameter the mapping could not satisfy
             return EngineCompile(None, f"{type(exc).__name__}: {exc}", tuple(guessed), tuple(dropped), src,
                                  scratch.kernel)
+        if result.error_stage in ("timeout", "crash"):  # not "compile failed": never cached
+            return EngineCompile(None, result.error, tuple(guessed), tuple(dropped), src, scratch.kernel)
         if result.error is not None:
             return EngineCompile(None, f"compile failed ({result.error_stage}): {result.error.splitlines()[-1][:300]}",
                                  tuple(guessed), tuple(dropped), src, scratch.kernel)

@@ -198,6 +198,10 @@ def load_kernel(module: str, function: str):
             if module.startswith(registry.EXTERNAL_PACKAGE + "."):
                 registry.families()  # a $TILEFIT_KERNEL_PATH family: its package is made importable
             fn = getattr(importlib.import_module(module), function)
+            for _ in range(8):  # @triton.autotune / @triton.heuristics wrap the JITFunction
+                if isinstance(fn, triton.runtime.JITFunction) or not hasattr(fn, "fn"):
+                    break
+                fn = fn.fn
             if not isinstance(fn, triton.runtime.JITFunction):
                 from triton.runtime.jit import JITFunction
 
