@@ -29,7 +29,6 @@ import re
 import secrets
 import stat
 from dataclasses import dataclass
-from pathlib import Path
 
 _TEMP = re.compile(r"^\.(?P<name>.+)\.tilefit-(?P<pid>\d+)-(?P<kind>[rw])(?P<tag>[0-9a-f]{12})\.tmp$")
 _LEGACY = re.compile(r"^\.tilefit-[A-Za-z0-9_]{6,}\.tmp$")  # mkstemp names of earlier versions

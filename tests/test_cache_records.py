@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -57,7 +56,7 @@ def test_identical_runs_with_other_hash_seeds_share_one_result_file(tmp_path):
 
 def test_an_empty_cache_dir_turns_every_cache_off(tmp_path, monkeypatch):
     from tilefit.smem.cache import CompileCache, ExactEstimator, default_cache_dir
-    from tilefit.smem.extract import scratch_dir
+    from tilefit.pysource.extract import scratch_dir
 
     home = tmp_path / "home"
     monkeypatch.setenv("HOME", str(home))
@@ -198,7 +197,7 @@ def copy_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):
 
 
 def test_a_truncated_scratch_module_is_rewritten_not_loaded(tmp_path):
-    from tilefit.smem.extract import extract_kernel
+    from tilefit.pysource.extract import extract_kernel
 
     src = tmp_path / "kern.py"
     src.write_text(SOURCE)

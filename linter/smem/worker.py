@@ -9,7 +9,7 @@ the child is killed, the answer is a timed-out :class:`~tilefit.smem.exact.Exact
 the kernel) and the next request starts a fresh child. A child that dies (a compiler crash,
 the OOM killer) answers ``error_stage="crash"`` the same way. Kernels reach the child as data:
 our reference kernels by their :class:`KernelSpec`, extracted kernels by their scratch module
-(:mod:`tilefit.smem.extract`), an ``--allow-import`` kernel by its module and package root.
+(:mod:`tilefit.pysource.extract`), an ``--allow-import`` kernel by its module and package root.
 
 The limit is :data:`DEFAULT_TIMEOUT` seconds, ``[tool.tilefit] compile-timeout`` or
 ``--compile-timeout``; the process-wide value is set with :func:`set_default_timeout`.
