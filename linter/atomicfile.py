@@ -14,7 +14,9 @@ Two writers, one naming scheme for their temporary files:
   killed half-way through the write is repaired by the next one (:func:`clean_folder`): a file
   that holds exactly what an interrupted write leaves (the new text's start, the old text's
   rest) gets the new text; any other content (old, new, or edited by hand since) is left alone
-  and the recovery file removed.
+  and the recovery file removed. The compare-and-write holds an advisory ``flock`` on the
+  file, so concurrent runs fixing one file take turns; a run that finds the file already
+  holding what it would write (another run fixed it the same way) leaves it be.
 
 Temporary names are ``.<name>.tilefit-<pid>-<tag>.tmp``: hidden, never ``.json`` or ``.py`` (so
 never linted), and they carry the writer's process id, so a later run removes only those of
@@ -23,11 +25,13 @@ processes that are gone (:func:`clean_folder`), never a concurrent run's.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import secrets
 import stat
+import time
 from dataclasses import dataclass
 
 _TEMP = re.compile(r"^\.(?P<name>.+)\.tilefit-(?P<pid>\d+)-(?P<kind>[rw])(?P<tag>[0-9a-f]{12})\.tmp$")
@@ -175,11 +179,49 @@ def rewrite_in_place(path: str | os.PathLike, data: bytes, *, expected: bytes | 
     if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH) or not os.access(real, os.W_OK):
         raise WriteRefused(errno.EACCES, f"is read-only (mode {stat.S_IMODE(st.st_mode):04o}); not written "
                                          "(make it writable to fix it)", path)
-    old = read_bytes(real, None)
-    if expected is not None and old != expected:
-        raise WriteRefused(errno.EBUSY, "changed on disk since it was read; not written", path)
-    if old == data:
-        return real
+    with _exclusive(real, path):  # two fixes of one file, one after the other (concurrent runs)
+        old = read_bytes(real, None)
+        if old == data:  # already what we would write (a concurrent run fixed it the same way)
+            return real
+        if expected is not None and old != expected:
+            raise WriteRefused(errno.EBUSY, "changed on disk since it was read; not written", path)
+        _replace_content(real, old, data)
+    return real
+
+
+# how long a fix waits for another tilefit process writing the same file
+LOCK_WAIT_S = 30.0
+
+
+@contextlib.contextmanager
+def _exclusive(real: str, shown: str):
+    """Hold an advisory lock (``flock``) on ``real`` while it is compared and rewritten, so two
+    tilefit runs fixing one file never interleave; where there is no ``flock``, no lock."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    fd = os.open(real, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        deadline = time.monotonic() + LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise WriteRefused(errno.EBUSY, f"another process has held a lock on it for {LOCK_WAIT_S:.0f} s; "
+                                                    "not written", shown) from None
+                time.sleep(0.05)
+            except OSError:  # a file system without flock: go on unlocked
+                break
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _replace_content(real: str, old: bytes, data: bytes) -> None:
     folder = os.path.dirname(real)
     recovery = os.path.join(folder, temp_name(real, "w"))
     _write_new(recovery, _RECOVERY + b"%d\n" % len(data) + data + old, durable=True)
@@ -194,7 +236,6 @@ def rewrite_in_place(path: str | os.PathLike, data: bytes, *, expected: bytes | 
             _unlink(recovery)
         raise
     _unlink(recovery)
-    return real
 
 
 def _overwrite(path: str, payload: bytes) -> None:

@@ -203,3 +203,37 @@ def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
     return proc.pid
+
+
+def test_concurrent_fixes_of_one_folder_take_turns(tmp_path, corpus):
+    """Four ``--fix`` runs and two checks at once on one folder and one cache: every run ends
+    normally (a run that finds a file already fixed the same way leaves it be, where it said
+    "changed on disk since it was read", exit 2), the files end as one run alone leaves them,
+    and no temporary file is left in the folder or the cache."""
+    import shutil
+
+    src = corpus / "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs"
+    names = sorted(p.name for p in src.glob("E=*,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"))[:8]
+    alone, shared = tmp_path / "alone", tmp_path / "shared"
+    for folder in (alone, shared):
+        folder.mkdir()
+        for name in names:
+            shutil.copyfile(src / name, folder / name)
+    env = dict(os.environ, TILEFIT_CACHE_DIR=str(tmp_path / "cache"))
+    args = ["--target", "rtx4090", "--estimator", "analytic", "--config", str(tmp_path / "none.toml")]
+    (tmp_path / "none.toml").write_text("[tool.tilefit]\n")
+    one = subprocess.run([sys.executable, "-m", "tilefit", "check", str(alone), *args, "--fix", "--no-cache"],
+                         capture_output=True, text=True, env=env)
+    assert one.returncode in (0, 1) and "Traceback" not in one.stderr, one.stderr
+    want = {n: (alone / n).read_bytes() for n in names}
+    assert any(want[n] != (src / n).read_bytes() for n in names)  # something to fix
+    runs = [subprocess.Popen([sys.executable, "-m", "tilefit", "check", str(shared), *args]
+                             + (["--fix"] if i < 4 else []), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env=env) for i in range(6)]
+    for p in runs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode in (0, 1) and "Traceback" not in err + out, (p.returncode, err[-2000:])
+    assert {n: (shared / n).read_bytes() for n in names} == want
+    left = [os.path.join(d, f) for root in (shared, tmp_path / "cache") for d, _, fs in os.walk(root)
+            for f in fs if f.endswith(".tmp")]
+    assert not left, left
