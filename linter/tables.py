@@ -59,6 +59,18 @@ class ConfigTable:
         return iter(self.entries())
 
 
+# int() refuses longer digit strings (sys.get_int_max_str_digits(); the engines' int(key) too)
+MAX_KEY_DIGITS = 4300
+
+
+def batch_size_of(key: str) -> int | None:
+    """The batch size a key names, as the engines read it with ``int(key)``: decimal ASCII digits
+    only (None for anything else, and for more digits than ``int()`` converts)."""
+    if key.isascii() and key.isdigit() and len(key) <= MAX_KEY_DIGITS:
+        return int(key)
+    return None
+
+
 def read_table(path: str, display_path: str | None = None, meta: TableMeta | None = None,
                data: bytes | None = None, limit: int | None = DEFAULT_LIMIT) -> ConfigTable:
     """Read (unless ``data`` is given; only a regular file of at most ``limit`` bytes, see

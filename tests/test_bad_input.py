@@ -260,9 +260,56 @@ def test_an_undecodable_file_name_is_printed_with_its_byte_escaped(tmp_path):
     name = os.fsencode(str(tmp_path)) + b"/E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3\xff.json"
     with open(name, "w") as fh:
         fh.write('{"1": {"BLOCK_SIZE_M": true}}')
-    for fmt in ("concise", "full", "json", "sarif", "github", "gitlab"):
+    for fmt in ("concise", "full", "json", "sarif", "github", "gitlab", "html"):
         r = subprocess.run([sys.executable, "-m", "tilefit", "check", str(tmp_path), "--output-format", fmt,
                             *ANALYTIC], capture_output=True, env=dict(os.environ, PYTHONIOENCODING="utf-8"))
         assert r.returncode == 1 and b"Traceback" not in r.stderr, (fmt, r.stderr)
         if fmt == "concise":
             assert b"HBM3\\xff.json:1:" in r.stdout
+
+
+def test_a_folder_named_like_a_config_in_a_walked_tree_is_io001(cli, tmp_path):
+    (tmp_path / H100).mkdir()
+    good = write(tmp_path, H100_B, {"4096": OVER})
+    r = cli("check", tmp_path, "--target", "rtx4090", *ANALYTIC)
+    assert r.exit_code == 1 and codes(r.output, str(tmp_path / H100)) == ["IO001"], r.output
+    assert "directory" in r.output and codes(r.output, good) == ["SMEM001"]
+
+
+def test_a_batch_key_of_4301_digits_is_key001_not_a_traceback(cli, tmp_path):
+    path = write(tmp_path, H100, '{"' + "1" * 4301 + '": ' + json.dumps(FITS) + ', "4096": ' + json.dumps(OVER) + "}")
+    r = cli("check", path, "--target", "rtx4090", "--fix", *ANALYTIC)
+    assert "internal error" not in r.output and r.exit_code == 1, r.output
+    assert codes(r.output) == ["KEY001"] and "int() raises ValueError" in r.output
+
+
+def test_a_huge_group_size_elsewhere_in_the_table_is_no_candidate(cli, tmp_path):
+    """The fixer tries the table's own GROUP_SIZE_M values: a 400-digit one crashed the model."""
+    path = write(tmp_path, H100, {"1": dict(FITS, GROUP_SIZE_M=int("9" * 400)), "4096": OVER})
+    r = cli("check", path, "--target", "rtx4090", "--fix", *ANALYTIC)
+    assert "internal error" not in r.output and r.exit_code == 1, r.output
+    fixed = json.loads(open(path).read())
+    assert fixed["4096"] != OVER and fixed["4096"]["GROUP_SIZE_M"] < 2 ** 31
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif", "gitlab", "html"])
+def test_nan_infinity_and_a_lone_surrogate_key_give_strict_json_in_every_format(cli, tmp_path, fmt):
+    """json.load reads NaN, Infinity and a "\\ud800" key; the html page's embedded data raised
+    ValueError (allow_nan=False) and UnicodeEncodeError on them."""
+    write(tmp_path, H100, '{"1": {"BLOCK_SIZE_M": NaN, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, '
+                          '"num_warps": 4, "num_stages": 2}, "\\ud800": {"BLOCK_SIZE_M": 1e999, "BLOCK_SIZE_N": '
+                          '-Infinity, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 2}}')
+    out = tmp_path / "report.out"
+    r = cli("check", tmp_path, "--output-format", fmt, "-o", out, *ANALYTIC)
+    assert r.exit_code == 1, r.output
+    text = out.read_bytes().decode("utf-8")
+    if fmt == "html":
+        text = re.search(r'id="report-data">(.*?)</script>', text, re.S).group(1)
+
+    def no_constant(name):
+        raise AssertionError(f"{name} is not JSON")
+
+    data = json.loads(text, parse_constant=no_constant)
+    if fmt == "html":
+        assert {"NaN", "Infinity", "-Infinity"} <= {v for c in data["configs"] for v in c.values()}
+        assert [k for k, _ in data["tables"][0]["en"]] == ["1", "\ud800"]

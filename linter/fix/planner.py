@@ -448,7 +448,7 @@ class FixPlanner:
                 for g in space.group_values(cand["GROUP_SIZE_M"]):
                     alt = dict(cand)
                     alt["GROUP_SIZE_M"] = g
-                    if cfg_key(alt) not in depth_of:
+                    if cfg_key(alt) not in depth_of and in_domain(ctx.meta.family, alt):
                         depth_of[cfg_key(alt)] = depth_of[cfg_key(cand)] + 1
                         extra.append(alt)
             if extra:

@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
+from tilefit.tables import batch_size_of
+
 from .results_log import MeasurementLog
 from .scheduler import AllWorkersLost, JobResult, Scheduler, Stats
 from .search import config_key
@@ -287,9 +289,9 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
         raise TuneError(f"{table.path}: no config of the tuning grid fits {target.key}")
     jobs = []
     for key, entry in table.live_entries():
-        if not (key.isascii() and key.isdigit()) or not isinstance(entry, dict):
+        M = batch_size_of(key)
+        if M is None or not isinstance(entry, dict):
             continue
-        M = int(key)
         if opts.batch_sizes and M not in opts.batch_sizes:
             continue
         if not opts.all_entries and key not in offending:
