@@ -313,3 +313,30 @@ def test_nan_infinity_and_a_lone_surrogate_key_give_strict_json_in_every_format(
     if fmt == "html":
         assert {"NaN", "Infinity", "-Infinity"} <= {v for c in data["configs"] for v in c.values()}
         assert [k for k, _ in data["tables"][0]["en"]] == ["1", "\ud800"]
+
+
+def test_a_table_of_thousands_of_entries_is_planned_per_batch_size_bucket(tmp_path, monkeypatch):
+    """A 50 MB table (270000 entries) searched once per batch key never finished its json
+    output; past LARGE_TABLE_ENTRIES entries one search serves a bucket of batch sizes, and
+    every entry is still fixed to a config that fits."""
+    from tilefit.app import run_fix
+    from tilefit.api import CheckOptions
+    from tilefit.fix import planner as planner_mod
+
+    n = planner_mod.LARGE_TABLE_ENTRIES + 88
+    path = write(tmp_path, H100, {str(m): OVER for m in range(1, n + 1)})
+    searched = []
+    real = planner_mod.FixPlanner._search
+
+    def counting(self, table, ctx, key, entry, space):
+        searched.append(key)
+        return real(self, table, ctx, key, entry, space)
+
+    monkeypatch.setattr(planner_mod.FixPlanner, "_search", counting)
+    result = run_fix([path], CheckOptions(targets=["rtx4090"], estimator="analytic", use_cache=False))
+    buckets = {planner_mod.bucket_key(str(m)) for m in range(1, n + 1)}
+    assert len(searched) == len(buckets) < 40, len(searched)
+    assert not result.errors and result.fixed["SMEM001"] == n
+    assert not [d for d in result.check.diagnostics if d.code == "SMEM001"]
+    assert planner_mod.bucket_key("96") == "96" and planner_mod.bucket_key("100") == "96"
+    assert planner_mod.bucket_key("abc") == "abc"

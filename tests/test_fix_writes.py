@@ -237,3 +237,41 @@ def test_concurrent_fixes_of_one_folder_take_turns(tmp_path, corpus):
     left = [os.path.join(d, f) for root in (shared, tmp_path / "cache") for d, _, fs in os.walk(root)
             for f in fs if f.endswith(".tmp")]
     assert not left, left
+
+
+def test_group_size_m_changes_only_where_the_model_gains(tmp_path, corpus):
+    """GROUP_SIZE_M has no effect on shared memory: the fixer changed it in hundreds of corpus
+    entries where the model predicted no gain (the trust region around the engine's default
+    moved it). Now a changed GROUP_SIZE_M is either part of the engine's default or predicted
+    faster, and says which."""
+    import math
+    import shutil
+
+    from tilefit.app import run_fix
+    from tilefit.api import CheckOptions
+    from tilefit.fix.planner import batch_size
+
+    src = corpus / "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs"
+    for name in ("E=1,N=3584,device_name=NVIDIA_A100-SXM4-80GB.json", "E=8,N=1792,device_name=NVIDIA_H100_80GB_HBM3.json",
+                 "E=128,N=384,device_name=NVIDIA_H200.json"):
+        shutil.copyfile(src / name, tmp_path / name)
+    result = run_fix([str(tmp_path)], CheckOptions(targets=["rtx4090"], estimator="analytic", use_cache=False),
+                     write=False)
+    planner = result.check.planner
+    plans = [p for ff in result.files for p in ff.plans]
+    assert len(plans) > 20
+    kept = 0
+    for p in plans:
+        ctx = planner._table_context(result.check.tables[p.path])
+        M = batch_size(p.key)
+        if p.entry["GROUP_SIZE_M"] == p.original["GROUP_SIZE_M"]:
+            kept += 1
+            continue
+        assert p.reasons["GROUP_SIZE_M"] in ("for speed", "engine default"), p.reasons
+        if p.reasons["GROUP_SIZE_M"] == "for speed":
+            back = dict(p.entry, GROUP_SIZE_M=p.original["GROUP_SIZE_M"])
+            score = lambda c: sum(w * math.log(planner._predict(ctx, p.key, M, c, d)) for d, w in ctx.ranking)
+            assert score(back) > score(p.entry), (p.path, p.key, p.original, p.entry)
+    assert kept
+    a100 = json.loads(next(ff.new for ff in result.files if "A100" in ff.path))
+    assert a100["16"]["GROUP_SIZE_M"] == 64  # the model predicts the same time with GROUP_SIZE_M 1
