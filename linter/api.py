@@ -240,7 +240,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
 
 
 def print_errors(result: CheckResult, stream=None) -> None:
-    from .reporters.common import printable
+    from .textsafe import printable
 
     stream = stream or sys.stderr
     for p in result.missing_paths:

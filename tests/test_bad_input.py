@@ -340,3 +340,17 @@ def test_a_table_of_thousands_of_entries_is_planned_per_batch_size_bucket(tmp_pa
     assert not [d for d in result.check.diagnostics if d.code == "SMEM001"]
     assert planner_mod.bucket_key("96") == "96" and planner_mod.bucket_key("100") == "96"
     assert planner_mod.bucket_key("abc") == "abc"
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs")
+def test_a_fifo_or_dev_zero_as_device_file_is_a_one_line_error(cli, tmp_path):
+    """The device database reads its user files with its own copy of the regular-file guard
+    (it imports nothing of the rest of tilefit)."""
+    table = write(tmp_path, H100, {"1": FITS})
+    fifo = tmp_path / "gpus.json"
+    os.mkfifo(fifo)
+    zero = tmp_path / "zero.json"
+    zero.symlink_to("/dev/zero")
+    for device_file in (fifo, zero):
+        r = cli("check", table, "--device-file", device_file, *ANALYTIC)
+        assert r.exit_code == 2 and "cannot read device file: not a regular file" in r.output, r.output
