@@ -601,8 +601,12 @@ class CallsiteEvaluator:
             finally:
                 self.compiles += 1
                 self.compile_seconds += time.perf_counter() - t0
-            if self.cache is not None and src.hash and result.error_stage not in ("timeout", "crash", "setup"):
+            if self.cache is not None and src.hash and result.error_stage not in ("timeout", "crash", "setup",
+                                                                                      "blocked"):
                 self.cache.put(src.hash, key, arch, result, kernel=case.kernel.key)
+        if result.error_stage == "blocked":  # the allowlist refused a triton.language path (in the child)
+            hint = "" if self.allow_import else "; --allow-import imports the module instead"
+            return Outcome("unknown", detail=f"{result.error}{hint}")
         est = "exact" if src.kind == "scratch" else "import"
         if result.error is not None:
             status = "unsupported" if any(s in result.error for s in _UNSUPPORTED) else "failed"

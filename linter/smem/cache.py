@@ -142,7 +142,7 @@ class CompileCache:
 # compiles in worker processes
 
 
-_UNCACHED_STAGES = ("timeout", "crash", "setup")  # about this run, not about the kernel
+_UNCACHED_STAGES = ("timeout", "crash", "setup", "blocked")  # about this run, not about the kernel
 
 
 class ExactEstimator:

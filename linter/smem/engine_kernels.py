@@ -291,7 +291,7 @@ class EngineKernels:
         except Exception as exc:  # noqa: BLE001 - e.g. a parameter the mapping could not satisfy
             return EngineCompile(None, f"{type(exc).__name__}: {exc}", tuple(guessed), tuple(dropped), src,
                                  scratch.kernel)
-        if result.error_stage in ("timeout", "crash"):  # not "compile failed": never cached
+        if result.error_stage in ("timeout", "crash", "blocked"):  # not "compile failed": never cached
             return EngineCompile(None, result.error, tuple(guessed), tuple(dropped), src, scratch.kernel)
         if result.error is not None:
             return EngineCompile(None, f"compile failed ({result.error_stage}): {result.error.splitlines()[-1][:300]}",

@@ -13,11 +13,30 @@ our reference kernels by their :class:`KernelSpec`, extracted kernels by their s
 
 The limit is :data:`DEFAULT_TIMEOUT` seconds, ``[tool.tilefit] compile-timeout`` or
 ``--compile-timeout``; the process-wide value is set with :func:`set_default_timeout`.
+
+The child is isolated from the folder being scanned (issue 18: Triton runs Python while it
+compiles, so a compile is never in tilefit's own process). It is ``python -I -m
+tilefit.smem.worker``: no current folder, script folder, ``PYTHONPATH`` or user site on
+``sys.path``, so no ``conftest.py``, ``sitecustomize.py``, ``.pth`` or shadowing ``triton.py`` of
+the tree is imported. It runs in a temporary working folder (removed when the child stops) with
+a scrubbed environment (:func:`scrubbed_env`: ``PATH``, the locale, the ``TRITON_*``,
+``TILEFIT_*`` and ``CUDA_*`` settings, nothing else of the caller's; ``HOME`` and ``TMPDIR`` in the
+temporary folder). Its stdout and stderr go to a log in that folder: whatever the compiler
+prints (MLIR dumps, warnings) never reaches tilefit's output, so ``--output-format json`` stays
+parseable. Requests and answers travel as pickles over a socket pair. A scratch module whose
+``triton.language`` paths leave Triton (:func:`tilefit.pysource.allowlist.check_members`, run in
+the child before the module is loaded) is answered ``error_stage="blocked"``.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -35,6 +54,81 @@ def set_default_timeout(seconds: float | None) -> None:
     _timeout[0] = float(seconds) if seconds is not None else DEFAULT_TIMEOUT
 
 
+# the caller's settings a compile may depend on (the user's own, never the scanned tree's)
+_KEEP_ENV = ("PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LD_LIBRARY_PATH", "SYSTEMROOT", "VIRTUAL_ENV")
+_KEEP_PREFIXES = ("TRITON_", "TILEFIT_", "CUDA_", "PTXAS", "ROCM_", "HIP_", "MLIR_", "LLVM_")
+_NOT_KEPT = ("TRITON_HOME",)  # set below: it must not be the temporary HOME's default
+
+
+def scrubbed_env(folder: str, environ=None) -> dict[str, str]:
+    """The child's environment: what the compile needs of the caller's, ``HOME``/``TMPDIR`` in
+    ``folder``; Triton's cache stays where the caller's Triton keeps it (warm runs stay warm)."""
+    environ = os.environ if environ is None else environ
+    env = {k: v for k, v in environ.items()
+           if (k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)) and k not in _NOT_KEPT}
+    home = environ.get("TRITON_HOME") or os.path.expanduser("~")
+    env.setdefault("TRITON_CACHE_DIR", os.path.join(home, ".triton", "cache"))
+    env["TRITON_HOME"] = home  # Triton's other folders (dumps, overrides) where the caller has them
+    env.update({"HOME": folder, "TMPDIR": folder, "TEMP": folder, "TMP": folder,
+                "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"})
+    return env
+
+
+class _Child:
+    """A started ``python -I -m tilefit.smem.worker``: the process, its socket, its folder."""
+
+    def __init__(self):
+        from multiprocessing.connection import Connection
+
+        self.folder = tempfile.mkdtemp(prefix="tilefit-compile-")
+        parent, child = socket.socketpair()
+        try:
+            with open(os.path.join(self.folder, "compiler.log"), "wb") as log:
+                self.popen = subprocess.Popen(
+                    [sys.executable, "-I", "-m", "tilefit.smem.worker", str(child.fileno())],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.folder,
+                    env=scrubbed_env(self.folder), pass_fds=(child.fileno(),), close_fds=True)
+        except BaseException:
+            parent.close()
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
+        finally:
+            child.close()
+        self.conn = Connection(parent.detach())
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def exitcode(self) -> int | None:
+        return self.popen.poll()
+
+    def is_alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def log_tail(self, chars: int = 300) -> str:
+        try:
+            with open(os.path.join(self.folder, "compiler.log"), encoding="utf-8", errors="replace") as fh:
+                lines = [ln for ln in fh.read()[-20000:].splitlines() if ln.strip()]
+        except OSError:
+            return ""
+        return lines[-1][:chars] if lines else ""
+
+    def stop(self) -> None:
+        try:
+            self.conn.close()
+        except OSError:
+            pass
+        if self.popen.poll() is None:
+            self.popen.kill()
+        try:
+            self.popen.wait(5)
+        except subprocess.TimeoutExpired:  # pragma: no cover - a kill that did not take
+            pass
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
 def timeout_message(seconds: float) -> str:
     return f"the compile did not finish within {seconds:g} s (compile-timeout)"
 
@@ -48,27 +142,14 @@ class CompileWorker:
         self._lock = threading.Lock()
 
     def _start(self) -> None:
-        import multiprocessing
-
-        ctx = multiprocessing.get_context("spawn")
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child,), daemon=True, name="tilefit-compile")
-        proc.start()
-        child.close()
-        self._proc, self._conn = proc, parent
+        proc = _Child()
+        self._proc, self._conn = proc, proc.conn
 
     def _stop(self) -> None:
-        proc, conn = self._proc, self._conn
+        proc = self._proc
         self._proc = self._conn = None
-        if conn is not None:
-            try:
-                conn.close()
-            except OSError:
-                pass
-        if proc is not None and proc.is_alive():
-            proc.kill()
         if proc is not None:
-            proc.join(5)
+            proc.stop()
 
     def close(self) -> None:
         with self._lock:
@@ -90,10 +171,17 @@ class CompileWorker:
                             "seconds": time.perf_counter() - t0}
                 return self._conn.recv()
             except (EOFError, OSError, BrokenPipeError):
-                code = self._proc.exitcode if self._proc is not None else None
+                proc = self._proc
+                code = tail = None
+                if proc is not None:
+                    try:
+                        proc.popen.wait(5)
+                    except subprocess.TimeoutExpired:
+                        pass
+                    code, tail = proc.exitcode, proc.log_tail()
                 self._stop()
-                return {"error": f"the compiler process died (exit code {code})", "error_stage": "crash",
-                        "seconds": time.perf_counter() - t0}
+                why = f"the compiler process died (exit code {code})" + (f": {tail}" if tail else "")
+                return {"error": why, "error_stage": "crash", "seconds": time.perf_counter() - t0}
 
 
 _shared: CompileWorker | None = None
@@ -169,7 +257,15 @@ def _serve(conn) -> None:
         try:
             answer = _run(job)
         except Exception as exc:  # noqa: BLE001 - e.g. a spec our kernels cannot express
-            answer = {"error": f"{type(exc).__name__}: {exc}", "error_stage": "setup"}
+            from tilefit.pysource.extract import ExtractError
+
+            if isinstance(exc, ExtractError):  # the allowlist refused a triton.language path
+                answer = {"error": exc.reason, "error_stage": "blocked"}
+            else:
+                answer = {"error": f"{type(exc).__name__}: {exc}", "error_stage": "setup"}
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
         try:
             conn.send(answer)
         except (EOFError, OSError):
@@ -203,3 +299,15 @@ def _prepare(source: Any) -> None:
             sys.path.insert(0, root)
         return
     source.load()  # a ScratchModule
+
+
+def main(argv=None) -> None:
+    """``python -I -m tilefit.smem.worker FD``: serve the requests that arrive on socket FD."""
+    from multiprocessing.connection import Connection
+
+    argv = sys.argv[1:] if argv is None else argv
+    _serve(Connection(int(argv[0])))
+
+
+if __name__ == "__main__":
+    main()
