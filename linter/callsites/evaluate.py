@@ -589,8 +589,13 @@ class CallsiteEvaluator:
             result = self.cache.get(src.hash, key, arch)
         if result is None:
             if src.kind == "scratch":
+                from tilefit.pysource.extract import ExtractError
+
                 try:
                     src.scratch.load()
+                except ExtractError as exc:  # a triton.language path that leaves Triton
+                    hint = "" if self.allow_import else "; --allow-import imports the module instead"
+                    return Outcome("unknown", detail=exc.reason + hint)
                 except Exception as exc:  # noqa: BLE001
                     return Outcome("failed", estimator="exact",
                                    detail=f"the scratch module does not load: {type(exc).__name__}: {exc}")
