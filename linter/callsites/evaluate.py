@@ -542,7 +542,7 @@ class CallsiteEvaluator:
                     args.append(a)
                     known[name] = a
         if missing:
-            return Outcome("unknown", detail="no static value for " + ", ".join(missing))
+            return Outcome("unknown", detail="no static value for " + _grouped(missing))
         from tilefit.smem.exact import parse_arch
 
         try:
@@ -638,6 +638,19 @@ class CallsiteEvaluator:
 
 
 _MISSING = object()
+
+
+def _grouped(missing: list[str]) -> str:
+    """``["A (why)", "B (why)", "C (other)"]`` -> ``"A, B (why), C (other)"``: names that share
+    a reason are listed once with it (a stopped evaluation leaves every name with the same)."""
+    order: dict[str, list[str]] = {}
+    for item in missing:
+        name, sep, reason = item.partition(" (")
+        key = sep + reason if sep and item.endswith(")") else ""
+        if not key:
+            name = item
+        order.setdefault(key, []).append(name)
+    return ", ".join(", ".join(names) + key for key, names in order.items())
 
 
 def _jsonable(v):

@@ -302,6 +302,7 @@ def build_sites(project: Project) -> Sites:
     callee_cache: dict[int, Val] = {}
     for module in project.primary_modules():
         for launch in module.launches:
+            ev.begin_site()  # each launch (with its callers) within its own budget
             frame = Frame(module, launch.scope, before_line=launch.line)
             callee = ev.expr(frame, launch.callee)
             scope = launch.scope
@@ -339,6 +340,7 @@ def build_sites(project: Project) -> Sites:
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
                 unresolved.append((launch, reason))
+    ev.end_site()
     autotunes = [_autotune_site(project, k, launches) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]
     return Sites(launches, autotunes, unresolved)

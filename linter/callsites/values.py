@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import itertools
 import operator
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -25,6 +26,8 @@ from tilefit.model import Span
 MAX_ARMS = 16
 MAX_ITEMS = 4096
 MAX_DEPTH = 12
+MAX_STEPS = 50_000  # expressions folded for one launch site (bounded evaluation)
+MAX_SECONDS = 2.0  # and seconds spent on it
 
 
 @dataclass(frozen=True)
@@ -294,6 +297,41 @@ class Evaluator:
         self.project = project
         self._globals: dict[tuple[int, str], Val] = {}  # module-level names do not depend on the frame
         self._locals: dict[tuple, Val] = {}  # locals of frames without explicit bindings
+        self.max_steps = MAX_STEPS
+        self.max_seconds = MAX_SECONDS
+        self._steps = 0
+        self._deadline: float | None = None  # None: not inside a site (no time limit)
+        self._exhausted: str | None = None  # why the current site's budget ran out
+
+    # -- the budget of one launch site (bounded evaluation) ----------------------------------
+    def begin_site(self) -> None:
+        """Start the budget of one launch site: :data:`MAX_STEPS` expressions and
+        :data:`MAX_SECONDS` seconds; past either, every value of the site is Unknown with the
+        reason (folding through helpers and branches can grow exponentially)."""
+        self._steps = 0
+        self._deadline = time.monotonic() + self.max_seconds
+        self._exhausted = None
+
+    def end_site(self) -> None:
+        self._deadline = None
+        self._exhausted = None
+
+    @property
+    def exhausted(self) -> str | None:
+        return self._exhausted
+
+    def _spend(self) -> None:
+        if self._exhausted is not None:
+            raise _OutOfBudget()
+        if self._deadline is None:
+            return
+        self._steps += 1
+        if self._steps > self.max_steps:
+            self._exhausted = f"evaluation stopped after {self.max_steps} steps (bounded evaluation)"
+        elif self._steps % 128 == 0 and time.monotonic() > self._deadline:
+            self._exhausted = f"evaluation stopped after {self.max_seconds:g} s (bounded evaluation)"
+        if self._exhausted is not None:
+            raise _OutOfBudget()
 
     def loc(self, module, node: ast.AST) -> Loc:
         return Loc(module.path, module.source.span(node))
@@ -329,7 +367,7 @@ class Evaluator:
                     label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
                     arms.append((label, v))
                 out = arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
-                if memo_key is not None:
+                if memo_key is not None and self._exhausted is None:
                     self._locals[memo_key] = out
                 return out
             if name in params:
@@ -353,8 +391,15 @@ class Evaluator:
         if depth > MAX_DEPTH:
             return Unknown(f"{name}: names nest too deeply")
         self._globals[key] = Unknown(f"{name} refers to itself")  # cycle guard while evaluating
-        out = self._global_name(module, name, depth)
-        self._globals[key] = out
+        try:
+            out = self._global_name(module, name, depth)
+        except BaseException:
+            self._globals.pop(key, None)
+            raise
+        if self._exhausted is not None:  # cut short: not this name's value, do not remember it
+            self._globals.pop(key, None)
+        else:
+            self._globals[key] = out
         return out
 
     def _global_name(self, module, name: str, depth: int = 0) -> Val:
@@ -390,8 +435,11 @@ class Evaluator:
             return self._expr(frame, node)
         except RecursionError:
             return Unknown("expression nests too deeply")
+        except _OutOfBudget:
+            return Unknown(self._exhausted or "evaluation stopped (bounded evaluation)")
 
     def _expr(self, frame: Frame, node: ast.expr) -> Val:
+        self._spend()
         m = frame.module
         if isinstance(node, ast.Constant):
             return Lit(node.value, self.loc(m, node))
@@ -663,6 +711,10 @@ class Evaluator:
 
 
 _BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list", "tuple", "sorted", "dict"}
+
+
+class _OutOfBudget(Exception):
+    """The current site's budget ran out (:meth:`Evaluator.begin_site`)."""
 
 
 def _owner(fn, ret) -> bool:
