@@ -49,6 +49,7 @@ class CheckOptions:
     fix_margin: int | None = None
     fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
     use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache); never when fixing
+    coverage: bool = False  # count the call sites evaluated (CheckResult.coverage; --statistics)
 
 
 @dataclass
@@ -62,6 +63,7 @@ class CheckResult:
     engine: Engine | None = None
     planner: object | None = None  # tilefit.fix.FixPlanner when fixes were planned
     root: object | None = None  # the project root (pathlib.Path): the folder of pyproject.toml, else the cwd
+    coverage: object | None = None  # tilefit.callsites.coverage.Coverage of the Python files (opts.coverage)
 
     @property
     def exit_code(self) -> int:
@@ -124,7 +126,8 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
     from .pyengine import CallsiteOptions
 
     return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
-                  callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import),
+                  callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import,
+                                            coverage=opts.coverage),
                   rule_options=settings.rule_options, root=str(settings.root))
 
 
@@ -211,11 +214,13 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         if digest is not None:
             cache.put(path, digest, found_here)
         diagnostics.extend(found_here)
+    coverage = None
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
         try:
             run = engine.check_python(found.python_files)
             diagnostics.extend(run.diagnostics)
             errors.extend(run.errors)
+            coverage = run.coverage
         except Exception as exc:
             errors.append(f"internal error while checking Python files: {type(exc).__name__}: {exc}")
     if cache is not None:
@@ -230,7 +235,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         diagnostics, baselined = filter_baselined(diagnostics, records)
     return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files) + len(found.python_files),
                        missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine,
-                       planner=planner, root=settings.root)
+                       planner=planner, root=settings.root, coverage=coverage)
 
 
 def print_errors(result: CheckResult, stream=None) -> None:

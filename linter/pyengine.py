@@ -27,10 +27,11 @@ from tilefit.callsites.sites import Sites, build_sites
 
 @dataclass
 class CallsiteOptions:
-    """``[tool.tilefit.kernels]`` and ``--allow-import``."""
+    """``[tool.tilefit.kernels]``, ``--allow-import``, and whether to count coverage."""
 
     kernels: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     allow_import: bool = False
+    coverage: bool = False  # count the sites evaluated (PythonRun.coverage)
 
 
 @dataclass
@@ -40,6 +41,7 @@ class PythonRun:
     sites: Sites
     evaluator: CallsiteEvaluator | None
     errors: list[str] = field(default_factory=list)
+    coverage: Any = None  # tilefit.callsites.coverage.Coverage when options.coverage
 
 
 def _display(path: str) -> str:
@@ -99,4 +101,9 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                                                finding.identity or finding.message),
                 ))
     out.sort(key=lambda d: d.sort_key)
-    return PythonRun(out, project, sites, evaluator, errors)
+    cov = None
+    if options.coverage:
+        from tilefit.callsites.coverage import coverage
+
+        cov = coverage(sites, checks)
+    return PythonRun(out, project, sites, evaluator, errors, cov)

@@ -29,7 +29,8 @@ from .common import fail, settings_or_exit, split_codes
 @click.option("--output-format", type=click.Choice(list(FORMATS)), default=None, help="Output format. [default: concise]")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to a file instead of stdout.")
-@click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics.")
+@click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics, and how many kernel call sites of "
+              "Python files were evaluated (not evaluated: by reason).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics only, no summary.")
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None,
@@ -93,6 +94,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         unsafe_fixes=unsafe_fixes,
         fix_margin=fix_margin,
         use_cache=not no_cache,
+        coverage=statistics,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:
@@ -181,6 +183,9 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
     try:
         if statistics:
             write_statistics(result.diagnostics, stream)
+            if getattr(result, "coverage", None) is not None:
+                for line in result.coverage.lines():
+                    stream.write(line + "\n")
         else:
             ctx = RenderContext(tool_version=__version__, fix_applicability=fix_applicability,
                                 root=str(result.root) if result.root is not None else None,
