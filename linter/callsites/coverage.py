@@ -53,6 +53,7 @@ class Coverage:
     autotunes: int = 0  # autotune lists
     autotunes_evaluated: int = 0
     unresolved: int = 0  # launches of callees that are not kernels of the tree
+    off_platform: int = 0  # launches that cannot run on the targets' backend (not counted as found)
     reasons: collections.Counter = field(default_factory=collections.Counter)
     targets: int = 0  # device classes judged against (0: nothing can be evaluated)
 
@@ -68,7 +69,8 @@ class Coverage:
         return {"found": self.found, "evaluated": self.evaluated, "launches": self.launches,
                 "launches_evaluated": self.launches_evaluated, "autotune_lists": self.autotunes,
                 "autotune_lists_evaluated": self.autotunes_evaluated, "unresolved_launches": self.unresolved,
-                "not_evaluated_by_reason": dict(self.reasons.most_common()), "targets": self.targets}
+                "not_evaluated_by_reason": dict(self.reasons.most_common()), "targets": self.targets,
+                "off_platform_launches": self.off_platform}
 
     def lines(self) -> list[str]:
         """The report ``--statistics`` prints."""
@@ -79,7 +81,7 @@ class Coverage:
                f"{self.found - self.evaluated} not evaluated",
                f"  launches {self.launches_evaluated} of {self.launches}, autotune lists "
                f"{self.autotunes_evaluated} of {self.autotunes}; {self.unresolved} launches of kernels from outside "
-               "the scanned tree"]
+               f"the scanned tree; {self.off_platform} only on another backend than the targets'"]
         if not self.targets and self.found:
             out.append("  no targets: nothing is evaluated without --target (or [tool.tilefit] targets)")
         for label, n in self.reasons.most_common():
@@ -94,7 +96,7 @@ def _judged(verdicts) -> tuple[bool, list]:
 
 
 def coverage(sites: Sites, checks: SiteChecks) -> Coverage:
-    cov = Coverage(unresolved=len(sites.unresolved), targets=len(checks.classes))
+    cov = Coverage(unresolved=len(sites.unresolved), targets=len(checks.classes), off_platform=sites.off_platform)
 
     def count(verdicts, problem: str = "") -> bool:
         ok, undecided = _judged(verdicts)

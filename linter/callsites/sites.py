@@ -120,6 +120,7 @@ class Sites:
     launches: list[LaunchSite]
     autotunes: list[AutotuneSite]
     unresolved: list[tuple[LaunchCall, str]]  # subscript calls that are no known kernel, and why
+    off_platform: int = 0  # launches that cannot run on the targets' backend (under `if is_hip_:`)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -300,10 +301,14 @@ def build_sites(project: Project) -> Sites:
     unresolved: list[tuple[LaunchCall, str]] = []
     caller_cache: dict[int, list] = {}
     callee_cache: dict[int, Val] = {}
+    off_platform = 0
     for module in project.primary_modules():
         for launch in module.launches:
             ev.begin_site()  # each launch (with its callers) within its own budget
             frame = Frame(module, launch.scope, before_line=launch.line)
+            if ev.backend is not None and not ev.reachable(frame):
+                off_platform += 1  # e.g. the ROCm-only branch, on NVIDIA targets
+                continue
             callee = ev.expr(frame, launch.callee)
             scope = launch.scope
             callers = []
@@ -343,7 +348,7 @@ def build_sites(project: Project) -> Sites:
     ev.end_site()
     autotunes = [_autotune_site(project, k, launches) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]
-    return Sites(launches, autotunes, unresolved)
+    return Sites(launches, autotunes, unresolved, off_platform)
 
 
 def _uses_params(project: Project, launch: LaunchCall, scope) -> bool:

@@ -302,6 +302,9 @@ class Evaluator:
         self._steps = 0
         self._deadline: float | None = None  # None: not inside a site (no time limit)
         self._exhausted: str | None = None  # why the current site's budget ran out
+        # "cuda" / "hip" when every target runs that backend: platform tests (`is_hip()`,
+        # `current_platform.is_rocm()`, `torch.version.hip`) fold, a ROCm-only branch is no NVIDIA launch
+        self.backend: str | None = None
 
     # -- the budget of one launch site (bounded evaluation) ----------------------------------
     def begin_site(self) -> None:
@@ -350,6 +353,13 @@ class Evaluator:
             params = function_params(fn)
             assigns = [a for a in local_assignments(fn).get(name, ())
                        if frame.before_line is None or a.line < frame.before_line]
+            passed = name in params
+            if assigns and frame.before_line is not None:
+                assigns, passed = self._reaching(frame, fn, name, name in params)
+                if not assigns and passed:
+                    return self._param(frame, fn, name, params[name])
+                if not assigns:
+                    return self.global_name(frame.module, name, frame.depth)
             if len(assigns) > MAX_ARMS:
                 return Unknown(f"{name} is assigned {len(assigns)} times in {fn.name}()")
             memo_key = (id(fn), name, frame.before_line) if not frame.bindings else None
@@ -357,7 +367,7 @@ class Evaluator:
                 return self._locals[memo_key]
             if assigns:
                 arms: list[tuple[str, Val]] = []
-                if name in params:
+                if name in params and passed:
                     arms.append((f"{name} as passed", self._param(frame, fn, name, params[name])))
                 for a in assigns:
                     if a.value is None:
@@ -376,6 +386,60 @@ class Evaluator:
             if outer is not None:  # a closure: the enclosing function's locals and parameters
                 return self.name(Frame(frame.module, outer, {}, None, frame.depth + 1), name, node)
         return self.global_name(frame.module, name, frame.depth)
+
+    def _reaching(self, frame: Frame, fn, name: str, is_param: bool) -> tuple[list[_Assigned], bool]:
+        """The assignments of ``name`` that reach ``frame.before_line`` (branches whose test
+        folds are followed one way: :mod:`.flow`), and whether the value passed in reaches it."""
+        from .flow import PARAM, reaching
+
+        def test(node: ast.expr, line: int):
+            v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1), node)
+            return bool(v.value) if isinstance(v, Lit) else None
+
+        key = ("reach", id(fn), name, frame.before_line, self.backend) if not frame.bindings else None
+        hit = self._locals.get(key) if key is not None else None
+        if hit is None:
+            defs, _alive = reaching(fn, name, frame.before_line, test, is_param)
+            hit = ([_Assigned(d.value, d.line, d.why) for d in defs if d.kind != PARAM],
+                   any(d.kind == PARAM for d in defs))
+            if key is not None and self._exhausted is None:
+                self._locals[key] = hit
+        return hit
+
+    def reachable(self, frame: Frame) -> bool:
+        """Can ``frame.before_line`` of ``frame.func`` run (a launch under ``if is_hip_:`` cannot
+        on NVIDIA targets)?"""
+        from .flow import reaching
+
+        if frame.func is None or frame.before_line is None:
+            return True
+
+        def test(node: ast.expr, line: int):
+            v = self.expr(Frame(frame.module, frame.func, dict(frame.bindings), line, frame.depth + 1), node)
+            return bool(v.value) if isinstance(v, Lit) else None
+
+        return reaching(frame.func, "\0", frame.before_line, test, False)[1]
+
+    def platform(self, node: ast.expr, frame: Frame) -> Val | None:
+        """``is_hip()``, ``current_platform.is_rocm()``, ``torch.version.hip``, ``is_cuda()``:
+        a boolean of the backend, folded when :attr:`backend` is known."""
+        if self.backend is None:
+            return None
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            f = node.func
+            fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            key = fname.strip("_").lower()
+            if key in _HIP_PREDICATES:
+                return Lit(self.backend == "hip", self.loc(frame.module, node))
+            if key in _CUDA_PREDICATES:
+                return Lit(self.backend == "cuda", self.loc(frame.module, node))
+        if isinstance(node, ast.Attribute) and node.attr in ("hip", "cuda") and \
+                isinstance(node.value, ast.Attribute) and node.value.attr == "version" and \
+                isinstance(node.value.value, ast.Name) and node.value.value.id == "torch":
+            # truthiness only: `torch.version.hip` is None on CUDA builds (a string otherwise)
+            return Lit("hip" if self.backend == node.attr == "hip" else "cuda" if self.backend == node.attr
+                       else None, self.loc(frame.module, node))
+        return None
 
     def _param(self, frame: Frame, fn, name: str, default: ast.expr | None) -> Val:
         if default is None:
@@ -522,6 +586,9 @@ class Evaluator:
                     return Unknown(f"index {index.value} out of range")
             return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
         if isinstance(node, ast.Attribute):
+            folded = self.platform(node, frame)
+            if folded is not None:
+                return folded
             base = self._expr(frame, node.value)
             if isinstance(base, Ref) and base.kind == "module":
                 return self.global_name(base.target, node.attr, frame.depth + 1)
@@ -529,6 +596,9 @@ class Evaluator:
                 return Ref("triton", f"{base.target}.{node.attr}")
             return Unknown(f"`{self.seg(m, node)}` is computed at run time")
         if isinstance(node, ast.Call):
+            folded = self.platform(node, frame)
+            if folded is not None:
+                return folded
             return self._call(frame, node)
         if isinstance(node, ast.JoinedStr):
             return Unknown("an f-string")
@@ -709,6 +779,11 @@ class Evaluator:
             return Unknown(f"the kwargs of `{self.seg(m, node)}` are not a static dict")
         return ConfigVal(kwargs_val.items, tuple(options), self.loc(m, node))
 
+
+# zero-argument calls that say the backend (their name, underscores stripped, lower case)
+_HIP_PREDICATES = frozenset({"is_hip", "is_rocm", "is_hip_available", "is_rocm_available", "use_rocm",
+                             "is_amd", "is_hip_or_rocm"})
+_CUDA_PREDICATES = frozenset({"is_cuda", "is_nvidia", "is_cuda_available"})
 
 _BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list", "tuple", "sorted", "dict"}
 
