@@ -50,6 +50,10 @@ class CheckOptions:
     fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
     use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache); never when fixing
     coverage: bool = False  # count the call sites evaluated (CheckResult.coverage; --statistics)
+    # Shape scenarios of call sites: names (shipped, [tool.tilefit.scenarios.NAME], "all") or
+    # tilefit.callsites.scenarios.Scenario objects (a model's config.json, built by the CLI);
+    # None: [tool.tilefit] scenario
+    scenarios: list | None = None
 
 
 @dataclass
@@ -71,6 +75,18 @@ class CheckResult:
             return 2
         # info-level diagnostics (e.g. EST002: a call site that could not be evaluated) inform only
         return 1 if any(d.severity.value != "info" for d in self.diagnostics) else 0
+
+
+def _scenarios(settings: Settings, opts: CheckOptions) -> list:
+    from .callsites.scenarios import Scenario, ScenarioError, resolve
+
+    chosen = opts.scenarios if opts.scenarios is not None else list(settings.scenario)
+    extra = {s.name: s for s in chosen if isinstance(s, Scenario)}
+    names = [s.name if isinstance(s, Scenario) else s for s in chosen]
+    try:
+        return resolve(names, settings.scenario_tables, extra, settings.config_file or "pyproject.toml")
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def merged_selection(settings: Settings, opts: CheckOptions) -> Selection:
@@ -127,7 +143,7 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
 
     return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
                   callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import,
-                                            coverage=opts.coverage),
+                                            coverage=opts.coverage, scenarios=_scenarios(settings, opts)),
                   rule_options=settings.rule_options, root=str(settings.root))
 
 

@@ -22,7 +22,7 @@ from tilefit.model import Diagnostic, fingerprint_of
 from tilefit.callsites.checks import SiteChecks
 from tilefit.callsites.evaluate import CallsiteEvaluator
 from tilefit.callsites.project import Project
-from tilefit.callsites.sites import Sites, build_sites
+from tilefit.callsites.sites import Sites, build_scenario_sites
 
 
 @dataclass
@@ -32,6 +32,7 @@ class CallsiteOptions:
     kernels: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     allow_import: bool = False
     coverage: bool = False  # count the sites evaluated (PythonRun.coverage)
+    scenarios: Sequence = ()  # tilefit.callsites.scenarios.Scenario, each evaluated on its own
 
 
 @dataclass
@@ -57,10 +58,11 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
     classes = engine._targets(None)
     # one backend among the targets: platform tests fold (a ROCm-only branch is no NVIDIA launch)
     backends = {"hip" if str(c.first.arch).lower().startswith("gfx") else "cuda" for c in classes}
-    project.evaluator.backend = backends.pop() if len(backends) == 1 else None
-    sites = build_sites(project)
+    backend = backends.pop() if len(backends) == 1 else None
+    sites = build_scenario_sites(project, options.scenarios, backend)
     evaluator = CallsiteEvaluator(project, kernels=options.kernels, mode=engine.estimator.mode,
-                                  allow_import=options.allow_import, estimator=engine.estimator)
+                                  allow_import=options.allow_import, estimator=engine.estimator,
+                                  scenarios=options.scenarios)
     checks = SiteChecks(evaluator, classes)
     from tilefit.rules.base import CallsiteContext, Planner
 

@@ -91,7 +91,7 @@ def test_mla_launch_reports_the_fp8_variant_with_a_guard_not_an_edit():
     (d,) = diags
     assert d.message.startswith("OutOfResources on rtx4090, sm_120 with kv_cache=fp8e4nv: shared memory, Required: ")
     assert "Hardware limit: 101376" in d.message and "num_stages=2" in d.message
-    assert "use num_stages=1 when kv_cache=fp8e4nv and the device has < " in d.message
+    assert "use num_stages=1 when kv_cache=fp8e4nv (then " in d.message and " and the device has < " in d.message
     assert d.fix is None  # bf16 fits: a device-aware guard, not an edit
     assert d.pointer is None and d.data["variant"] == "kv_cache=fp8e4nv" and d.data["archs"] == ["sm_89", "sm_120"]
     assert d.path.endswith("attention/mla_decode.py") and d.span.start.line == 128  # the num_stages literal

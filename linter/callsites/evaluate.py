@@ -295,9 +295,10 @@ class CallsiteEvaluator:
 
     def __init__(self, project: Project, *, kernels: Mapping[str, Mapping[str, Any]] | None = None,
                  mode: str = "auto", allow_import: bool = False, estimator=None, cache=None,
-                 triton: bool | None = None):
+                 triton: bool | None = None, scenarios=()):
         self.project = project
         self.kernels = dict(kernels or {})
+        self.scenarios = tuple(scenarios)  # tilefit.callsites.scenarios.Scenario: dtypes of pointers
         self.mode = mode
         self.allow_import = allow_import
         self.estimator = estimator  # tilefit.estimate.Estimator, for the analytic fallback
@@ -353,12 +354,27 @@ class CallsiteEvaluator:
         key = id(kernel)
         hit = self._variants.get(key)
         if hit is None:
-            hit = kernel_variants(kernel, self.info(kernel), table_for(self.kernels, kernel))
+            hit = kernel_variants(kernel, self.info(kernel), self.table(kernel))
             self._variants[key] = hit
         return hit
 
-    def table(self, kernel: KernelDef):
+    def user_table(self, kernel: KernelDef):
+        """The kernel's ``[tool.tilefit.kernels]`` entry, or None."""
         return table_for(self.kernels, kernel)
+
+    def table(self, kernel: KernelDef):
+        """The kernel's ``[tool.tilefit.kernels]`` entry; without one, the dtypes the scenarios
+        give its pointer parameters (``k_buffer,v_buffer`` -> bf16, fp8e4nv), if any."""
+        table = table_for(self.kernels, kernel)
+        if table is not None or not self.scenarios:
+            return table
+        merged: dict[str, list] = {}
+        pointers = list(self.info(kernel).pointers)
+        for s in self.scenarios:
+            for names, dts in s.table_for(pointers).items():
+                have = merged.setdefault(names, [])
+                have.extend(d for d in dts if d not in have)
+        return merged or None
 
     def source(self, kernel: KernelDef) -> Source:
         key = id(kernel)
@@ -504,7 +520,8 @@ class CallsiteEvaluator:
                     args.append(Arg(name, "constexpr", value))
                 continue
             if name in info.pointers:
-                if value is None:
+                lit = case.literals.get(name)
+                if value is None and not (lit is not None and lit.via.startswith("default of")):
                     args.append(Arg(name, "none"))
                 else:
                     dt = variant.dtype_of(name) or default_dtype(info.pointers[name], variant, info)

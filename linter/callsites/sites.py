@@ -426,3 +426,54 @@ def heuristics_of(project: Project, kernel: KernelDef) -> dict[str, ast.expr]:
                 for k, v in val.items:
                     out[k] = v  # type: ignore[assignment]
     return out
+
+
+def _instance_key(inst: Instance) -> tuple:
+    def one(v):
+        return ("L", repr(v.value)) if isinstance(v, Lit) else ("U", getattr(v, "reason", type(v).__name__))
+    return (tuple(sorted((k, one(v)) for k, v in inst.args.items() if k != "**")),
+            tuple(sorted((k, one(v)) for k, v in inst.options.items())))
+
+
+def build_scenario_sites(project: Project, scenarios, backend: str | None = None) -> Sites:
+    """:func:`build_sites` once per scenario (:mod:`.scenarios`; values of two scenarios never mix
+    in one launch), merged: a launch's instances carry ``scenario NAME`` in their label, and an
+    instance that another scenario already gave (same values) is kept once. Without scenarios,
+    one plain pass."""
+    from .values import Evaluator
+
+    if not scenarios:
+        project.evaluator.backend = backend
+        return build_sites(project)
+    merged: list[LaunchSite] = []
+    index: dict[tuple, LaunchSite] = {}
+    seen: dict[tuple, set] = {}
+    first: Sites | None = None
+    for scenario in scenarios:
+        ev = Evaluator(project)
+        ev.backend = backend
+        ev.scenario = scenario
+        project.evaluator = ev
+        sites = build_sites(project)
+        first = first or sites
+        for site in sites.launches:
+            key = (id(site.launch), id(site.caller) if site.caller is not None else None, id(site.kernel))
+            have = index.get(key)
+            if have is None:
+                have = index[key] = site
+                merged.append(site)
+                seen[key] = set()
+                keep = list(site.instances)
+                site.instances = []
+            else:
+                keep = site.instances
+            for inst in keep:
+                k = _instance_key(inst)
+                if k in seen[key]:
+                    continue
+                seen[key].add(k)
+                inst.label = ", ".join(x for x in (f"scenario {scenario.name}", inst.label) if x)
+                have.instances.append(inst)
+    autotunes = [_autotune_site(project, k, merged) for m in project.primary_modules() for k in m.all_kernels
+                 if k.autotune is not None]
+    return Sites(merged, autotunes, first.unresolved, first.off_platform)

@@ -305,6 +305,8 @@ class Evaluator:
         # "cuda" / "hip" when every target runs that backend: platform tests (`is_hip()`,
         # `current_platform.is_rocm()`, `torch.version.hip`) fold, a ROCm-only branch is no NVIDIA launch
         self.backend: str | None = None
+        # tilefit.callsites.scenarios.Scenario: binds tensor shapes and parameters by name
+        self.scenario = None
 
     # -- the budget of one launch site (bounded evaluation) ----------------------------------
     def begin_site(self) -> None:
@@ -344,6 +346,10 @@ class Evaluator:
 
     # -- names -------------------------------------------------------------------------------
     def name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
+        if self.scenario is not None and frame.func is not None and name in function_params(frame.func):
+            found, value = self.scenario.parameter(name)
+            if found:  # the scenario's value wins over the default and over what a caller passes
+                return Lit(value, None, f"scenario {self.scenario.name}")
         if name in frame.bindings:
             return frame.bindings[name]
         if frame.depth > MAX_DEPTH:
@@ -573,6 +579,10 @@ class Evaluator:
             return DictVal(tuple(pairs))
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self._comprehension(frame, node)
+        if isinstance(node, ast.Subscript) and self.scenario is not None:
+            found, value = self.scenario.expression(node)
+            if found:
+                return Lit(value, None, f"scenario {self.scenario.name}")
         if isinstance(node, ast.Subscript):
             base = self._expr(frame, node.value)
             index = self._expr(frame, node.slice)
@@ -599,6 +609,10 @@ class Evaluator:
             folded = self.platform(node, frame)
             if folded is not None:
                 return folded
+            if self.scenario is not None:
+                found, value = self.scenario.expression(node)
+                if found:
+                    return Lit(value, None, f"scenario {self.scenario.name}")
             return self._call(frame, node)
         if isinstance(node, ast.JoinedStr):
             return Unknown("an f-string")

@@ -50,6 +50,11 @@ from .common import fail, settings_or_exit, split_codes
 @click.option("--no-cache", is_flag=True, help="Do not reuse the results of unchanged files.")
 @click.option("--allow-import", is_flag=True,
               help="Python files: import a kernel's module when its source cannot be extracted (runs its code).")
+@click.option("--scenario", "scenarios", multiple=True, metavar="NAME|config.json",
+              help="Python files: bind launch values computed at run time (tensor shapes, wrapper parameters) "
+                   "by a shape scenario: a shipped one (deepseek-v2-lite, llama-gqa-128, qwen3-moe-30b, ...; "
+                   "`all`), a [tool.tilefit.scenarios.NAME] table, or a model's config.json or folder. "
+                   "Repeatable: each is evaluated on its own. [default: [tool.tilefit] scenario]")
 @click.option("--engine-kernels", default=None, metavar="PATH|installed",
               help="Compile the engine's own kernels (a source file or tree, or `installed`/`vllm`/`sglang`) "
                    "instead of tilefit's reference kernels (needs Triton).")
@@ -65,7 +70,7 @@ from .common import fail, settings_or_exit, split_codes
               help="Write a Markdown summary of the fixes (for a pull-request body).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
-          force_exclude, respect_gitignore, no_cache, allow_import, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
+          force_exclude, respect_gitignore, no_cache, allow_import, scenarios, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
           fix_report):
     """Check tuning-config files against device limits.
 
@@ -95,6 +100,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         fix_margin=fix_margin,
         use_cache=not no_cache,
         coverage=statistics,
+        scenarios=_scenario_args(scenarios) if scenarios else None,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:
@@ -170,6 +176,28 @@ def _required(unsafe_fixes, settings) -> int:
 
     unsafe = unsafe_fixes if unsafe_fixes is not None else settings.unsafe_fixes
     return int(Applicability.UNSAFE if unsafe else Applicability.SAFE)
+
+
+def _scenario_args(values) -> list:
+    """``--scenario`` values: names stay names; a model's ``config.json`` (or its folder)
+    becomes a scenario of its own (read without downloading anything)."""
+    import os
+
+    from tilefit.callsites.scenarios import ScenarioError, from_model_shape
+
+    out = []
+    for value in values:
+        if value.endswith(".json") or os.path.isdir(value):
+            from tilefit.doctor.model import ModelConfigError, load_model_config
+
+            try:
+                shape = load_model_config(value)
+                out.append(from_model_shape(shape, os.path.basename(os.path.abspath(value).rstrip(os.sep)) or value))
+            except (ModelConfigError, ScenarioError, OSError) as exc:
+                fail(f"--scenario {value}: {exc}")
+        else:
+            out.append(value)
+    return out
 
 
 def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: bool,
