@@ -103,6 +103,9 @@ def coverage(sites: Sites, checks: SiteChecks) -> Coverage:
         if ok:
             return True
         labels: dict[str, None] = {}
+        if not checks.classes:
+            cov.reasons.update(["no targets"])
+            return False
         if problem:
             labels.update(dict.fromkeys(reason_of(problem, "unknown")))
         for v in undecided:

@@ -76,10 +76,11 @@ def _target_names(t: ast.expr) -> list[tuple[str, ast.expr | None]]:
 
 
 class _Walker:
-    def __init__(self, name: str, line: int, test: Test):
+    def __init__(self, name: str, line: int, test: Test, walrus: bool = True):
         self.name = name
         self.line = line
         self.test = test
+        self.walrus = walrus  # does the function bind `name` with `:=` anywhere
         self.reached: _Path | None = None  # the state at the line, once reached
 
     def define(self, path: _Path, value: ast.expr | None, line: int, why: str = "") -> _Path:
@@ -115,8 +116,8 @@ class _Walker:
             for a in stmt.names:
                 if (a.asname or a.name).split(".")[0] == name:
                     path = self.define(path, None, stmt.lineno, "imported locally")
-        # walrus in any expression of a simple statement
-        for n in ast.walk(stmt):
+        # walrus in any expression of a simple statement (only functions that have one are walked)
+        for n in (ast.walk(stmt) if self.walrus else ()):
             if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name) and n.target.id == name:
                 path = _union([path, self.define(path, n.value, stmt.lineno)])
         return path
@@ -179,7 +180,7 @@ class _Walker:
 
     def _probe(self, body, path: _Path) -> _Path:
         """The state after ``body`` without looking for the line."""
-        sub = _Walker(self.name, -1, self.test)
+        sub = _Walker(self.name, -1, self.test, self.walrus)
         return sub.block(body, path)
 
     def stmt(self, stmt: ast.stmt, path: _Path) -> _Path:
@@ -228,7 +229,20 @@ def reaching(fn, name: str, line: int, test: Test, is_param: bool) -> tuple[tupl
     ``line`` (a :data:`PARAM` definition for the value the function received), and whether
     ``line`` can run at all."""
     start = _Path((Definition(None, fn.lineno, "", PARAM),) if is_param else ())
-    walker = _Walker(name, line, test)
+    walker = _Walker(name, line, test, name in _walrus_names(fn))
     end = walker.block(fn.body, start)
     state = walker.reached if walker.reached is not None else end
     return state.defs, state.alive
+
+
+def _walrus_names(fn) -> frozenset:
+    """Names ``fn`` binds with ``:=`` (computed once per function)."""
+    hit = getattr(fn, "_tilefit_walrus", None)
+    if hit is None:
+        hit = frozenset(n.target.id for n in ast.walk(fn)
+                        if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name))
+        try:
+            fn._tilefit_walrus = hit
+        except AttributeError:  # pragma: no cover
+            pass
+    return hit

@@ -297,6 +297,7 @@ class Evaluator:
         self.project = project
         self._globals: dict[tuple[int, str], Val] = {}  # module-level names do not depend on the frame
         self._locals: dict[tuple, Val] = {}  # locals of frames without explicit bindings
+        self._segs: dict[int, tuple] = {}  # id(node) -> (node, its source text): labels and reasons
         self.max_steps = MAX_STEPS
         self.max_seconds = MAX_SECONDS
         self._steps = 0
@@ -342,7 +343,11 @@ class Evaluator:
         return Loc(module.path, module.source.span(node))
 
     def seg(self, module, node: ast.AST) -> str:
-        return module.source.segment(node, 60)
+        key = id(node)
+        hit = self._segs.get(key)
+        if hit is None or hit[0] is not node:
+            hit = self._segs[key] = (node, module.source.segment(node, 60))
+        return hit[1]
 
     # -- names -------------------------------------------------------------------------------
     def name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
@@ -396,21 +401,38 @@ class Evaluator:
     def _reaching(self, frame: Frame, fn, name: str, is_param: bool) -> tuple[list[_Assigned], bool]:
         """The assignments of ``name`` that reach ``frame.before_line`` (branches whose test
         folds are followed one way: :mod:`.flow`), and whether the value passed in reaches it."""
-        from .flow import PARAM, reaching
+        from .flow import PARAM, Definition, reaching
 
-        def test(node: ast.expr, line: int):
-            v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1), node)
-            return bool(v.value) if isinstance(v, Lit) else None
-
+        test = self._test_folder(frame, fn)
         key = ("reach", id(fn), name, frame.before_line, self.backend) if not frame.bindings else None
         hit = self._locals.get(key) if key is not None else None
         if hit is None:
-            defs, _alive = reaching(fn, name, frame.before_line, test, is_param)
+            fast = _straight_line(fn, name, frame.before_line)
+            if fast is not None:  # every assignment is a plain statement of the body: the last one wins
+                defs = (Definition(fast.value, fast.line),)
+            else:
+                defs, _alive = reaching(fn, name, frame.before_line, test, is_param)
             hit = ([_Assigned(d.value, d.line, d.why) for d in defs if d.kind != PARAM],
                    any(d.kind == PARAM for d in defs))
             if key is not None and self._exhausted is None:
                 self._locals[key] = hit
         return hit
+
+    def _test_folder(self, frame: Frame, fn):
+        """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings)."""
+        bound = bool(frame.bindings)
+
+        def test(node: ast.expr, line: int):
+            key = ("test", id(node), line) if not bound else None
+            if key is not None and key in self._locals:
+                return self._locals[key]
+            v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1), node)
+            out = bool(v.value) if isinstance(v, Lit) else None
+            if key is not None and self._exhausted is None:
+                self._locals[key] = out
+            return out
+
+        return test
 
     def reachable(self, frame: Frame) -> bool:
         """Can ``frame.before_line`` of ``frame.func`` run (a launch under ``if is_hip_:`` cannot
@@ -420,11 +442,9 @@ class Evaluator:
         if frame.func is None or frame.before_line is None:
             return True
 
-        def test(node: ast.expr, line: int):
-            v = self.expr(Frame(frame.module, frame.func, dict(frame.bindings), line, frame.depth + 1), node)
-            return bool(v.value) if isinstance(v, Lit) else None
-
-        return reaching(frame.func, "\0", frame.before_line, test, False)[1]
+        if not any(isinstance(s, (ast.If, ast.While)) and s.lineno < frame.before_line for s in ast.walk(frame.func)):
+            return True  # no branch above the line: it runs whenever the function does
+        return reaching(frame.func, "\0", frame.before_line, self._test_folder(frame, frame.func), False)[1]
 
     def platform(self, node: ast.expr, frame: Frame) -> Val | None:
         """``is_hip()``, ``current_platform.is_rocm()``, ``torch.version.hip``, ``is_cuda()``:
@@ -804,6 +824,29 @@ _BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list"
 
 class _OutOfBudget(Exception):
     """The current site's budget ran out (:meth:`Evaluator.begin_site`)."""
+
+
+def _straight_line(fn, name: str, line: int) -> "_Assigned | None":
+    """When every assignment of ``name`` in ``fn`` is a plain statement of its body (no branch,
+    loop or ``with`` around it) and one of them is above ``line``: the last such one (the
+    only one that reaches ``line``, whatever branch ``line`` is in). Else None."""
+    assigns = local_assignments(fn).get(name, ())
+    if not assigns:
+        return None
+    top = getattr(fn, "_tilefit_top_lines", None)
+    if top is None:
+        top = {s.lineno for s in fn.body if isinstance(s, (ast.Assign, ast.AnnAssign))}
+        try:
+            fn._tilefit_top_lines = top
+        except AttributeError:  # pragma: no cover
+            pass
+    if not all(a.line in top and a.value is not None for a in assigns):
+        return None
+    before = [a for a in assigns if a.line < line]
+    if not before:
+        return None
+    # the launch's own top-level statement must come after the assignment (not be it)
+    return before[-1]
 
 
 def _owner(fn, ret) -> bool:
