@@ -56,6 +56,22 @@ def test_tables_and_errors():
     assert [x.name for x in resolve(["all"])] == list(builtin())
 
 
+def test_only_launches_that_read_a_scenario_are_evaluated_per_scenario():
+    from tilefit.callsites.project import Project
+    from tilefit.callsites.sites import build_scenario_sites
+
+    paths = [str(p) for p in (FIXTURE.parent / "engine").rglob("*.py")] + [str(p) for p in FIXTURE.rglob("*.py")]
+    sites = build_scenario_sites(Project.scan(paths), resolve(["deepseek-v2-lite", "llama-gqa-128"]), "cuda")
+    labelled = {s.kernel.name: {i.label for i in s.instances} for s in sites.launches}
+    # the decode launcher reads k_buffer.shape: one instance per scenario, each named
+    decode = {lab for lab in labelled["_mla_grouped_stage1"] if "scenario" in lab}
+    assert any("scenario deepseek-v2-lite" in lab for lab in decode) and \
+        any("scenario llama-gqa-128" in lab for lab in decode)
+    # a launch with literal tiles does not depend on any scenario: built once, no label
+    plain = [s for s in sites.launches if all("scenario" not in i.label for i in s.instances)]
+    assert plain and all(len({repr(sorted(i.args)) for i in s.instances}) >= 1 for s in plain)
+
+
 pytest.importorskip("triton")
 
 

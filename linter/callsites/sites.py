@@ -295,7 +295,10 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
     return span, (node.lineno,)
 
 
-def build_sites(project: Project) -> Sites:
+def build_sites(project: Project, only: set | None = None, used: set | None = None) -> Sites:
+    """Launch and autotune sites of the project's primary modules. ``only``: ids of the
+    launches to build (others skipped); ``used``: filled with the ids of the launches whose
+    values read a key of the evaluator's scenarios."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
@@ -304,6 +307,8 @@ def build_sites(project: Project) -> Sites:
     off_platform = 0
     for module in project.primary_modules():
         for launch in module.launches:
+            if only is not None and id(launch) not in only:
+                continue
             ev.begin_site()  # each launch (with its callers) within its own budget
             frame = Frame(module, launch.scope, before_line=launch.line)
             if ev.backend is not None and not ev.reachable(frame):
@@ -341,6 +346,8 @@ def build_sites(project: Project) -> Sites:
                     launches.append(LaunchSite(kernel, launch, caller_module, span, (rec.node.lineno,), inst,
                                                problems + cproblems, caller=rec,
                                                arg_exprs=_arg_exprs(launch, kernel)))
+            if used is not None and ev.scenario_hit:
+                used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
@@ -438,8 +445,9 @@ def _instance_key(inst: Instance) -> tuple:
 def build_scenario_sites(project: Project, scenarios, backend: str | None = None) -> Sites:
     """:func:`build_sites` once per scenario (:mod:`.scenarios`; values of two scenarios never mix
     in one launch), merged: a launch's instances carry ``scenario NAME`` in their label, and an
-    instance that another scenario already gave (same values) is kept once. Without scenarios,
-    one plain pass."""
+    instance that another scenario already gave (same values) is kept once. Only the launches
+    whose values read a scenario's key in the first pass are built again for the others (the
+    rest do not depend on the scenario and carry no label). Without scenarios, one plain pass."""
     from .values import Evaluator
 
     if not scenarios:
@@ -449,12 +457,18 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     index: dict[tuple, LaunchSite] = {}
     seen: dict[tuple, set] = {}
     first: Sites | None = None
+    keys = frozenset(k for s in scenarios for k in s.values)
+    only: set | None = None  # after the first scenario: the launches that read a scenario key
     for scenario in scenarios:
         ev = Evaluator(project)
         ev.backend = backend
         ev.scenario = scenario
+        ev.scenario_keys = keys
         project.evaluator = ev
-        sites = build_sites(project)
+        used: set = set()
+        sites = build_sites(project, only=only, used=used)
+        if only is None:
+            only = used
         first = first or sites
         for site in sites.launches:
             key = (id(site.launch), id(site.caller) if site.caller is not None else None, id(site.kernel))
@@ -472,7 +486,8 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
                 if k in seen[key]:
                     continue
                 seen[key].add(k)
-                inst.label = ", ".join(x for x in (f"scenario {scenario.name}", inst.label) if x)
+                if id(site.launch) in used:  # its values depend on the scenario
+                    inst.label = ", ".join(x for x in (f"scenario {scenario.name}", inst.label) if x)
                 have.instances.append(inst)
     autotunes = [_autotune_site(project, k, merged) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]

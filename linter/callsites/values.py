@@ -308,6 +308,8 @@ class Evaluator:
         self.backend: str | None = None
         # tilefit.callsites.scenarios.Scenario: binds tensor shapes and parameters by name
         self.scenario = None
+        self.scenario_keys: frozenset = frozenset()  # every key of the run's scenarios
+        self.scenario_hit = False  # did the current site read a scenario key (begin_site resets)
 
     # -- the budget of one launch site (bounded evaluation) ----------------------------------
     def begin_site(self) -> None:
@@ -317,6 +319,7 @@ class Evaluator:
         self._steps = 0
         self._deadline = time.monotonic() + self.max_seconds
         self._exhausted = None
+        self.scenario_hit = False
 
     def end_site(self) -> None:
         self._deadline = None
@@ -353,6 +356,8 @@ class Evaluator:
     def name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
         if self.scenario is not None and frame.func is not None and name in function_params(frame.func):
             found, value = self.scenario.parameter(name)
+            if found or name in self.scenario_keys:
+                self.scenario_hit = True
             if found:  # the scenario's value wins over the default and over what a caller passes
                 return Lit(value, None, f"scenario {self.scenario.name}")
         if name in frame.bindings:
@@ -601,6 +606,8 @@ class Evaluator:
             return self._comprehension(frame, node)
         if isinstance(node, ast.Subscript) and self.scenario is not None:
             found, value = self.scenario.expression(node)
+            if found or self.scenario_keys:
+                self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
             if found:
                 return Lit(value, None, f"scenario {self.scenario.name}")
         if isinstance(node, ast.Subscript):
@@ -631,6 +638,8 @@ class Evaluator:
                 return folded
             if self.scenario is not None:
                 found, value = self.scenario.expression(node)
+                if found or self.scenario_keys:
+                    self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
                 if found:
                     return Lit(value, None, f"scenario {self.scenario.name}")
             return self._call(frame, node)
@@ -824,6 +833,12 @@ _BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list"
 
 class _OutOfBudget(Exception):
     """The current site's budget ran out (:meth:`Evaluator.begin_site`)."""
+
+
+def _key_in(node: ast.expr, keys) -> bool:
+    from .scenarios import expression_key
+
+    return expression_key(node) in keys
 
 
 def _straight_line(fn, name: str, line: int) -> "_Assigned | None":
