@@ -52,6 +52,10 @@ class Settings:
     # [tool.tilefit.kernels."module:function"]: parameter -> dtypes (pointers) or values, for the
     # kernel call sites of Python files (tilefit.callsites).
     kernels: dict[str, dict[str, list]] = field(default_factory=dict)
+    # [tool.tilefit] scenario = [...]: the shape scenarios call sites are evaluated under;
+    # [tool.tilefit.scenarios.NAME]: a project's own (tilefit.callsites.scenarios.from_table).
+    scenario: list[str] = field(default_factory=list)
+    scenario_tables: dict[str, dict] = field(default_factory=dict)
     # [tool.tilefit.rules.CODE]: per-rule options, validated against the rule's declared ones.
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Where the config came from, for messages and for resolving relative paths.
@@ -86,6 +90,8 @@ _KEYS: dict[str, tuple[str, type]] = {
     "unsafe-fixes": ("unsafe_fixes", bool),
     "max-file-size": ("max_file_size", int),
     "kernels": ("kernels", dict),
+    "scenario": ("scenario", list),
+    "scenarios": ("scenario_tables", dict),
     "rules": ("rule_options", dict),
 }
 

@@ -295,9 +295,10 @@ class CallsiteEvaluator:
 
     def __init__(self, project: Project, *, kernels: Mapping[str, Mapping[str, Any]] | None = None,
                  mode: str = "auto", allow_import: bool = False, estimator=None, cache=None,
-                 triton: bool | None = None):
+                 triton: bool | None = None, scenarios=()):
         self.project = project
         self.kernels = dict(kernels or {})
+        self.scenarios = tuple(scenarios)  # tilefit.callsites.scenarios.Scenario: dtypes of pointers
         self.mode = mode
         self.allow_import = allow_import
         self.estimator = estimator  # tilefit.estimate.Estimator, for the analytic fallback
@@ -353,12 +354,27 @@ class CallsiteEvaluator:
         key = id(kernel)
         hit = self._variants.get(key)
         if hit is None:
-            hit = kernel_variants(kernel, self.info(kernel), table_for(self.kernels, kernel))
+            hit = kernel_variants(kernel, self.info(kernel), self.table(kernel))
             self._variants[key] = hit
         return hit
 
-    def table(self, kernel: KernelDef):
+    def user_table(self, kernel: KernelDef):
+        """The kernel's ``[tool.tilefit.kernels]`` entry, or None."""
         return table_for(self.kernels, kernel)
+
+    def table(self, kernel: KernelDef):
+        """The kernel's ``[tool.tilefit.kernels]`` entry; without one, the dtypes the scenarios
+        give its pointer parameters (``k_buffer,v_buffer`` -> bf16, fp8e4nv), if any."""
+        table = table_for(self.kernels, kernel)
+        if table is not None or not self.scenarios:
+            return table
+        merged: dict[str, list] = {}
+        pointers = list(self.info(kernel).pointers)
+        for s in self.scenarios:
+            for names, dts in s.table_for(pointers).items():
+                have = merged.setdefault(names, [])
+                have.extend(d for d in dts if d not in have)
+        return merged or None
 
     def source(self, kernel: KernelDef) -> Source:
         key = id(kernel)
@@ -498,7 +514,8 @@ class CallsiteEvaluator:
                     args.append(Arg(name, "constexpr", value))
                 continue
             if name in info.pointers:
-                if value is None:
+                lit = case.literals.get(name)
+                if value is None and not (lit is not None and lit.via.startswith("default of")):
                     args.append(Arg(name, "none"))
                 else:
                     dt = variant.dtype_of(name) or default_dtype(info.pointers[name], variant, info)
@@ -536,7 +553,7 @@ class CallsiteEvaluator:
                     args.append(a)
                     known[name] = a
         if missing:
-            return Outcome("unknown", detail="no static value for " + ", ".join(missing))
+            return Outcome("unknown", detail="no static value for " + _grouped(missing))
         from tilefit.smem.exact import parse_arch
 
         try:
@@ -584,8 +601,14 @@ class CallsiteEvaluator:
             result = self.cache.get(src.hash, key, arch)
         if result is None:
             if src.kind == "scratch":
+                from tilefit.pysource.extract import ExtractError
+
                 try:
+                    src.scratch.check()  # the child checks again before it loads
                     src.scratch.write()  # the child loads it from there
+                except ExtractError as exc:  # a triton.language path that leaves Triton
+                    hint = "" if self.allow_import else "; --allow-import imports the module instead"
+                    return Outcome("unknown", detail=exc.reason + hint)
                 except Exception as exc:  # noqa: BLE001
                     return Outcome("failed", estimator="exact",
                                    detail=f"the scratch module cannot be written: {type(exc).__name__}: {exc}")
@@ -632,6 +655,19 @@ class CallsiteEvaluator:
 
 
 _MISSING = object()
+
+
+def _grouped(missing: list[str]) -> str:
+    """``["A (why)", "B (why)", "C (other)"]`` -> ``"A, B (why), C (other)"``: names that share
+    a reason are listed once with it (a stopped evaluation leaves every name with the same)."""
+    order: dict[str, list[str]] = {}
+    for item in missing:
+        name, sep, reason = item.partition(" (")
+        key = sep + reason if sep and item.endswith(")") else ""
+        if not key:
+            name = item
+        order.setdefault(key, []).append(name)
+    return ", ".join(", ".join(names) + key for key, names in order.items())
 
 
 def _jsonable(v):
