@@ -104,8 +104,10 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         unsafe_fixes=unsafe_fixes,
         fix_margin=fix_margin,
         use_cache=not no_cache,
-          force_exclude, respect_gitignore, no_cache, allow_import, scenarios, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
-          fix_report, follow_symlinks, compile_timeout):
+        follow_symlinks=follow_symlinks,
+        compile_timeout=compile_timeout,
+        coverage=statistics,
+        scenarios=_scenario_args(scenarios) if scenarios else None,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:
