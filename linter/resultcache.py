@@ -52,7 +52,7 @@ def _code_fingerprint() -> str:
 
 
 def run_key(engine, settings, opts) -> str:
-    from . import versions
+    from . import userdata, versions
 
     rules = sorted(r.code for scope in engine._rules.values() for r in scope)
     targets = sorted(repr(d) for d in engine.extra_targets)
@@ -62,6 +62,7 @@ def run_key(engine, settings, opts) -> str:
         "estimator": [est.mode, est.margin, getattr(est, "_triton_version", None), versions.installed_triton()],
         "per_file_ignores": settings.per_file_ignores, "rule_options": getattr(engine, "rule_options", {}),
         "root": getattr(engine, "root", None),
+        "user_models": userdata.fingerprint(),  # tilefit calibrate's files in the user data folder
         "device_files": list(settings.extend_device_db)
         + list(getattr(opts, "device_files", []) or []),
     }
