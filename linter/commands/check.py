@@ -12,7 +12,7 @@ from tilefit.app import run_check
 from tilefit.estimate import MODES
 from tilefit.reporters import FORMATS, get_reporter
 
-from .common import fail, settings_or_exit, split_codes
+from .common import check_output, fail, open_output, plural, settings_or_exit, split_codes
 
 
 @click.command()
@@ -28,7 +28,7 @@ from .common import fail, settings_or_exit, split_codes
                    "auto: analytic, re-checked exactly near a limit when Triton is installed. [default: auto]")
 @click.option("--output-format", type=click.Choice(list(FORMATS)), default=None, help="Output format. [default: concise]")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write the report to a file instead of stdout.")
+              help="Write the report to a file instead of stdout (its folder is created).")
 @click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics, and how many kernel call sites of "
               "Python files were evaluated (not evaluated: by reason).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
@@ -83,6 +83,12 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     PATHS default to the current folder.
     """
     settings = settings_or_exit(config_file, isolated)
+    check_output(output_file)
+    if triton_version is not None:
+        from tilefit.versions import is_version
+
+        if not is_version(triton_version):
+            fail(f"--triton-version {triton_version!r} is not a version (X.Y or X.Y.Z)")
     if engine_kernels and engine_kernels not in ("installed", "vllm", "sglang"):
         import os
 
@@ -159,8 +165,10 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     elif _entry_fixable(result.diagnostics):
         hints.append("Run `tilefit check --fix` (or `--diff` to preview) to replace offending entries with the "
                      "fastest config that fits.")
+    # a missing path is an error (exit 2), not a passed check: no "All checks passed: 0 files."
+    head = [] if result.missing_paths and not result.diagnostics else [summary(result)]
     render(result, fmt, output_file, statistics, quiet, fix_applicability=required if opts.fix else None,
-           summary_lines=[summary(result)] + hints)
+           summary_lines=head + hints)
     print_errors(result)
     code = result.exit_code
     if exit_zero and code == 1:
@@ -212,7 +220,7 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
     from tilefit.reporters import RenderContext
 
     reporter = get_reporter(fmt)
-    stream = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
+    stream = open_output(output_file) if output_file else sys.stdout
     try:
         if statistics:
             write_statistics(result.diagnostics, stream)
@@ -263,11 +271,16 @@ def write_statistics(diagnostics, stream) -> None:
 
 
 def summary(result) -> str:
+    """Ruff's last line. Info diagnostics (EST002, DEV002 for an extra target the kernel cannot
+    run on) do not fail a check, so with nothing else the checks passed."""
     n = len(result.diagnostics)
     files = len({d.path for d in result.diagnostics})
     extra = f" ({result.baselined} hidden by the baseline)" if result.baselined else ""
-    if n == 0:
-        return f"All checks passed: {result.files_checked} files.{extra}"
-    errors = sum(1 for d in result.diagnostics if d.severity.value == "error")
-    return (f"Found {n} diagnostics ({errors} errors, {n - errors} warnings) in {files} of "
-            f"{result.files_checked} files.{extra}")
+    by = collections.Counter(d.severity.value for d in result.diagnostics)
+    errors, warnings, infos = by["error"], by["warning"], by["info"]
+    checked = result.files_checked
+    if errors + warnings == 0:
+        notes = f" {plural(infos, 'info diagnostic')} (not a failure)." if infos else ""
+        return f"All checks passed: {plural(checked, 'file')}.{extra}{notes}"
+    counts = f"{plural(errors, 'error')}, {plural(warnings, 'warning')}" + (f", {infos} info" if infos else "")
+    return f"Found {plural(n, 'diagnostic')} ({counts}) in {files} of {plural(checked, 'file')}.{extra}"

@@ -16,7 +16,8 @@ from tilefit.api import print_errors
 from tilefit.model import Applicability
 from tilefit.reporters.common import printable
 
-from .check import check as _check
+from .check import check as _check, summary
+from .common import plural
 
 __all__ = ["fix", "run_fix_flow", "fix_hints"]
 
@@ -77,11 +78,15 @@ def fix_summary(result) -> list[str]:
     n_left = len(result.check.diagnostics)
     n_fixed = sum(result.fixed.values())
     lines = []
-    if n_fixed or n_left:
+    failing = sum(1 for d in result.check.diagnostics if d.severity.value != "info")
+    if n_fixed or failing:
         total = n_fixed + n_left
-        lines.append(f"Found {total} diagnostic{'s' if total != 1 else ''} ({n_fixed} fixed, {n_left} remaining).")
-    else:
-        lines.append(f"All checks passed: {result.check.files_checked} files.")
+        infos = n_left - failing
+        left = (f"{n_left} remaining" if not infos else f"{infos} info remaining" if not failing
+                else f"{n_left} remaining, {infos} of them info")
+        lines.append(f"Found {plural(total, 'diagnostic')} ({n_fixed} fixed, {left}).")
+    elif not result.check.missing_paths:  # a missing path is an error, not a passed check
+        lines.append(summary(result.check))
     hint = _hidden_hint(result)
     if hint:
         lines.append(hint.strip())
