@@ -73,6 +73,9 @@ def main() -> int:
                               capture_output=True, text=True)
         t4 = time.perf_counter()
         tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:]
+        for line in proc.stdout.splitlines():
+            if line.startswith(("FAILED", "ERROR")):
+                print(line)
         print(f"python -m pytest -q: {t4 - t3:.1f} s, exit {proc.returncode}: {tail[0] if tail else ''}")
         print(f"whole command (install + tests): {t2 - t1 + t4 - t3:.1f} s; {load()} at the end")
         return proc.returncode

@@ -132,8 +132,9 @@ def render_text(report: DoctorReport) -> str:
     else:
         lines.append("  MoE:         none")
     if m.is_mla:
-        lines.append(f"  MLA:         kv_lora_rank {m.kv_lora_rank}, qk_rope_head_dim {m.qk_rope_head_dim}, "
-                     f"{m.num_attention_heads} heads")
+        heads = (f"{m.num_attention_heads} heads" if m.num_attention_heads else
+                 "heads not in the config (16 assumed; --shape heads=N)")
+        lines.append(f"  MLA:         kv_lora_rank {m.kv_lora_rank}, qk_rope_head_dim {m.qk_rope_head_dim}, {heads}")
     lines.append(f"  weights:     {m.quant.describe()}; activations {m.activation_dtype}")
     lines.append(f"  parallelism: TP {o.parallel.tp}, EP {o.parallel.ep} (MoE TP {o.parallel.moe_tp})")
     tv = o.triton_version or "unknown"

@@ -42,6 +42,18 @@ class RenderContext:
     tool_version: str = ""
     root: str | None = None  # the project root (the folder of pyproject.toml, else the current folder)
     result: Any = None  # tilefit.api.CheckResult (Needs.result)
+    color: bool = False  # ANSI colour for people's formats (--color, NO_COLOR: tilefit.style)
+
+    def location(self, d, printable=None) -> str:
+        """``path:line:col: CODE`` of a diagnostic, coloured when ``color`` (ruff's bold path,
+        the code in its severity's colour)."""
+        from tilefit.style import SEVERITY, paint
+
+        s = d.span.start
+        path = printable(d.path) if printable is not None else d.path
+        where = paint(f"{path}:{s.line}:{s.column}:", "bold", enabled=self.color)
+        code = paint(d.code, "bold", SEVERITY.get(d.severity.value, "red"), enabled=self.color)
+        return f"{where} {code}"
 
     def project_path(self, path: str) -> str | None:
         """``path`` relative to the project root, POSIX separators; None when outside it."""
