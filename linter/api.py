@@ -50,7 +50,7 @@ class CheckOptions:
     unsafe_fixes: bool | None = None
     fix_margin: int | None = None
     fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
-    use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache); never when fixing
+    use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache)
     follow_symlinks: bool = False  # --fix may write a symlink's target outside the checked paths
     compile_timeout: float | None = None  # seconds per compile; None: compile-timeout of the settings
     coverage: bool = False  # count the call sites evaluated (CheckResult.coverage; --statistics)
@@ -58,6 +58,9 @@ class CheckOptions:
     # tilefit.callsites.scenarios.Scenario objects (a model's config.json, built by the CLI);
     # None: [tool.tilefit] scenario
     scenarios: list | None = None
+    # The caller reads only each diagnostic's planned fix (``--output-format json``), not the
+    # planner's plans: the plans may then come from the result cache too (never when fixing).
+    cache_fixes: bool = False
     progress: object | None = None  # tilefit.progress.Progress: a bar on a terminal (the CLI's)
 
 
@@ -206,10 +209,10 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
     tables = {}
     errors: list[str] = []
     cache = None
-    if opts.use_cache and planner is None and not opts.engine_kernels:
+    if opts.use_cache and (planner is None or opts.cache_fixes) and not opts.engine_kernels:
         from .resultcache import ResultCache, run_key
 
-        cache = ResultCache(run_key(engine, settings, opts))
+        cache = ResultCache(run_key(engine, settings, opts, planner=planner))
     progress = opts.progress
     if progress is not None:
         progress.set_total(len(found.files), "files")

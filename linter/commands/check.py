@@ -155,6 +155,9 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     opts.fix = not update_baseline and (show_fixes or unsafe_fixes is not None
                                         or (needs.fixes and not statistics))
     opts.fix_rank = needs.fix_ranking
+    # a format that shows each diagnostic's fix and nothing of the plans behind it (json) takes
+    # the plans from the result cache too; the full format's hints and the html report read plans
+    opts.cache_fixes = opts.fix and not needs.human_text and not needs.result
     from tilefit.progress import for_terminal
 
     opts.progress = None if quiet or from_stdin else for_terminal(sys.stderr)
