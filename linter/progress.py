@@ -44,6 +44,11 @@ class Progress:
         self.done += n
         self._draw()
 
+    def update(self, done: int, total: int) -> None:
+        """``done`` of ``total`` (a callback's figures, e.g. ``ExactEstimator.many``'s)."""
+        self.done, self.total = done, total
+        self._draw()
+
     def _draw(self, force: bool = False) -> None:
         now = time.monotonic()
         if now - self.start < self.delay:

@@ -168,3 +168,22 @@ def test_launch_of_a_kernel_from_a_folder_without_init(cli, tmp_path):
     r = cli("check", tmp_path / "app" / "lost.py", "--isolated", "-t", "rtx4090")
     assert r.exit_code == 0 and "EST002" in r.output
     assert "matmul_kernel is imported from nowhere.gemm, which is not in the scanned tree" in r.output
+
+
+def test_probe_draws_its_compiles_on_a_terminal(cli, monkeypatch, tmp_path):
+    """A probe sweep compiles (seconds to minutes): on a terminal its points are counted on stderr."""
+    pytest.importorskip("triton", reason="the exact probe compiles")
+    import tilefit.progress as progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    stream = Tty()
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(progress, "for_terminal", lambda s, delay=1.0: progress.Progress(stream, delay=0.0))
+    r = cli("probe", "fused_moe", "--tile", "64,128,128", "--warps", "4", "--stages", "2,3", "--arch", "sm_89",
+            "--estimator", "exact", "--jobs", "1")
+    assert r.exit_code == 0, r.output
+    text = stream.getvalue()
+    assert "0/2 compiling" in text and "2/2 compiling" in text and text.endswith("\r")

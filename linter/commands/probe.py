@@ -140,11 +140,17 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
 
     if estimator == "exact" and versions.installed_triton() is None:
         fail("--estimator exact needs Triton (pip install 'tilefit[triton]')")
+    from tilefit.progress import for_terminal
+
+    bar = for_terminal(sys.stderr)  # on a terminal only: a sweep compiles for seconds to minutes
     try:
-        mode = P.estimate_points(points, estimator, jobs=jobs, triton_version=triton_version)
+        mode = P.estimate_points(points, estimator, jobs=jobs, triton_version=triton_version, progress=bar)
     except (TritonUnavailable, UnsupportedArch, ValueError) as exc:
         fail(str(exc))
         return
+    finally:
+        if bar is not None:
+            bar.close()
     if mode == "analytic" and estimator == "auto":
         click.echo("note: Triton is not installed; figures come from the analytic model, not from compiles",
                    err=True)

@@ -258,9 +258,10 @@ def build_points(req: ProbeRequest) -> list[ProbePoint]:
 
 
 def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int | None = None,
-                    triton_version: str | None = None) -> str:
+                    triton_version: str | None = None, progress=None) -> str:
     """Fill in ``shared``/``source``/``error``. ``mode``: ``exact`` (needs Triton), ``analytic``,
-    or ``auto`` (exact when Triton is installed). Returns the mode used."""
+    or ``auto`` (exact when Triton is installed). ``progress``: a :class:`tilefit.progress.Progress`
+    told of every compiled (or cached) point. Returns the mode used."""
     from .. import versions
 
     if mode == "auto":
@@ -278,7 +279,9 @@ def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int 
                 p.error = str(exc)
                 continue
             items.append((p.spec, p.arch))
-        results = est.many(items, jobs=jobs)
+        if progress is not None:
+            progress.phase("compiling", total=len(set(items)), compiles=True)
+        results = est.many(items, jobs=jobs, progress=progress.update if progress is not None else None)
         for p in points:
             if p.error:
                 continue
