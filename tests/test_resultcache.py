@@ -120,3 +120,16 @@ def test_json_format_takes_planned_fixes_from_the_cache(cli, tmp_path, monkeypat
     for start, end, content in sorted(edits, reverse=True):
         applied = applied[:start] + content.encode() + applied[end:]
     assert table.read_bytes() == applied
+
+
+def test_run_key_is_the_same_in_every_process():
+    """The key must not depend on the process's hash seed (a set of paths iterated in seed
+    order made each new process miss the whole cache)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from tilefit.resultcache import _code_fingerprint; print(_code_fingerprint())"
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2, 3, 4)}
+    assert len(keys) == 1
