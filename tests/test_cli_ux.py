@@ -187,3 +187,25 @@ def test_probe_draws_its_compiles_on_a_terminal(cli, monkeypatch, tmp_path):
     assert r.exit_code == 0, r.output
     text = stream.getvalue()
     assert "0/2 compiling" in text and "2/2 compiling" in text and text.endswith("\r")
+
+
+def test_write_json_puts_one_row_per_line_in_the_indented_document():
+    """json, sarif and gitlab write their diagnostics one per line through json's C encoder (the
+    indenting encoder is pure Python: slower than a whole warm check on a large audit)."""
+    from tilefit.reporters.common import ROWS, write_json
+
+    rows = [{"code": "SMEM001", "data": {"targets": ["rtx4090", "rtx5090"]}}, {"code": "KEY001", "fix": None}]
+    doc = {"version": "2.1.0", "runs": [{"tool": {"name": "tilefit"}, "results": ROWS, "after": 1}]}
+    out = io.StringIO()
+    write_json(doc, out, rows)
+    text = out.getvalue()
+    assert json.loads(text) == {"version": "2.1.0", "runs": [{"tool": {"name": "tilefit"}, "results": rows, "after": 1}]}
+    lines = text.splitlines()
+    assert lines[lines.index('      "results": [') + 1] == '        ' + json.dumps(rows[0]) + ","
+    assert '      ],' in lines and text.endswith("}\n")
+    out = io.StringIO()
+    write_json(ROWS, out, [])
+    assert out.getvalue() == "[]\n"
+    out = io.StringIO()
+    write_json(ROWS, out, rows)
+    assert out.getvalue() == "[\n" + ",\n".join("  " + json.dumps(r) for r in rows) + "\n]\n"
