@@ -84,6 +84,7 @@ def run_key(engine, settings, opts, planner=None) -> str:
         "estimator": [est.mode, est.margin, getattr(est, "_triton_version", None), versions.installed_triton()],
         "per_file_ignores": settings.per_file_ignores, "rule_options": getattr(engine, "rule_options", {}),
         "root": getattr(engine, "root", None),
+        "user_models": userdata.fingerprint(),  # tilefit calibrate's files in the user data folder
         "device_files": list(settings.extend_device_db)
         + list(getattr(opts, "device_files", []) or []),
         "fixes": None if planner is None else _planner_key(planner),
