@@ -1,7 +1,8 @@
 """Device groups as data: ``groups.json`` names sets of devices by field values.
 
 A group ``{"match": {"kind": "card", "smem_per_block_optin": 101376}}`` holds every device
-whose fields equal all given values; a list value means "any of these".
+whose fields equal all given values; a list value means "any of these". ``lead`` names the
+members listed first (messages show a group's first few devices: the ones people know).
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ class GroupRule:
     name: str
     description: str
     match: Mapping[str, Any]
+    lead: tuple[str, ...] = ()  # keys of members listed first, in this order
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> "GroupRule":
-        return cls(name, data["description"], MappingProxyType(dict(data["match"])))
+        return cls(name, data["description"], MappingProxyType(dict(data["match"])), tuple(data.get("lead", ())))
 
     def matches(self, device: Device) -> bool:
         """Whether ``device`` belongs to the group."""
@@ -37,8 +39,11 @@ class GroupRule:
         return True
 
     def members(self, devices: Iterable[Device]) -> tuple[Device, ...]:
-        """The matching devices, in the given order."""
-        return tuple(d for d in devices if self.matches(d))
+        """The matching devices: the ``lead`` ones first, in their order, then the others in the
+        given order (a lead key that is not a member is ignored)."""
+        found = [d for d in devices if self.matches(d)]
+        rank = {key: i for i, key in enumerate(self.lead)}
+        return tuple(sorted(found, key=lambda d: rank.get(d.key, len(rank))))
 
 
 def parse_groups(data: Mapping[str, Any]) -> tuple[GroupRule, ...]:

@@ -50,7 +50,7 @@ class CheckOptions:
     unsafe_fixes: bool | None = None
     fix_margin: int | None = None
     fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
-    use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache); never when fixing
+    use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache)
     follow_symlinks: bool = False  # --fix may write a symlink's target outside the checked paths
     compile_timeout: float | None = None  # seconds per compile; None: compile-timeout of the settings
     coverage: bool = False  # count the call sites evaluated (CheckResult.coverage; --statistics)
@@ -58,6 +58,10 @@ class CheckOptions:
     # tilefit.callsites.scenarios.Scenario objects (a model's config.json, built by the CLI);
     # None: [tool.tilefit] scenario
     scenarios: list | None = None
+    # The caller reads only each diagnostic's planned fix (``--output-format json``), not the
+    # planner's plans: the plans may then come from the result cache too (never when fixing).
+    cache_fixes: bool = False
+    progress: object | None = None  # tilefit.progress.Progress: a bar on a terminal (the CLI's)
 
 
 @dataclass
@@ -68,6 +72,8 @@ class CheckResult:
     missing_paths: list[str]
     errors: list[str]  # internal errors (a rule raised): exit code 2
     baselined: int = 0
+    # Python files checked with no target: their call sites were not judged (tilefit.callsites)
+    untargeted_python: int = 0
     engine: Engine | None = None
     planner: object | None = None  # tilefit.fix.FixPlanner when fixes were planned
     root: object | None = None  # the project root (pathlib.Path): the folder of pyproject.toml, else the cwd
@@ -203,11 +209,16 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
     tables = {}
     errors: list[str] = []
     cache = None
-    if opts.use_cache and planner is None and not opts.engine_kernels:
+    if opts.use_cache and (planner is None or opts.cache_fixes) and not opts.engine_kernels:
         from .resultcache import ResultCache, run_key
 
-        cache = ResultCache(run_key(engine, settings, opts))
+        cache = ResultCache(run_key(engine, settings, opts, planner=planner))
+    progress = opts.progress
+    if progress is not None:
+        progress.set_total(len(found.files), "files")
     for path, meta in found.files:
+        if progress is not None:
+            progress.advance()
         data = digest = None
         if cache is not None:
             try:
@@ -238,6 +249,9 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         diagnostics.extend(found_here)
     coverage = None
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
+        if progress is not None:
+            progress.phase(f"checking the kernel call sites of {len(found.python_files)} Python files",
+                           compiles=bool(engine.extra_targets))
         try:
             run = engine.check_python(found.python_files)
             diagnostics.extend(run.diagnostics)
@@ -257,7 +271,45 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         diagnostics, baselined = filter_baselined(diagnostics, records)
     return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files) + len(found.python_files),
                        missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine,
-                       planner=planner, root=settings.root, coverage=coverage)
+                       planner=planner, root=settings.root, coverage=coverage,
+                       untargeted_python=len(found.python_files) if not engine.extra_targets else 0)
+
+
+def run_check_source(data: bytes, filename: str, opts: CheckOptions | None = None,
+                     settings: Settings | None = None, engine: Engine | None = None, *,
+                     planner=None) -> CheckResult:
+    """Check one table given as bytes (``tilefit check - --stdin-filename PATH``, for editors):
+    ``filename`` names it (the engine, device and dtype come from it, as from a file on disk)
+    and places it for per-file ignores and the baseline; nothing is read from disk."""
+    from .families import classify
+
+    opts = opts or CheckOptions()
+    settings = settings or Settings()
+    meta = classify(filename)
+    if meta is None:
+        raise UsageError(f"--stdin-filename {filename}: not a tuning-config file name (E=..,N=..,device_name=...json "
+                         "and the other families tilefit knows); Python sources are checked from files")
+    with _collector_paused():
+        engine = engine or build_engine(settings, opts)
+        table = read_table(filename, meta=meta, data=data)
+        errors: list[str] = []
+        try:
+            diagnostics = engine.check_table(table)
+        except Exception as exc:  # a rule bug: exit 2 with the reason, as for files
+            diagnostics = []
+            errors.append(f"internal error while checking {filename}: {type(exc).__name__}: {exc}")
+        if planner is not None and not errors:
+            diagnostics = planner.attach(table, diagnostics)
+        baselined = 0
+        baseline = opts.baseline or (resolve_relative(settings, settings.baseline) if settings.baseline else None)
+        if baseline:
+            try:
+                records = load_baseline(baseline)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
+            diagnostics, baselined = filter_baselined(diagnostics, records)
+    return CheckResult(diagnostics=diagnostics, tables={filename: table}, files_checked=1, missing_paths=[],
+                       errors=errors, baselined=baselined, engine=engine, planner=planner, root=settings.root)
 
 
 def print_errors(result: CheckResult, stream=None) -> None:

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover - the fixer is imported when used (network
     from .fix import FixResult
     from .fix.compare import FixComparison
 
-__all__ = ["CheckOptions", "CheckResult", "compare_fixes", "run_check", "run_fix"]
+__all__ = ["CheckOptions", "CheckResult", "compare_fixes", "run_check", "run_check_source", "run_fix"]
 
 
 def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None,
@@ -43,6 +43,21 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
         engine = engine or api.build_engine(settings, opts)
         planner = make_planner(engine, settings, opts)
     return api.run_check(paths, opts, settings, engine, planner=planner)
+
+
+def run_check_source(data: bytes, filename: str, opts: CheckOptions | None = None,
+                     settings: Settings | None = None) -> CheckResult:
+    """:func:`tilefit.api.run_check_source` (one table from bytes: ``check -``), with the
+    fixer's plans attached when ``opts.fix`` (the json format shows them)."""
+    opts = opts or CheckOptions()
+    settings = settings or Settings()
+    engine = planner = None
+    if opts.fix:
+        from .fix import make_planner
+
+        engine = api.build_engine(settings, opts)
+        planner = make_planner(engine, settings, opts)
+    return api.run_check_source(data, filename, opts, settings, engine, planner=planner)
 
 
 def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None, *,

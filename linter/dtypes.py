@@ -155,6 +155,20 @@ def operand_bytes(path: str) -> tuple[float, float, float]:
     return p.operand_bytes if p is not None else (2, 2, 2)
 
 
+def missing_fp8_type(path: str | None, fp8_types) -> str | None:
+    """The fp8 element type of dtype path ``path`` that a device's Triton backend lacks (its
+    ``triton_fp8_dtypes``: ``fp8e4nv`` exists from sm_89 on), or None when the path runs there
+    (also when the device's fp8 types are unknown). Triton refuses to compile such a kernel, so
+    the engines do not run it there (vLLM and SGLang take a Marlin or another kernel instead)."""
+    p = PATHS.get(path) if path is not None else None
+    if p is None or fp8_types is None:
+        return None
+    for ty in (p.a, p.b):
+        if ty.startswith("fp8") and ty not in fp8_types:
+            return ty
+    return None
+
+
 # File-name ``dtype=`` values -> dtype path. None (no dtype in the name) is the 16-bit path.
 FILE_NAME_PATHS: Mapping[str | None, str] = {
     None: "bf16",

@@ -21,8 +21,9 @@ from .paths import project_path
 from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key
 from .serving.naming import device_for_file_name
+from .dtypes import missing_fp8_type
 from .tables import ConfigTable, batch_size_of
-from .variants import kernel_variants
+from .variants import dtype_path, kernel_variants
 from tilefit.rules import RULES, Finding, Rule, Scope
 from tilefit.rules.base import ARCH, TARGETS, EntryContext, FileContext, TargetContext, format_targets
 
@@ -101,7 +102,7 @@ class Engine:
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}
         self._class_ids: dict[tuple, int] = {}
-        self._file_targets_memo: dict[str | None, tuple] = {}
+        self._file_targets_memo: dict[tuple, tuple] = {}
         self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
         self._identities: dict[int, str] = {}
         if self.root is None:
@@ -193,6 +194,8 @@ class Engine:
         return self._named_memo[key]
 
     def _targets(self, named) -> list[DeviceClass]:
+        """The device classes of the device ``named`` and the extra targets (Python call sites,
+        whose dtypes are the kernel's parameters, are judged on every one)."""
         devices = []
         seen = set()
         for dev in ([named] if named is not None else []) + list(self.extra_targets):
@@ -201,20 +204,49 @@ class Engine:
                 devices.append(dev)
         return group_devices(devices)
 
-    def _file_targets(self, named) -> tuple[int, list[DeviceClass], list[int]]:
-        """The device classes of a table whose file name names ``named``, memoised: an id of
-        the class list (the key of merged findings), the classes and their class-key ids."""
-        key = named.key if named is not None else None
+    def file_devices(self, meta) -> tuple[list, list]:
+        """The devices a table is judged on, in the order messages list them: the device its
+        file name names, then the extra targets in the user's order; and, apart, the extra
+        targets that cannot run the table's dtype on Triton (fp8 e4m3 before sm_89): the engine
+        does not run this kernel there, so only rules that say so (DEV002, as information) look
+        at them. The device the file names is always judged in full."""
+        named = self.named_device(meta)
+        path = dtype_path(meta)
+        judged, unrunnable = [], []
+        seen = set()
+        for dev in ([named] if named is not None else []) + list(self.extra_targets):
+            if dev.key in seen:
+                continue
+            seen.add(dev.key)
+            if dev is not named and missing_fp8_type(path, dev.triton_fp8_dtypes) is not None:
+                unrunnable.append(dev)
+            else:
+                judged.append(dev)
+        return judged, unrunnable
+
+    def _file_targets(self, meta, named) -> tuple:
+        """The device classes of a table, memoised per (named device, dtype path): an id of the
+        class list (the key of merged findings), the classes, their class-key ids, which are
+        extra targets that cannot run the kernel, and each device's place in the file's order."""
+        key = (named.key if named is not None else None, dtype_path(meta))
         hit = self._file_targets_memo.get(key)
         if hit is None:
-            classes = self._targets(named)
-            class_ids = [self._class_ids.setdefault(class_key(c.first), len(self._class_ids)) for c in classes]
-            hit = (len(self._file_targets_memo), classes, class_ids)
+            judged, unrunnable = self.file_devices(meta)
+            judged_classes, unrunnable_classes = group_devices(judged), group_devices(unrunnable)
+            classes = judged_classes + unrunnable_classes
+            flags = [False] * len(judged_classes) + [True] * len(unrunnable_classes)
+            class_ids = [self._class_ids.setdefault((class_key(c.first), flag), len(self._class_ids))
+                         for c, flag in zip(classes, flags)]
+            order: dict[str, int] = {}
+            for dev in ([named] if named is not None else []) + list(self.extra_targets):
+                order.setdefault(dev.key, len(order))
+            hit = (len(self._file_targets_memo), classes, class_ids, flags, order)
             self._file_targets_memo[key] = hit
         return hit
 
     def _merged_findings(self, table: ConfigTable, fctx: FileContext, key: str, entry, eid: int, ectx,
-                         target_rules, targets_id: int, classes, class_ids) -> tuple[MergedFinding, ...]:
+                         target_rules, targets_id: int, classes, class_ids, flags=None,
+                         order=None) -> tuple[MergedFinding, ...]:
         """The target findings of an entry over the file's device classes, classes with equal
         findings merged, messages filled in; memoised per (distinct entry, class list)."""
         mkey = (eid, targets_id)
@@ -223,19 +255,21 @@ class Engine:
             return hit
         meta = table.meta
         merged: dict[tuple, list] = {}
-        for dclass, ck in zip(classes, class_ids):
+        for i, (dclass, ck) in enumerate(zip(classes, class_ids)):
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
             if found is None:
                 dev = dclass.first
+                unrunnable = bool(flags[i]) if flags else False
+                rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
                 vkey = (eid, launch_arch_key(dev.arch), dev.vendor)
                 variants = self._variant_memo.get(vkey)
                 if variants is None:
                     variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
                     self._variant_memo[vkey] = variants
                 tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
-                                     self.estimator)
-                found = tuple((rule, f, _finding_key(rule, f)) for rule in target_rules for f in rule.check(tctx))
+                                     self.estimator, extra_unrunnable=unrunnable)
+                found = tuple((rule, f, _finding_key(rule, f)) for rule in rules for f in rule.check(tctx))
                 self._target_memo[tkey] = found
             for rule, finding, fkey in found:
                 slot = merged.get(fkey)
@@ -245,6 +279,8 @@ class Engine:
                     slot[2].extend(dclass.devices)
         out = []
         for rule, finding, devices in merged.values():
+            if order:  # the devices the file names and the user named first, in the user's order
+                devices = sorted(devices, key=lambda d: order.get(d.key, len(order)))
             keys = tuple(d.key for d in devices)
             archs = tuple(sorted({d.arch for d in devices}))
             message = finding.message.replace(TARGETS, format_targets(devices)).replace(ARCH, "/".join(archs))
@@ -259,9 +295,9 @@ class Engine:
         entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
         target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
         if target_rules:
-            targets_id, classes, class_ids = self._file_targets(fctx.named_device)
+            targets_id, classes, class_ids, flags, order = self._file_targets(meta, fctx.named_device)
         else:
-            targets_id, classes, class_ids = None, [], []
+            targets_id, classes, class_ids, flags, order = None, [], [], [], {}
         once_seen: set[tuple] = set()
         intern = self._intern
         for key, entry in table.live_entries():
@@ -280,7 +316,7 @@ class Engine:
             if not classes or not isinstance(entry, dict):
                 continue
             merged = self._merged_findings(table, fctx, key, entry, eid, ectx, target_rules, targets_id, classes,
-                                           class_ids)
+                                           class_ids, flags, order)
             if not merged:
                 continue
             batch = batch_size_of(key)

@@ -49,6 +49,17 @@ def _display(path: str) -> str:
     return path.replace(os.sep, "/")
 
 
+_LAUNCH_OPTIONS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg"})
+
+
+def _looks_like_a_launch(launch, reason: str) -> bool:
+    """A subscript call of an unknown callee is a Triton launch worth a word when it passes
+    launch options or its callee is an import that was not followed (not ``table[i](x)``)."""
+    if any(kw.arg in _LAUNCH_OPTIONS for kw in launch.node.keywords):
+        return True
+    return "is imported from" in reason or "is not in the scanned tree" in reason
+
+
 def check_python(engine, paths: Sequence[str], rules: Sequence, options: CallsiteOptions | None = None,
                  project: Project | None = None) -> PythonRun:
     """Run the CALLSITE ``rules`` over the Python files ``paths`` with ``engine``'s targets,
@@ -105,6 +116,30 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                     fingerprint=fingerprint_of(rule.code, engine.project_path(path), site.identity, target,
                                                finding.identity or finding.message),
                 ))
+    # launches `name[grid](...)` whose kernel could not be found (imported from outside the
+    # scanned tree, a folder the import does not reach): rules that report them say so
+    if classes:
+        for launch, reason in sites.unresolved:
+            if not _looks_like_a_launch(launch, reason):
+                continue
+            path = _display(launch.module.path)
+            whole = engine.selection.file_ignores(path)[0]
+            span = launch.module.source.span(launch.node.func)
+            for rule in rules:
+                hook = getattr(rule, "check_unresolved", None)
+                if hook is None or (whole and not engine.selection.decides(rule.code, rule.default_enabled, whole)):
+                    continue
+                nq = launch.module.source.noqa(launch.line)
+                if nq is not None and nq.suppresses(rule.code):
+                    continue
+                for finding in hook(launch, reason, tuple(classes)):
+                    out.append(Diagnostic(
+                        code=rule.code, message=finding.message, path=path, span=finding.span or span,
+                        severity=finding.severity or rule.severity, pointer=None, target=None,
+                        data=dict(finding.data),
+                        fingerprint=fingerprint_of(rule.code, engine.project_path(path),
+                                                   f"{launch.scope_name}:{launch.line}", None,
+                                                   finding.identity or finding.message)))
     out.sort(key=lambda d: d.sort_key)
     cov = None
     if options.coverage:

@@ -7,8 +7,10 @@ the estimator and the installed Triton version, per-file ignores), and each file
 stored under the SHA-256 of its bytes. A changed file, rule, device file or setting misses.
 
 The cache is one JSON file per run key under ``<cache root>/results/`` (``TILEFIT_CACHE_DIR``;
-empty turns caching off, as does ``--no-cache``), written atomically at the end of a run. Fixes
-are never cached: runs that plan fixes bypass it.
+empty turns caching off, as does ``--no-cache``), written atomically at the end of a run. A run that shows the fixer's plans
+(``--output-format json``) caches them with the diagnostics, under a run key that adds the
+planner's settings and performance model (:func:`run_key`'s ``planner``); a run that applies
+fixes (``--fix``, which needs the plans themselves) bypasses the cache.
 
 A corpus audit repeats a few messages, pointers and data objects thousands of times (one
 ``targets`` list of 22 devices per diagnostic), so the file keeps each distinct one once, in
@@ -25,10 +27,10 @@ from pathlib import Path
 
 from .atomicfile import write_atomic
 from .cachedir import cache_root
-from .model import Diagnostic, Position, Severity, Span
+from .model import Applicability, Diagnostic, Edit, Fix, Position, Severity, Span
 from .readfile import read_bytes
 
-FORMAT = 2
+FORMAT = 3
 _SEVERITY = {s.value: s for s in Severity}
 
 
@@ -51,8 +53,28 @@ def _code_fingerprint() -> str:
     return h.hexdigest()
 
 
-def run_key(engine, settings, opts) -> str:
-    from . import versions
+def _planner_key(planner) -> dict:
+    """What a planned fix depends on beyond the check: the planner's settings and the
+    performance model that ranks candidates (bundled files are in the code fingerprint; the
+    user's calibration and ``TILEFIT_PERF_MODEL_PATH`` files are stat-ed here)."""
+    from .perf.coefficients import ENV_VAR
+
+    settings = {k: getattr(planner, k, None) for k in ("margin", "unsafe", "rank", "max_depth", "extra_depth",
+                                                          "max_nodes", "beam_width", "beam_steps")}
+    files = []
+    for p in filter(None, os.environ.get(ENV_VAR, "").split(os.pathsep)):
+        try:
+            st = os.stat(p)
+            files.append([p, st.st_size, st.st_mtime_ns])
+        except OSError:
+            files.append([p, None, None])
+    return {"settings": settings, "isolated_perf": os.environ.get("TILEFIT_ISOLATED_PERF", ""), "perf_files": files,
+            "coefficients": None if getattr(planner, "coefficients", None) is None else repr(planner.coefficients)}
+
+
+def run_key(engine, settings, opts, planner=None) -> str:
+    """The run's configuration as a hash; with ``planner``, that of the fixes it plans too."""
+    from . import userdata, versions
 
     rules = sorted(r.code for scope in engine._rules.values() for r in scope)
     targets = sorted(repr(d) for d in engine.extra_targets)
@@ -62,8 +84,10 @@ def run_key(engine, settings, opts) -> str:
         "estimator": [est.mode, est.margin, getattr(est, "_triton_version", None), versions.installed_triton()],
         "per_file_ignores": settings.per_file_ignores, "rule_options": getattr(engine, "rule_options", {}),
         "root": getattr(engine, "root", None),
+        "user_models": userdata.fingerprint(),  # tilefit calibrate's files in the user data folder
         "device_files": list(settings.extend_device_db)
         + list(getattr(opts, "device_files", []) or []),
+        "fixes": None if planner is None else _planner_key(planner),
     }
     for p in parts["device_files"]:
         try:
@@ -76,17 +100,39 @@ def run_key(engine, settings, opts) -> str:
 
 # A row: code, message (value index), start line, start column, end line, end column, start and
 # end byte offsets, severity, pointer (value index), target, data (value index), fingerprint.
-_MESSAGE, _POINTER, _DATA = 1, 9, 11
+_MESSAGE, _POINTER, _DATA, _FIX = 1, 9, 11, 13
+_VALUE_COLUMNS = (_MESSAGE, _POINTER, _DATA, _FIX)
+_APPLICABILITY = {int(a): a for a in Applicability}
+
+
+def _fix_value(fix: Fix | None):
+    if fix is None:
+        return None
+    return {"title": fix.title, "applicability": int(fix.applicability), "expected": dict(fix.expected),
+            "edits": [[e.start_offset, e.end_offset, e.content,
+                       [e.start.line, e.start.column] if e.start else None,
+                       [e.end.line, e.end.column] if e.end else None] for e in fix.edits]}
+
+
+def _fix_of(value) -> Fix | None:
+    if value is None:
+        return None
+    return Fix(title=value["title"], applicability=_APPLICABILITY[value["applicability"]],
+               expected=dict(value["expected"]),
+               edits=tuple(Edit(a, b, content, Position(*start) if start else None, Position(*end) if end else None)
+                           for a, b, content, start, end in value["edits"]))
 
 
 def _valid_row(r, values: list) -> bool:
     """A row as :meth:`ResultCache._row` writes it, naming values of the right types: a record
     read back is checked before it is trusted (a damaged or hand-edited file is rebuilt)."""
-    if type(r) is not list or len(r) != 13:
+    if type(r) is not list or len(r) != 14:
         return False
     n = len(values)
-    m, p, d = r[_MESSAGE], r[_POINTER], r[_DATA]
-    if type(m) is not int or type(p) is not int or type(d) is not int or not (0 <= m < n and 0 <= p < n and 0 <= d < n):
+    m, p, d, f = r[_MESSAGE], r[_POINTER], r[_DATA], r[_FIX]
+    if any(type(x) is not int or not 0 <= x < n for x in (m, p, d, f)):
+        return False
+    if values[f] is not None and type(values[f]) is not dict:
         return False
     pointer = values[p]
     return (type(r[0]) is str and type(values[m]) is str
@@ -133,21 +179,34 @@ class ResultCache:
             return None
         if hit[0] != digest:
             return None
-        return [Diagnostic(code=r[0], message=values[r[1]], path=path,
-                           span=Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7]),
-                           severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
-                           data=_fresh(values[r[11]]), fingerprint=r[12])
-                for r in hit[1]]
+        fixes: dict[int, Fix | None] = {}  # one Fix per entry, shared by its diagnostics (as planned)
+        try:
+            out = []
+            for r in hit[1]:
+                fix = fixes.get(r[_FIX], False)
+                if fix is False:
+                    fix = fixes[r[_FIX]] = _fix_of(values[r[_FIX]])
+                out.append(Diagnostic(code=r[0], message=values[r[1]], path=path,
+                                      span=Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7]),
+                                      severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
+                                      data=_fresh(values[r[11]]), fingerprint=r[12], fix=fix))
+            return out
+        except (TypeError, ValueError, IndexError, KeyError, AttributeError):  # a damaged fix: a miss
+            return None
 
     def put(self, path: str, digest: str, diagnostics) -> None:
-        self.entries[path] = [digest, [self._row(d) for d in diagnostics]]
+        fixes: dict[int, int] = {}  # id of a Fix -> its value index (an entry's diagnostics share one)
+        self.entries[path] = [digest, [self._row(d, fixes) for d in diagnostics]]
         self.changed = True
 
-    def _row(self, d: Diagnostic) -> list:
+    def _row(self, d: Diagnostic, fixes: dict[int, int]) -> list:
+        fix = fixes.get(id(d.fix))
+        if fix is None:
+            fix = fixes[id(d.fix)] = self._value(_fix_value(d.fix))
         s = d.span
         return [d.code, self._value(d.message), s.start.line, s.start.column, s.end.line, s.end.column,
                 s.start_offset, s.end_offset, d.severity.value, self._value(d.pointer), d.target,
-                self._value(dict(d.data)), d.fingerprint]
+                self._value(dict(d.data)), d.fingerprint, fix]
 
     def _value(self, value) -> int:
         if self._index is None:
@@ -175,7 +234,7 @@ class ResultCache:
             new_rows = []
             for r in rows:
                 r = list(r)
-                for col in (_MESSAGE, _POINTER, _DATA):
+                for col in _VALUE_COLUMNS:
                     i = used.get(r[col])
                     if i is None:
                         value = self.values[r[col]]

@@ -37,6 +37,11 @@ def parse(text: str) -> Version:
         return Version(m.group() if m else "0")
 
 
+def is_version(text: str) -> bool:
+    """Whether ``text`` names a release: ``3.9``, ``3.6.0``, ``v3.4.0+git12`` (not ``abc``, ``3``)."""
+    return re.match(r"v?\d+(\.\d+)+", str(text).strip()) is not None
+
+
 def release(text: str, parts: int | None = None) -> tuple[int, ...]:
     """The release numbers of ``text``: ``"3.4.0+git12"`` -> ``(3, 4, 0)``. With ``parts``, cut
     or padded with zeros to that many (``release("3.9", 3)`` -> ``(3, 9, 0)``)."""

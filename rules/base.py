@@ -173,6 +173,9 @@ class Rule:
     fix_planner: ClassVar[Planner | None] = None
     options: ClassVar[tuple[Option, ...]] = ()
     examples: ClassVar[tuple[Example, ...]] = ()
+    # TARGET rules: also called for extra targets that cannot run the table's kernel on Triton
+    # (``TargetContext.extra_unrunnable``); the others never see those devices.
+    judges_unrunnable_targets: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any] | None = None):
         """``options``: validated values of ``[tool.tilefit.rules.CODE]``; the rest default."""
@@ -247,6 +250,9 @@ class TargetContext:
     devices: tuple  # every device of the class (same limits, same arch)
     variants: tuple  # tilefit.variants.Variant
     estimator: Any  # tilefit.estimate.Estimator
+    # True: extra targets (not the device the file names) on which Triton cannot run the table's
+    # dtype, so the engine does not run this kernel there (fp8 e4m3 before sm_89)
+    extra_unrunnable: bool = False
 
     @property
     def entry(self):

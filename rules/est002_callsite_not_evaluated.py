@@ -38,7 +38,8 @@ class EST002(Rule):
         kv_group_num = [16]
         kv_cache = ["bf16", "fp8e4nv"]
 
-    or pass ``--allow-import`` (imports the kernel's module: its code runs).
+    or pass ``--allow-import`` (imports the kernel's module: its code runs). A launch of a kernel
+    imported from a module the scan cannot find (outside the checked paths) is reported too.
     """
 
     code = "EST002"
@@ -51,6 +52,14 @@ class EST002(Rule):
                 note="BLOCK_N comes from a parameter without a default"),
         Example("runtime_block.py", _RUNTIME_BLOCK, False, note="no targets: nothing device-specific is reported"),
     )
+
+    def check_unresolved(self, launch, reason: str, classes):
+        """A launch whose kernel was not found in the scanned tree (imported from a folder the
+        scan does not reach, a module outside it)."""
+        callee = launch.module.source.segment(launch.callee, 40)
+        yield Finding(f"shared memory of the launch of {callee} not checked: {reason} (check the kernel's file "
+                      "too, or a folder above both; a kernel folder without __init__.py is found when it is scanned)",
+                      data={"kernel": callee, "reasons": [reason]}, identity=f"{callee}|unresolved")
 
     def check(self, ctx: CallsiteContext):
         site = ctx.site

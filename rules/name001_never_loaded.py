@@ -42,5 +42,5 @@ class NAME001(Rule):
         per_engine = {e: dead_reasons(meta, e) for e in engines}
         if all(per_engine.values()):
             reasons = sorted({r for rs in per_engine.values() for r in rs})
-            who = ctx.engine or "neither SGLang nor vLLM"
-            yield Finding(f"{who} never loads a file of this name: {'; '.join(reasons)}", identity=meta.stem)
+            who = f"{ctx.engine} never loads" if ctx.engine else "neither SGLang nor vLLM loads"
+            yield Finding(f"{who} a file of this name: {'; '.join(reasons)}", identity=meta.stem)

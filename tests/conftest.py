@@ -11,6 +11,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # Tests judge with the bundled performance coefficients, not a developer's own calibration.
 os.environ.setdefault("TILEFIT_ISOLATED_PERF", "1")
+# ... and with the bundled shared-memory model: no user data folder (tests that need one set it).
+os.environ["TILEFIT_DATA_DIR"] = ""
 ARCHIVE = REPO / "tests" / "data" / "corpus.tar.xz"
 
 

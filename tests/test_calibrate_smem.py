@@ -178,3 +178,68 @@ def test_calibrate_is_a_group():
     from tilefit.commands.calibrate import calibrate
 
     assert isinstance(calibrate, Group) and "smem" in calibrate.commands
+
+
+# -- the user data folder: calibrations are written there, and read before the bundled files --
+
+def test_user_model_replaces_the_bundled_one(monkeypatch, tmp_path):
+    from tilefit import userdata
+    from tilefit.api import CheckOptions, build_engine
+    from tilefit.config import Settings
+    from tilefit.resultcache import run_key
+    from tilefit.smem import analytic
+
+    monkeypatch.setenv("TILEFIT_DATA_DIR", str(tmp_path))
+    analytic.forget_models()
+    assert analytic.load_model("3.9").source == "tilefit/data/smem_model/triton-3.9.json"
+    settings, opts = Settings(), CheckOptions(targets=["rtx4090"])
+    key = run_key(build_engine(settings, opts), settings, opts)
+    table = analytic.model_table("3.9")  # the whole bundled model, as calibrate smem writes one
+    table["provenance"] = dict(table["provenance"], command="tilefit calibrate smem (a user's)")
+    folder = tmp_path / "smem_model"
+    folder.mkdir()
+    (folder / "triton-3.9.json").write_text(json.dumps(table))
+    (folder / "triton-3.99.json").write_text(json.dumps(dict(table, triton_version="3.99")))
+    try:
+        analytic.forget_models()
+        mine = analytic.load_model("3.9")
+        assert mine.source == f"{folder}/triton-3.9.json"
+        assert mine.provenance["command"] == "tilefit calibrate smem (a user's)"
+        assert "3.99" in analytic.available_versions()  # a release the package has no model for
+        # a new calibration changes the result cache's run key: no cached verdict of the old model
+        assert len(userdata.fingerprint()) == 2
+        assert run_key(build_engine(settings, opts), settings, opts) != key
+    finally:
+        analytic.forget_models()
+
+
+def test_calibrate_writes_to_the_user_data_folder_by_default(monkeypatch, tmp_path):
+    monkeypatch.setenv("TILEFIT_DATA_DIR", str(tmp_path / "data"))
+    assert C.user_model_path("3.9.0") == tmp_path / "data" / "smem_model" / "triton-3.9.json"
+    monkeypatch.setenv("TILEFIT_DATA_DIR", "")
+    with pytest.raises(C.CalibrationError, match="pass --out"):
+        C.user_model_path("3.9.0")
+
+
+def test_calibrate_cli_without_a_data_folder_is_refused_before_compiling(cli, monkeypatch):
+    monkeypatch.setenv("TILEFIT_DATA_DIR", "")
+    monkeypatch.setattr(C, "calibrate_smem", lambda **kw: pytest.fail("compiled although nothing can be written"))
+    res = cli("calibrate", "smem", "--family", "wgmma")
+    assert res.exit_code == 2 and "TILEFIT_DATA_DIR is empty" in res.output and "--out" in res.output
+
+
+@needs_triton
+def test_calibrate_cli_writes_and_says_where(cli, tiny_design, monkeypatch, tmp_path):
+    from tilefit import versions
+    from tilefit.smem import analytic
+
+    monkeypatch.setenv("TILEFIT_DATA_DIR", str(tmp_path / "data"))
+    res = cli("calibrate", "smem", "--family", "wgmma", "--scale", "0.05", "--jobs", "1", "-q")
+    assert res.exit_code == 0, res.output
+    written = tmp_path / "data" / "smem_model" / f"triton-{versions.major_minor(versions.installed_triton())}.json"
+    assert written.is_file() and f"wrote {written}" in res.output
+    analytic.forget_models()
+    try:
+        assert analytic.load_model().source == str(written)
+    finally:
+        analytic.forget_models()

@@ -37,7 +37,7 @@ def test_overflow_for_a_target_exits_1_with_concise_lines(cli, table):
     line = r.output.splitlines()[0]
     assert line.startswith(f"{table}:2:")
     assert "SMEM001" in line and "Required: 147456, Hardware limit: 101376" in line
-    assert "Found 1 diagnostics" in r.output
+    assert "Found 1 diagnostic (1 error, 0 warnings) in 1 of 1 file." in r.output  # no "1 diagnostics"
 
 
 def test_exit_zero_quiet_statistics_and_output_file(cli, table, tmp_path):
@@ -251,3 +251,44 @@ def test_result_cache_gives_the_same_results_and_misses_on_change(cli, tmp_path,
     r = cli("check", folder, "--isolated", "-t", "consumer", "--estimator", "analytic", "--ignore", "SMEM,DEV")
     assert r.exit_code == 0  # a different selection is a different cache key
     _shutil.rmtree(tmp_path / "cache")
+
+
+# -- issue 19: tracebacks and wrong exits -------------------------------------------------------
+
+def test_output_file_in_a_missing_folder_is_created_as_ruff_does(cli, table, tmp_path):
+    out = tmp_path / "reports" / "deep" / "x.sarif"
+    r = cli("check", table, "--isolated", "-t", "rtx4090", "--estimator", "analytic", "--output-format", "sarif",
+            "-o", out)
+    assert r.exit_code == 1 and json.loads(out.read_text())["version"] == "2.1.0"
+
+
+def test_output_file_under_a_file_is_a_one_line_error(cli, table, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = cli("check", table, "--isolated", "-t", "rtx4090", "-o", tmp_path / "afile" / "x.sarif")
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [f"error: cannot write the report to {tmp_path / 'afile' / 'x.sarif'}: "
+                                             f"{tmp_path / 'afile'} is a file, not a folder"]
+    r = cli("check", table, "--isolated", "-t", "rtx4090", "-o", tmp_path)  # a folder, not a file
+    assert r.exit_code == 2 and "is a directory" in r.output and "Traceback" not in r.output  # click says so
+
+
+def test_a_missing_path_does_not_also_say_all_checks_passed(cli, tmp_path):
+    r = cli("check", tmp_path / "nope", "--isolated")
+    assert r.exit_code == 2
+    assert "All checks passed" not in r.output and "no such file or folder" in r.output
+    r = cli("check", tmp_path / "nope", "--isolated", "--fix")
+    assert r.exit_code == 2 and "All checks passed" not in r.output
+
+
+def test_triton_version_must_be_a_version(cli, table):
+    r = cli("check", table, "--isolated", "--triton-version", "abc")
+    assert r.exit_code == 2 and "'abc' is not a version" in r.output
+
+
+def test_summary_counts_are_singular_and_info_does_not_fail(cli, tmp_path):
+    path = tmp_path / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"
+    path.write_text('{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, '
+                    '"num_warps": 4, "num_stages": 4}}')
+    r = cli("check", path, "--isolated", "-t", "rtx3090", "--estimator", "analytic")
+    assert r.exit_code == 0, r.output
+    assert r.output.splitlines()[-1] == "All checks passed: 1 file. 1 info diagnostic (not a failure)."

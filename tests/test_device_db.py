@@ -329,18 +329,28 @@ def test_arch_targets_carry_the_per_arch_limits(db):
 
 def test_groups(db):
     cards = [d for d in db.devices if d.kind == "card"]
-    assert set(db.groups["consumer"]) == {d.key for d in cards if d.smem_per_block_optin == 101376}
+    assert set(db.groups["smem-99k"]) == {d.key for d in cards if d.smem_per_block_optin == 101376}
     assert set(db.groups["datacenter"]) == {d.key for d in cards if d.segment == "datacenter"}
     assert db.groups["all"] == tuple(d.key for d in cards)
-    assert {"rtx4090", "rtx5090", "l40s", "l20", "gb10", "rtx-pro-6000-server", "a10"} <= set(db.groups["consumer"])
-    assert not {"h100-sxm", "a100-sxm4-80gb", "mi300x", "sm_89"} & set(db.groups["consumer"])
+    assert {"rtx4090", "rtx5090", "l40s", "l20", "gb10", "rtx-pro-6000-server", "a10"} <= set(db.groups["smem-99k"])
+    # consumer: the cards people own (issue 19), not every 99 KB part
+    consumer = set(db.groups["consumer"])
+    assert {"rtx3080", "rtx3090", "rtx4080", "rtx4090", "rtx4090d", "rtx5080", "rtx5090",  # GeForce
+            "rtx-a6000", "rtx6000-ada", "rtx5880-ada", "rtx-pro-6000", "rtx-pro-6000-maxq",  # RTX workstation
+            "gb10", "orin", "thor"} == consumer  # DGX Spark, Jetson
+    assert not {"a10", "a10g", "a40", "l4", "l40s", "l20", "rtx-pro-6000-server", "h100-sxm", "mi300x",
+                "rx7900xtx", "rtx2080ti", "sm_89"} & consumer
+    assert not {"h100-sxm", "a100-sxm4-80gb", "mi300x", "sm_89"} & set(db.groups["smem-99k"])
     assert {"h100-sxm", "mi300x", "l40s"} <= set(db.groups["datacenter"])
     assert "rtx4090" not in db.groups["datacenter"]
+    # the members people know lead (messages name a group's first three devices)
+    assert db.groups["consumer"][:3] == ("rtx4090", "rtx5090", "rtx3090")
     assert [d.key for d in db.resolve_target("consumer")] == list(db.groups["consumer"])
+    assert [d.key for d in db.resolve_target("rtx5090,consumer")][:3] == ["rtx5090", "rtx4090", "rtx3090"]
     assert len(db.resolve_target("ALL")) == 66
     groups_json = json.loads((PKG / "groups.json").read_text())
-    assert groups_json["groups"]["consumer"]["match"] == {"kind": "card", "smem_per_block_optin": 101376}
-    assert set(db.group_descriptions) == {"consumer", "datacenter", "all"}
+    assert groups_json["groups"]["smem-99k"]["match"] == {"kind": "card", "smem_per_block_optin": 101376}
+    assert set(db.group_descriptions) == {"consumer", "smem-99k", "datacenter", "all"}
 
 
 @pytest.mark.parametrize("spec,suggested", [
@@ -435,7 +445,7 @@ def test_user_can_override_an_arch_entry_and_cards_inherit_it(tmp_path):
     db = load_database([write(tmp_path, "a.json", arch), write(tmp_path, "b.json", card())])
     assert db.get("rtx4070").smem_per_block_optin == 99000
     assert db.get("rtx4090").smem_per_block_optin == 101376  # bundled cards spell theirs out
-    assert "rtx4070" not in db.groups["consumer"]
+    assert "rtx4070" not in db.groups["smem-99k"] and "rtx4070" in db.groups["consumer"]
 
 
 def _load_error(tmp_path, *contents) -> str:

@@ -137,8 +137,19 @@ def test_write_for_another_triton_version_is_found_by_sglang_fallback(cli, tmp_p
 
 
 def test_write_for_vllm_uses_the_flat_override_folder(cli, tmp_path):
+    # an installed vLLM whose table for this shape overflows the GB10 at M >= 1024 (vLLM's own
+    # default fits there, and --write writes only what changes something)
+    folder = tmp_path / "site" / "vllm" / "model_executor" / "layers" / "fused_moe" / "configs"
+    folder.mkdir(parents=True)
+    big = {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 8,
+           "num_stages": 4}
+    small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
+             "num_stages": 3}
+    (folder / "E=128,N=704,device_name=NVIDIA_GB10,dtype=fp8_w8a8.json").write_text(
+        json.dumps({"1": small, "1024": big, "4096": big}))
     out = tmp_path / "vllm-cfg"
-    r, rep = doctor_json(cli, GEMMA4, "-t", "gb10", "--engine", "vllm", "--write", out)
+    r, rep = doctor_json(cli, GEMMA4, "-t", "gb10", "--engine", "vllm", "--engine-path", tmp_path / "site",
+                         "--write", out)
     (w,) = rep["written"]
     assert Path(w["path"]).parent == out
     assert Path(w["path"]).name == "E=128,N=704,device_name=NVIDIA_GB10,dtype=fp8_w8a8.json"
@@ -169,7 +180,7 @@ def test_model_that_fits_reports_clean(cli):
     assert r.exit_code == 0, r.output
     assert "OVERFLOW" not in r.output
     assert r.output.count("VERDICT: fits") == 4  # 2 engines x 2 targets
-    assert "Result: no shared-memory overflow in 4 engine/target combination(s)." in r.output
+    assert "Result: no shared-memory overflow in 4 engine/target combinations." in r.output
 
 
 def test_shipped_file_is_found_and_judged(cli):
@@ -322,3 +333,56 @@ def test_overflowing_block_gemm_table_is_reported_and_rewritten(cli, tmp_path):
                for n in gemm["notes"])
     fixed = json.loads(Path(gemm["path"]).read_text())
     assert fixed["1"]["num_stages"] == 3 and fixed["4096"] != json.loads((folder / name).read_text())["4096"]
+
+
+# -- issue 19: --write writes only what changes something; MLA says what would fix it ----------
+
+def test_write_when_everything_fits_writes_nothing_and_exports_nothing(cli, tmp_path):
+    out = tmp_path / "moe-configs"
+    r = cli("doctor", QWEN_FP8, "-t", "rtx4090", "--engine", "sglang", "--triton-version", "3.4.0", "--write", out)
+    assert r.exit_code == 0, r.output
+    assert not list(out.rglob("*.json"))
+    assert "export SGLANG_MOE_CONFIG_DIR" not in r.output
+    assert "Not written:" in r.output and "fits already" in r.output
+    r, rep = doctor_json(cli, QWEN_FP8, "-t", "rtx4090", "--engine", "sglang", "--triton-version", "3.4.0",
+                         "--write", out)
+    assert rep["written"] == [] and rep["write_problems"] == [] and len(rep["write_skipped"]) == 1
+
+
+def test_write_into_a_folder_that_cannot_be_created_is_a_one_line_error(cli, tmp_path):
+    (tmp_path / "afile").write_text("x")
+    r = cli("doctor", QWEN_FP8, "-t", "rtx4090", "--engine", "sglang", "--engine-version", "0.5.12",
+            "--triton-version", "3.4.0", "--write", tmp_path / "afile" / "out")
+    assert r.exit_code == 2
+    assert r.output.strip().splitlines() == [f"error: --write {tmp_path / 'afile' / 'out'}: cannot create or write "
+                                             f"the folder: {tmp_path / 'afile'} is a file, not a folder"]
+
+
+def test_sglang_override_without_configs_is_the_engines_error_not_an_overflow(cli, tmp_path):
+    (tmp_path / "override").mkdir()
+    r = cli("doctor", QWEN_FP8, "-t", "rtx4090", "--engine", "sglang", "--triton-version", "3.4.0",
+            env={"SGLANG_MOE_CONFIG_DIR": str(tmp_path / "override")})
+    assert r.exit_code == 1  # the server does not start
+    assert "FileNotFoundError" in r.output and "VERDICT: the engine fails before launching" in r.output
+    assert "OutOfResources" not in r.output and "overflow shared memory" not in r.output
+    r, rep = doctor_json(cli, QWEN_FP8, "-t", "rtx4090", "--engine", "sglang", "--triton-version", "3.4.0",
+                         env={"SGLANG_MOE_CONFIG_DIR": str(tmp_path / "override")})
+    sec = rep["sections"][0]
+    assert sec["fails"] and not sec["overflows"] and not rep["overflows"]
+
+
+def test_mla_overflow_says_what_would_fix_it_and_does_not_suggest_write(cli):
+    r = cli("doctor", DSV2_LITE, "-t", "rtx5090", "--kv-cache-dtype", "fp8", "--engine", "vllm",
+            "--estimator", "analytic")
+    _r, rep = doctor_json(cli, DSV2_LITE, "-t", "rtx5090", "--kv-cache-dtype", "fp8", "--engine", "vllm",
+                          "--estimator", "analytic")
+    mla = kernel(rep["sections"][0], "mla_decode")
+    if not mla["overflows"]:
+        pytest.skip("the analytic MLA verdict is not an overflow with this model file")
+    assert "`tilefit doctor ... --write DIR`" not in r.output  # no table fixes fixed launch parameters
+    assert "no table changes them" in r.output
+    notes = mla["notes"]
+    assert any("`--write` cannot fix it" in n for n in notes)
+    assert any(n.startswith("with --kv-cache-dtype auto (bf16 KV cache)") and "cost: twice the KV-cache memory" in n
+               for n in notes)
+    assert any("num_stages=1 instead of 2 (an engine patch" in n and "cost:" in n for n in notes)

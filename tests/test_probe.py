@@ -142,3 +142,39 @@ def test_probe_analytic_by_choice_says_so(cli, monkeypatch):
               "--estimator", "analytic")
     assert res.exit_code == 0, res.output
     assert "Triton 3.6, ANALYTIC MODEL (--estimator analytic" in res.output
+
+
+# -- issue 19: options are validated (exit 2 with the reason); a failed compile exits 1 --------
+
+@pytest.mark.parametrize("args, reason", [
+    (("--arch", "sm_999"), "--arch sm_999: no arch entry for 'sm_999'"),
+    (("--warps", "3"), "num_warps=3: Triton takes a power of two from 1 to 32"),
+    (("--sweep", "num_warps=2,6"), "num_warps=6"),
+    (("--stages", "0"), "num_stages=0: must be at least 1"),
+    (("--tile", "0,0,0"), "BLOCK_SIZE_M=0 must be a power of two of at least 16"),
+    (("--tile", "128,256"), "fused_moe takes BLOCK_SIZE_M,BLOCK_SIZE_N,BLOCK_SIZE_K[,GROUP_SIZE_M] (2 values given)"),
+    (("--tile", "64,96,64"), "BLOCK_SIZE_N=96 must be a power of two"),
+    (("--tile", "64,64,64,0"), "GROUP_SIZE_M=0 must be at least 1"),
+    (("--sweep", "BLOCK_SIZE_K=8..64"), "BLOCK_SIZE_K=8"),
+    (("--triton-version", "abc"), "--triton-version 'abc' is not a version"),
+])
+def test_probe_rejects_bad_options(cli, args, reason):
+    r = cli("probe", "fused_moe", "--estimator", "analytic", *args)
+    assert r.exit_code == 2, r.output
+    assert reason in r.output and r.output.startswith("error: ")
+
+
+def test_probe_mla_tile_takes_block_n_and_block_h(cli):
+    r = cli("probe", "mla_decode", "--estimator", "analytic", "--tile", "32")
+    assert r.exit_code == 2 and "mla_decode takes BLOCK_N,BLOCK_H (1 value given)" in r.output
+
+
+@needs_triton
+def test_probe_point_that_does_not_compile_exits_1_with_the_whole_reason(cli, tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    r = cli("probe", "fused_moe", "--dtype", "fp8_w8a8", "--arch", "sm_86", "--estimator", "exact")
+    assert r.exit_code == 1, r.output
+    # the table names the error, not Triton's "CompilationError: at 1:0:" header
+    assert "sm_86 : ValueError(\"type fp8e4nv not supported in this architecture" in r.output
+    assert "error: a point did not compile: CompilationError" in r.output
+    assert "The supported fp8 dtypes are" in r.output

@@ -9,7 +9,7 @@ import json
 from tilefit.api import CheckOptions, run_check
 from tilefit.config import Settings
 from tilefit.model import Diagnostic, Position, Severity, Span
-from tilefit.resultcache import ResultCache
+from tilefit.resultcache import FORMAT, ResultCache
 
 
 def _diag(path, line, batch, message="OutOfResources on a10, a40: shared memory"):
@@ -29,7 +29,7 @@ def test_round_trip_shares_values_in_the_file_but_not_between_diagnostics(tmp_pa
     cache.save()
     stored = json.loads((tmp_path / "results" / "k.json").read_text())
     assert stored["values"].count("OutOfResources on a10, a40: shared memory") == 1
-    assert len(stored["values"]) == 3  # one message, one pointer, one data object
+    assert len(stored["values"]) == 4  # one message, one pointer, one data object, no fix (None)
 
     again = ResultCache("k").get("a.json", "d1")
     assert again == diags
@@ -55,15 +55,15 @@ def test_a_damaged_cache_file_only_misses(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
     (tmp_path / "results").mkdir()
     file = tmp_path / "results" / "k.json"
-    row = ["SMEM001", 7, 2, 3, 2, 9, 20, 26, "error", 0, "a10", 0, "fp"]  # value 7 does not exist
-    file.write_text(json.dumps({"format": 2, "values": ["/1/num_stages"], "files": {"a.json": ["d1", [row]]}}))
+    row = ["SMEM001", 7, 2, 3, 2, 9, 20, 26, "error", 0, "a10", 0, "fp", 0]  # value 7 does not exist
+    file.write_text(json.dumps({"format": FORMAT, "values": ["/1/num_stages"], "files": {"a.json": ["d1", [row]]}}))
     cache = ResultCache("k")
     assert cache.get("a.json", "d1") is None
     cache.put("b.json", "d2", [_diag("b.json", 2, 1)])
     cache.save()  # the damaged entry is dropped, the new one kept
     assert ResultCache("k").get("b.json", "d2") == [_diag("b.json", 2, 1)]
     assert ResultCache("k").get("a.json", "d1") is None
-    file.write_text(json.dumps({"format": 2, "values": {}, "files": []}))
+    file.write_text(json.dumps({"format": FORMAT, "values": {}, "files": []}))
     assert ResultCache("k").get("a.json", "d1") is None
 
 
@@ -80,3 +80,56 @@ def test_run_check_restores_the_collector(tmp_path):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+OVERFLOW = ('{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, '
+            '"num_warps": 8, "num_stages": 4}, "8192": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, '
+            '"BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 6}}\n')
+
+
+def test_json_format_takes_planned_fixes_from_the_cache(cli, tmp_path, monkeypatch):
+    """--output-format json shows a fix per diagnostic: a warm run reads the plans from the
+    result cache (no planning) and prints the same bytes; another fix margin plans again."""
+    from tilefit.fix.planner import FixPlanner
+
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    table = tmp_path / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"
+    table.write_text(OVERFLOW)
+    args = ("check", table, "--isolated", "-t", "rtx4090", "-t", "rtx5090", "--estimator", "analytic",
+            "--output-format", "json")
+    cold = cli(*args)
+    doc = json.loads(cold.stdout)
+    assert cold.exit_code == 1 and len(doc) >= 2 and all(d["fix"] and d["fix"]["edits"] for d in doc)
+    planned = FixPlanner.plan_table
+
+    def no_planning(self, *a, **k):
+        raise AssertionError("planned again although the table and the settings did not change")
+
+    monkeypatch.setattr(FixPlanner, "plan_table", no_planning)
+    warm = cli(*args)
+    assert warm.exit_code == 1 and warm.stdout == cold.stdout
+    again = cli(*args, "--fix-margin", "1024")  # the planner's settings are in the key: it plans again
+    assert again.exit_code == 2 and "planned again" in again.output
+    monkeypatch.setattr(FixPlanner, "plan_table", planned)
+    # the fix it shows is the one --fix writes, also when it came from the cache
+    fixed = cli("check", table, "--isolated", "-t", "rtx4090", "-t", "rtx5090", "--estimator", "analytic", "--fix")
+    assert fixed.exit_code == 0, fixed.output
+    applied = OVERFLOW.encode()
+    edits = {(e["start_offset"], e["end_offset"], e["content"]) for d in json.loads(warm.stdout)
+             for e in d["fix"]["edits"]}
+    for start, end, content in sorted(edits, reverse=True):
+        applied = applied[:start] + content.encode() + applied[end:]
+    assert table.read_bytes() == applied
+
+
+def test_run_key_is_the_same_in_every_process():
+    """The key must not depend on the process's hash seed (a set of paths iterated in seed
+    order made each new process miss the whole cache)."""
+    import os
+    import subprocess
+    import sys
+
+    code = "from tilefit.resultcache import _code_fingerprint; print(_code_fingerprint())"
+    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2, 3, 4)}
+    assert len(keys) == 1

@@ -195,3 +195,51 @@ def test_rule_command_prints_markdown_and_options(cli):
     assert cli("rule", "THR001", "--format", "markdown").output == rule_section(RULES["THR001"])
     r = cli("rule", "OCC001")
     assert "min-blocks-per-sm (int, default 2)" in r.output
+
+
+# -- issue 19: extra targets that cannot run a table's dtype; device lists lead with named ones --
+
+FP8_ENTRY = ('{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, '
+             '"num_warps": 4, "num_stages": 4},\n "4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, '
+             '"BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, "num_warps": 8, "num_stages": 4}}\n')
+
+
+def test_dev002_for_an_extra_target_is_information_once_per_file(tmp_path):
+    path = tmp_path / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"
+    path.write_text(FP8_ENTRY)
+    result = run_check([str(path)], CheckOptions(targets=["rtx3090", "a10", "rtx4090"], estimator="analytic"),
+                       Settings())
+    dev = [d for d in result.diagnostics if d.code == "DEV002"]
+    assert len(dev) == 1 and dev[0].severity.value == "info"  # once per file, two entries
+    assert dev[0].data["targets"] == ["rtx3090", "a10"]  # in the user's order
+    assert "not checked on them" in dev[0].message and "fp8 e4m3 (fp8e4nv)" in dev[0].message
+    # the sm_86 cards are not judged for shared memory: the engine runs Marlin there
+    smem = [d for d in result.diagnostics if d.code == "SMEM001"]
+    assert smem and all(d.data["targets"] == ["rtx4090"] for d in smem)
+    assert result.exit_code == 1  # the 4090 overflow fails; the information does not
+    only_info = run_check([str(path)], CheckOptions(targets=["rtx3090"], estimator="analytic"), Settings())
+    assert [d.code for d in only_info.diagnostics] == ["DEV002"] and only_info.exit_code == 0
+
+
+def test_dev002_for_the_device_the_file_names_stays_an_error(tmp_path):
+    path = tmp_path / "E=128,N=768,device_name=NVIDIA_A100-SXM4-80GB,dtype=fp8_w8a8.json"
+    path.write_text(FP8_ENTRY)
+    result = run_check([str(path)], CheckOptions(targets=["rtx3090"], estimator="analytic"), Settings())
+    dev = sorted((d.severity.value, tuple(d.data["targets"])) for d in result.diagnostics if d.code == "DEV002")
+    assert dev == [("error", ("a100-sxm4-80gb",)), ("info", ("rtx3090",))]
+    assert result.exit_code == 1
+
+
+def test_device_lists_lead_with_the_named_device_and_the_users_targets(tmp_path):
+    path = tmp_path / "E=128,N=768,device_name=NVIDIA_GeForce_RTX_5090,dtype=fp8_w8a8.json"
+    path.write_text(FP8_ENTRY)
+    result = run_check([str(path)], CheckOptions(targets=["consumer"], estimator="analytic"), Settings())
+    (smem,) = [d for d in result.diagnostics if d.code == "SMEM001"]
+    assert smem.data["targets"][:3] == ["rtx5090", "rtx4090", "gb10"]  # the file's device, then the group's lead
+    assert "OutOfResources on rtx5090, rtx4090, gb10 and " in smem.message
+    other = tmp_path / "x" / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"
+    other.parent.mkdir()
+    other.write_text(FP8_ENTRY)
+    result = run_check([str(other)], CheckOptions(targets=["l40s", "consumer"], estimator="analytic"), Settings())
+    (smem,) = [d for d in result.diagnostics if d.code == "SMEM001"]
+    assert smem.message.startswith("OutOfResources on l40s, rtx4090, rtx5090 and ")

@@ -176,7 +176,24 @@ class Project:
             from tilefit.pysource.extract import _package_root
 
             found = self._module_at(_package_root(module.path), binding.module)
+        if found is None and binding.module and binding.module.split(".")[0] != "triton":
+            found = self._in_ancestors(module, binding.module)
         return found, binding.module or ""
+
+    def _in_ancestors(self, module: ModuleScan, dotted: str, levels: int = 4) -> ModuleScan | None:
+        """``dotted`` under a folder above the importer: a folder of kernels without
+        ``__init__.py`` (a namespace package) next to the importer's folder, as Python finds it
+        when the project root is on ``sys.path``."""
+        folder = os.path.dirname(os.path.abspath(module.path))
+        for _ in range(levels):
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+            found = self._module_at(folder, dotted)
+            if found is not None:
+                return found
+        return None
 
     def import_value(self, module: ModuleScan, name: str, binding: Binding, depth: int = 0) -> Val:
         """What an imported name refers to."""
@@ -211,6 +228,8 @@ class Project:
                 from tilefit.pysource.extract import _package_root
 
                 sub = self._module_at(_package_root(module.path), f"{mod_name}.{binding.attr}")
+            if sub is None and mod_name.split(".")[0] != "triton":
+                sub = self._in_ancestors(module, f"{mod_name}.{binding.attr}")
             if sub is not None:
                 return Ref("module", sub)
         return Unknown(f"{name} is imported from {dotted}, which is not in the scanned tree")

@@ -30,8 +30,12 @@ def calibrate() -> None:
               help="Calibrate only these kernel families (fused_moe, mla_decode, a new one, ...): their "
                    "smem/triton-<major>.<minor>.json forms are written, the shared file is kept. Repeatable.")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default=None,
-              help="Write the whole model to this one file instead of tilefit/data/smem_model/triton-<major>.<minor>.json "
-                   "and the kernel families' smem/ folders.")
+              help="Write the whole model to this one file. [default: smem_model/triton-<major>.<minor>.json in "
+                   "the user data folder ($TILEFIT_DATA_DIR, else the platform's, e.g. ~/.local/share/tilefit), "
+                   "read before the bundled model]")
+@click.option("--package", "into_package", is_flag=True,
+              help="Write into tilefit's own data instead (tilefit/data/smem_model/ and each kernel family's "
+                   "smem/ folder): how the bundled model is refreshed.")
 @click.option("--dry-run", is_flag=True, help="Fit and report, write nothing.")
 @click.option("--proof-points", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also compile the held-out proof set (a different design, plus real tables from "
@@ -44,15 +48,17 @@ def calibrate() -> None:
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Compile cache folder. [default: $TILEFIT_CACHE_DIR or the user cache]")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
-def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpus, proof_per_arch, proof_only,
-         cache_dir, quiet):
+def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_points, proof_corpus, proof_per_arch,
+         proof_only, cache_dir, quiet):
     """Regenerate the analytic shared-memory model for the installed Triton.
 
     Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
     num_warps x num_stages x arch) ahead of time, chooses one closed form per (arch family,
-    kernel, dtype path) from a library of candidates by exact matches, and writes
-    the model with the figures of the fit: the shared file triton-<major>.<minor>.json (arch
-    families, epilogue tables, provenance) and each kernel family's smem/ forms. A form matching
+    kernel, dtype path) from a library of candidates by exact matches, and writes the model
+    with the figures of the fit to the user data folder (it says where; tilefit reads it before
+    its bundled model from then on), to --out FILE, or, with --package, into tilefit's own data:
+    the shared file triton-<major>.<minor>.json (arch families, epilogue tables, provenance) and
+    each kernel family's smem/ forms. A form matching
     at least 99% of its points exactly (and no verdict against a device limit wrong) is
     `calibrated`.
     """
@@ -72,12 +78,19 @@ def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpu
             click.echo(msg, err=True)
 
     command = "tilefit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "tilefit calibrate smem"
+    if out and into_package:
+        fail("--out and --package name two places; give one")
     try:
+        default_out = not proof_only and not dry_run and not out and not into_package
+        if default_out and cal.writes_user_folder(list(kernels) or None):
+            from tilefit import versions
+
+            cal.user_model_path(versions.installed_triton() or "0.0")  # refused before hours of compiles
         if not proof_only:
             result = cal.calibrate_smem(jobs=jobs, scale=scale, families=list(families) or None,
                                         kernels=list(kernels) or None, cache_dir=cache_dir, out=out,
-                                        write=not dry_run, command=command, log=log)
-            _report(result)
+                                        write=not dry_run, command=command, log=log, package=into_package)
+            _report(result, default_out)
         if proof_points:
             from tilefit import versions
 
@@ -89,11 +102,11 @@ def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpu
                                   extra={"command": command})
             cal.write_points(doc, proof_points)
             click.echo(f"wrote {len(doc['points'])} proof points to {proof_points}")
-    except TritonUnavailable as exc:
+    except (TritonUnavailable, cal.CalibrationError) as exc:
         fail(str(exc))
 
 
-def _report(result) -> None:
+def _report(result, default_out: bool = False) -> None:
     rows = [("family", "kernel", "dtype", "points", "exact", "verdict err", "max err", "status")]
     for r in result.results:
         rows.append((r.family, r.kernel, r.dtype, str(r.points), f"{r.rate:.1%}", str(r.verdict_errors),
@@ -102,7 +115,12 @@ def _report(result) -> None:
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
     prov = result.table["provenance"]
-    where = f" -> {', '.join(str(p) for p in result.written)}" if result.written else " (not written)"
+    if not result.written:
+        where = " (not written)"
+    else:
+        where = f"; wrote {', '.join(str(p) for p in result.written)}"
+        if default_out:
+            where += " (used instead of the bundled model from now on)"
     click.echo(f"Triton {prov['triton']}: {prov['fit_points']} fit points, {prov['exact_match_rate']:.2%} exact, "
                f"{prov['seconds']:.0f} s{where}")
 

@@ -12,7 +12,7 @@ from tilefit.app import run_check
 from tilefit.estimate import MODES
 from tilefit.reporters import FORMATS, get_reporter
 
-from .common import fail, settings_or_exit, split_codes
+from .common import check_output, fail, open_output, plural, settings_or_exit, split_codes
 
 
 @click.command()
@@ -28,9 +28,11 @@ from .common import fail, settings_or_exit, split_codes
                    "auto: analytic, re-checked exactly near a limit when Triton is installed. [default: auto]")
 @click.option("--output-format", type=click.Choice(list(FORMATS)), default=None, help="Output format. [default: concise]")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Write the report to a file instead of stdout.")
-@click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics, and how many kernel call sites of "
-              "Python files were evaluated (not evaluated: by reason).")
+              help="Write the report to a file instead of stdout (its folder is created).")
+@click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics (a JSON list with "
+              "--output-format json), and how many kernel call sites of Python files were evaluated (not evaluated: by reason).")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the concise and full formats: auto on a terminal unless NO_COLOR is set.")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics only, no summary.")
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None,
@@ -58,6 +60,9 @@ from .common import fail, settings_or_exit, split_codes
 @click.option("--engine-kernels", default=None, metavar="PATH|installed",
               help="Compile the engine's own kernels (a source file or tree, or `installed`/`vllm`/`sglang`) "
                    "instead of tilefit's reference kernels (needs Triton).")
+@click.option("--stdin-filename", default=None, metavar="PATH",
+              help="With PATHS `-`: the name of the table read from stdin (for editors); its engine, device "
+                   "and dtype come from the name, as for a file.")
 @click.option("--fix/--no-fix", default=False, help="Rewrite offending entries with the fastest config that fits.")
 @click.option("--unsafe-fixes/--no-unsafe-fixes", default=None,
               help="Also apply unsafe fixes (they change BLOCK_SIZE_K, hence the accumulation order).")
@@ -65,7 +70,7 @@ from .common import fail, settings_or_exit, split_codes
 @click.option("--show-fixes", is_flag=True, help="List the fixes applied per file.")
 @click.option("--exit-non-zero-on-fix", is_flag=True, help="Exit 1 when a file was fixed, even if nothing remains.")
 @click.option("--fix-margin", type=click.IntRange(min=0), default=None, metavar="BYTES",
-              help="Bytes of shared memory a fix keeps free below every target's limit. [default: fix-margin, 0]")
+              help="Bytes of shared memory a fix keeps free below every target's limit. [default: `fix-margin` in [tool.tilefit], else 0]")
 @click.option("--fix-report", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write a Markdown summary of the fixes (for a pull-request body).")
 @click.option("--compile-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
@@ -73,9 +78,9 @@ from .common import fail, settings_or_exit, split_codes
                    "[default: compile-timeout, 120]")
 @click.option("--follow-symlinks", is_flag=True,
               help="Let --fix write through a symlink to a file outside the checked paths (refused by default).")
-def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
+def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics, color,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
-          force_exclude, respect_gitignore, no_cache, allow_import, scenarios, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
+          force_exclude, respect_gitignore, no_cache, allow_import, scenarios, engine_kernels, stdin_filename, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
           fix_report, follow_symlinks, compile_timeout):
     """Check tuning-config files against device limits.
 
@@ -83,6 +88,12 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     PATHS default to the current folder.
     """
     settings = settings_or_exit(config_file, isolated)
+    check_output(output_file)
+    if triton_version is not None:
+        from tilefit.versions import is_version
+
+        if not is_version(triton_version):
+            fail(f"--triton-version {triton_version!r} is not a version (X.Y or X.Y.Z)")
     if engine_kernels and engine_kernels not in ("installed", "vllm", "sglang"):
         import os
 
@@ -113,16 +124,30 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     if fmt not in FORMATS:
         fail(f"unknown output format {fmt!r} in configuration; choose from {', '.join(FORMATS)}")
     needs = get_reporter(fmt).needs
+    from_stdin = list(paths) == ["-"]
+    if stdin_filename and not from_stdin:
+        fail("--stdin-filename names the table read from stdin: give `-` as the only path")
+    if from_stdin:
+        if not stdin_filename:
+            fail("checking stdin (`-`) needs --stdin-filename PATH: the name says the engine, device and dtype")
+        if fix or diff or fix_report or update_baseline:
+            fail("--fix, --diff, --fix-report and --update-baseline work on files, not on stdin")
     if (fix or diff or fix_report) and not update_baseline:
+        from tilefit.progress import for_terminal
+
         from .fix import run_fix_flow
 
+        opts.progress = None if quiet else for_terminal(sys.stderr)
         try:
-            code = run_fix_flow(opts, settings, list(paths) or ["."], fmt=fmt, output_file=output_file,
+            code = run_fix_flow(opts, settings, list(paths) or ["."], fmt=fmt, output_file=output_file, color=color,
                                 statistics=statistics, quiet=quiet, diff=diff, show_fixes=show_fixes,
                                 fix_report=fix_report, exit_zero=exit_zero, exit_non_zero_on_fix=exit_non_zero_on_fix)
         except UsageError as exc:
             fail(str(exc))
             return
+        finally:
+            if opts.progress is not None:
+                opts.progress.close()
         sys.exit(code)
     # Fixes are planned when the format shows them (its reporter says so: help lines, the json
     # `fix` field) or when asked about them. The concise format (the pre-commit hook's) does not
@@ -130,11 +155,26 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     opts.fix = not update_baseline and (show_fixes or unsafe_fixes is not None
                                         or (needs.fixes and not statistics))
     opts.fix_rank = needs.fix_ranking
+    # a format that shows each diagnostic's fix and nothing of the plans behind it (json) takes
+    # the plans from the result cache too; the full format's hints and the html report read plans
+    opts.cache_fixes = opts.fix and not needs.human_text and not needs.result
+    from tilefit.progress import for_terminal
+
+    opts.progress = None if quiet or from_stdin else for_terminal(sys.stderr)
     try:
-        result = run_check(list(paths) or ["."], opts, settings)
+        if from_stdin:
+            from tilefit.app import run_check_source
+
+            result = run_check_source(sys.stdin.buffer.read() if hasattr(sys.stdin, "buffer") else
+                                      sys.stdin.read().encode(), stdin_filename, opts, settings)
+        else:
+            result = run_check(list(paths) or ["."], opts, settings)
     except UsageError as exc:
         fail(str(exc))
         return
+    finally:
+        if opts.progress is not None:
+            opts.progress.close()
     if update_baseline:
         from tilefit.baseline import load_baseline, write_baseline
 
@@ -161,8 +201,10 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     elif _entry_fixable(result.diagnostics):
         hints.append("Run `tilefit check --fix` (or `--diff` to preview) to replace offending entries with the "
                      "fastest config that fits.")
+    # a missing path is an error (exit 2), not a passed check: no "All checks passed: 0 files."
+    head = [] if result.missing_paths and not result.diagnostics else [summary(result)]
     render(result, fmt, output_file, statistics, quiet, fix_applicability=required if opts.fix else None,
-           summary_lines=[summary(result)] + hints)
+           summary_lines=head + hints, color=color)
     print_errors(result)
     code = result.exit_code
     if exit_zero and code == 1:
@@ -209,22 +251,25 @@ def _scenario_args(values) -> list:
 
 def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: bool,
            fix_applicability: int | None = None, summary_lines: list[str] | None = None,
-           fix_result=None) -> None:
+           fix_result=None, color: str | None = "auto") -> None:
     from tilefit import __version__
     from tilefit.reporters import RenderContext
 
     reporter = get_reporter(fmt)
-    stream = open(output_file, "w", encoding="utf-8") if output_file else sys.stdout
+    stream = open_output(output_file) if output_file else sys.stdout
     try:
         if statistics:
-            write_statistics(result.diagnostics, stream)
-            if getattr(result, "coverage", None) is not None:
+            write_statistics(result.diagnostics, stream, as_json=fmt == "json")
+            if getattr(result, "coverage", None) is not None and fmt != "json":
                 for line in result.coverage.lines():
                     stream.write(line + "\n")
         else:
+            from tilefit.style import use_color
+
             ctx = RenderContext(tool_version=__version__, fix_applicability=fix_applicability,
                                 root=str(result.root) if result.root is not None else None,
-                                command=command_line())
+                                command=command_line(),
+                                color=reporter.needs.human_text and use_color(color, stream))
             if reporter.needs.sources:
                 ctx.sources = {p: (t.doc.text if t.doc is not None else t.data.decode("utf-8", "replace"))
                                for p, t in result.tables.items()}
@@ -255,21 +300,44 @@ def command_line() -> str:
     return ""
 
 
-def write_statistics(diagnostics, stream) -> None:
+def write_statistics(diagnostics, stream, as_json: bool = False) -> None:
+    """Counts per rule, most frequent first; ``as_json`` (``--output-format json``): ruff's
+    ``[{"code", "name", "count", "fixable"}]``."""
     from tilefit.rules import RULES
 
     counts = collections.Counter(d.code for d in diagnostics)
-    for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
+    rows = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    if as_json:
+        import json
+
+        json.dump([{"code": code, "name": RULES[code].name if code in RULES else None, "count": n,
+                    "fixable": bool(code in RULES and RULES[code].fixable())} for code, n in rows], stream, indent=2)
+        stream.write("\n")
+        return
+    for code, n in rows:
         name = RULES[code].name if code in RULES else ""
         stream.write(f"{n:>6}  {code:<8} {name}\n")
 
 
 def summary(result) -> str:
+    """Ruff's last line. Info diagnostics (EST002, DEV002 for an extra target the kernel cannot
+    run on) do not fail a check, so with nothing else the checks passed."""
     n = len(result.diagnostics)
     files = len({d.path for d in result.diagnostics})
     extra = f" ({result.baselined} hidden by the baseline)" if result.baselined else ""
-    if n == 0:
-        return f"All checks passed: {result.files_checked} files.{extra}"
-    errors = sum(1 for d in result.diagnostics if d.severity.value == "error")
-    return (f"Found {n} diagnostics ({errors} errors, {n - errors} warnings) in {files} of "
-            f"{result.files_checked} files.{extra}")
+    by = collections.Counter(d.severity.value for d in result.diagnostics)
+    errors, warnings, infos = by["error"], by["warning"], by["info"]
+    checked = result.files_checked
+    py = getattr(result, "untargeted_python", 0)
+    if py:
+        # a Python call site is judged against targets only: with none, nothing was checked there
+        extra += (f" {plural(py, 'Python file')} not judged: no target was given (use `--target DEVICE` or "
+                  "`targets` in [tool.tilefit]).")
+    if errors + warnings == 0 and py and py == checked:
+        return f"Nothing judged: {plural(py, 'Python file')} and no target (use `--target DEVICE` or `targets` " \
+               f"in [tool.tilefit]).{' ' + plural(infos, 'info diagnostic') + '.' if infos else ''}"
+    if errors + warnings == 0:
+        notes = f" {plural(infos, 'info diagnostic')} (not a failure)." if infos else ""
+        return f"All checks passed: {plural(checked, 'file')}.{extra}{notes}"
+    counts = f"{plural(errors, 'error')}, {plural(warnings, 'warning')}" + (f", {infos} info" if infos else "")
+    return f"Found {plural(n, 'diagnostic')} ({counts}) in {files} of {plural(checked, 'file')}.{extra}"

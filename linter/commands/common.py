@@ -24,6 +24,64 @@ def settings_or_exit(config_file: str | None, isolated: bool) -> Settings:
         raise AssertionError("unreachable")
 
 
+def creatable_folder_problem(folder: str) -> str | None:
+    """Why ``folder`` cannot be created (or written into), or None: checked without creating
+    anything, so a refused run leaves no empty folder behind."""
+    import os
+
+    path = os.path.abspath(folder)
+    probe = path
+    while not os.path.exists(probe):
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            break
+        probe = parent
+    if not os.path.isdir(probe):
+        return f"{probe} is a file, not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"permission denied: {probe}"
+    return None
+
+
+def output_problem(path: str) -> str | None:
+    """Why the report file ``path`` cannot be written (its folder may be missing: it is created)."""
+    import os
+
+    problem = creatable_folder_problem(os.path.dirname(os.path.abspath(path)))
+    if problem is None and os.path.isdir(path):
+        problem = f"{path} is a folder"
+    return problem
+
+
+def check_output(path: str | None) -> None:
+    """Refuse an ``-o FILE`` that cannot be written before any work (one line, exit 2)."""
+    problem = output_problem(path) if path else None
+    if problem is not None:
+        fail(f"cannot write the report to {path}: {problem}")
+
+
+def open_output(path: str):
+    """``-o FILE`` opened for writing, its folder created as ruff does; a one-line error (exit 2)
+    when that cannot be done."""
+    import os
+
+    folder = os.path.dirname(os.path.abspath(path))
+    problem = output_problem(path)
+    if problem is None:
+        try:
+            os.makedirs(folder, exist_ok=True)
+            return open(path, "w", encoding="utf-8")
+        except OSError as exc:
+            problem = exc.strerror or str(exc)
+    fail(f"cannot write the report to {path}: {problem}")
+    raise AssertionError("unreachable")
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``1 file``, ``2 files``; ``many`` for irregular plurals (``1 entry``, ``2 entries``)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 def split_codes(values) -> list[str]:
     out: list[str] = []
     for v in values or ():

@@ -108,6 +108,12 @@ def doctor(model, shape, dtype, engines, engine_version, engine_path, allow_impo
     tilefit doctor ./DeepSeek-V2-Lite-Chat --target rtx5090 --kv-cache-dtype fp8 --engine vllm
     tilefit doctor --shape E=128,N=768,K=2048,topk=8 --dtype fp8_w8a8 -t 4090 --write ./moe-configs
     """
+    if write_dir is not None:
+        from .common import creatable_folder_problem
+
+        problem = creatable_folder_problem(write_dir)
+        if problem is not None:
+            fail(f"--write {write_dir}: cannot create or write the folder: {problem}")
     from tilefit.api import UsageError, load_devices
     from tilefit.config import Settings
     from tilefit.doctor import run as run_mod

@@ -16,12 +16,14 @@ from tilefit.api import print_errors
 from tilefit.model import Applicability
 from tilefit.reporters.common import printable
 
-from .check import check as _check
+from .check import check as _check, summary
+from .common import plural
 
 __all__ = ["fix", "run_fix_flow", "fix_hints"]
 
 
 def run_fix_flow(opts, settings, paths, *, fmt: str, output_file, statistics: bool, quiet: bool, diff: bool,
+                 color: str | None = "auto",
                  show_fixes: bool, fix_report: str | None, exit_zero: bool, exit_non_zero_on_fix: bool) -> int:
     """Apply (or, with ``diff``, show) the fixes; print what is left; return the exit code."""
     from tilefit.app import run_fix
@@ -41,7 +43,7 @@ def run_fix_flow(opts, settings, paths, *, fmt: str, output_file, statistics: bo
             click.echo(msg + _hidden_hint(result), err=True)
     else:
         render(result.check, fmt, output_file, statistics, quiet, fix_applicability=int(result.required),
-               summary_lines=fix_summary(result), fix_result=result)
+               summary_lines=fix_summary(result), fix_result=result, color=color)
     if show_fixes:
         from tilefit.reporters import get_reporter
 
@@ -77,11 +79,17 @@ def fix_summary(result) -> list[str]:
     n_left = len(result.check.diagnostics)
     n_fixed = sum(result.fixed.values())
     lines = []
-    if n_fixed or n_left:
+    failing = sum(1 for d in result.check.diagnostics if d.severity.value != "info")
+    if n_fixed or failing:
         total = n_fixed + n_left
-        lines.append(f"Found {total} diagnostic{'s' if total != 1 else ''} ({n_fixed} fixed, {n_left} remaining).")
-    else:
-        lines.append(f"All checks passed: {result.check.files_checked} files.")
+        infos = n_left - failing
+        left = (f"{n_left} remaining" if not infos else f"{infos} info remaining" if not failing
+                else f"{n_left} remaining, {infos} of them info")
+        entries = sum(len(getattr(ff, "plans", ()) or ()) for ff in result.files)
+        where = f" in {plural(entries, 'entry', 'entries')}" if entries and entries != n_fixed else ""
+        lines.append(f"Found {plural(total, 'diagnostic')} ({n_fixed} fixed{where}, {left}).")
+    elif not result.check.missing_paths:  # a missing path is an error, not a passed check
+        lines.append(summary(result.check))
     hint = _hidden_hint(result)
     if hint:
         lines.append(hint.strip())

@@ -78,7 +78,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
         --arch sm_89,sm_90,sm_120
     tilefit probe mla_decode --kv-dtype bf16,fp8 --sweep num_stages=1..4 --arch sm_121
     """
-    from tilefit.device_db import DeviceDBError, UnknownTarget, load_database
+    from tilefit.device_db import DeviceDBError, UnknownDevice, UnknownTarget, load_database
     from tilefit.smem import probe as P
 
     try:
@@ -91,8 +91,20 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
         if local is None:
             fail("--launch needs a local GPU (torch with CUDA or ROCm); none was found. Run without --launch "
                  "for the compile-only figures.")
+    if triton_version is not None:
+        from tilefit import versions as _versions
+
+        if not _versions.is_version(triton_version):
+            fail(f"--triton-version {triton_version!r} is not a version (X.Y or X.Y.Z)")
     try:
         arch_list = P.split_list(archs)
+        for a in arch_list:
+            try:
+                db.arch_device(a)
+            except UnknownDevice as exc:
+                known = ", ".join(d.arch for d in db.devices if d.kind == "arch")
+                raise P.ProbeError(f"--arch {a}: {exc} (known: {known})") from None
+        arch_list = [db.arch_device(a).arch for a in arch_list]
         if not arch_list and targets:
             seen = []
             for t in targets:
@@ -113,9 +125,10 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
             raise P.ProbeError("--heads takes LK,LV")
         req = P.ProbeRequest(
             kernel=kernel, dtypes=P.split_list(dtypes), kv_dtypes=P.split_list(kv_dtypes), quant=quant,
-            block_shape=bs, tile=[int(x) for x in tile.split(",")] if tile else [],
+            block_shape=bs, tile=P.parse_tile(kernel, tile) if tile else [],
             warps=P.parse_values(warps) if warps else [], stages=P.parse_values(stages) if stages else [],
             sweeps=P.parse_sweep(sweeps, kernel), archs=arch_list, swap_ab=swap_ab, heads=(hk[0], hk[1]))
+        P.validate_request(req)
         points = P.build_points(req)
         devices = P.arch_devices(db, arch_list, list(targets))
     except (P.ProbeError, ValueError, UnknownTarget) as exc:
@@ -127,11 +140,17 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
 
     if estimator == "exact" and versions.installed_triton() is None:
         fail("--estimator exact needs Triton (pip install 'tilefit[triton]')")
+    from tilefit.progress import for_terminal
+
+    bar = for_terminal(sys.stderr)  # on a terminal only: a sweep compiles for seconds to minutes
     try:
-        mode = P.estimate_points(points, estimator, jobs=jobs, triton_version=triton_version)
+        mode = P.estimate_points(points, estimator, jobs=jobs, triton_version=triton_version, progress=bar)
     except (TritonUnavailable, UnsupportedArch, ValueError) as exc:
         fail(str(exc))
         return
+    finally:
+        if bar is not None:
+            bar.close()
     if mode == "analytic" and estimator == "auto":
         click.echo("note: Triton is not installed; figures come from the analytic model, not from compiles",
                    err=True)
@@ -174,6 +193,12 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
             fail(f"cannot write {output_file}: {exc}")
     else:
         click.echo(text, nl=False)
+    failed = [p for p in points if p.error]
+    if failed:
+        # the whole reason of each distinct failure (the table shows its first line)
+        for reason in dict.fromkeys(p.full_error or p.error for p in failed):
+            click.echo(f"error: a point did not compile: {reason}", err=True)
+        sys.exit(1)
     sys.exit(0)
 
 

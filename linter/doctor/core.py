@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 from tilefit.dtypes import file_dtype_of
 from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.families import TableMeta
+from tilefit import dtypes
 from tilefit.kernels import KernelSpec, make_spec
 from tilefit.kernels.mla_decode.family import block_sizes as mla_block_sizes
 from tilefit.serving.naming import device_file_name, gemm_file_name, moe_file_name
@@ -39,6 +40,7 @@ from .model import ModelShape
 DEFAULT_BATCH_RANGE = (1, 4096)
 
 FITS, OVERFLOW, UNKNOWN, UNCERTAIN = "fits", "overflow", "unknown", "uncertain"
+WRITE_FAILED = "cannot write "  # how a --write problem that is an OS error starts
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,14 @@ class KernelReport:
 
     @property
     def overflows(self) -> bool:
-        return self.used and (self.problem is not None or any(r.verdict == OVERFLOW for r in self.rows))
+        """A launch needs more shared memory than the target has (OutOfResources)."""
+        return self.used and any(r.verdict == OVERFLOW for r in self.rows)
+
+    @property
+    def fails(self) -> bool:
+        """The engine fails before launching this kernel (its lookup raises: an unreadable
+        table, an override folder without ``configs/``): not a shared-memory verdict."""
+        return self.used and self.problem is not None
 
     @property
     def worst(self) -> Row | None:
@@ -120,7 +129,7 @@ class KernelReport:
                 "used": self.used, "not_used_reason": self.not_used,
                 "lookup": self.lookup.to_json() if self.lookup else None,
                 "down_lookup": self.down_lookup.to_json() if self.down_lookup else None,
-                "problem": self.problem, "overflows": self.overflows, "notes": self.notes,
+                "problem": self.problem, "overflows": self.overflows, "fails": self.fails, "notes": self.notes,
                 "rows": [r.to_json() for r in self.rows]}
 
 
@@ -140,6 +149,10 @@ class Section:
     def overflows(self) -> bool:
         return any(k.overflows for k in self.kernels)
 
+    @property
+    def fails(self) -> bool:
+        return any(k.fails for k in self.kernels)
+
     def kernel(self, role: str) -> KernelReport | None:
         return next((k for k in self.kernels if k.role == role), None)
 
@@ -148,7 +161,7 @@ class Section:
                 "target": self.target.key, "device": self.target.device.name, "arch": self.target.device.arch,
                 "limit_bytes": self.target.limit, "runtime_device_name": self.target.runtime_name,
                 "config_device_name": self.device_name, "tables_from": self.source.label,
-                "moe_shape": vars(self.moe) if self.moe else None, "overflows": self.overflows,
+                "moe_shape": vars(self.moe) if self.moe else None, "overflows": self.overflows, "fails": self.fails,
                 "notes": self.notes, "kernels": [k.to_json() for k in self.kernels]}
 
 
@@ -619,17 +632,37 @@ class Doctor:
         m_to = batch_list(self.options)[-1]
         k.rows.append(Row(batch_list(self.options)[0], m_to, "fixed", cfg, verdict, nbytes, target.limit, est, status,
                           detail=detail or "launch parameters fixed in the engine's code, for every batch size"))
-        if verdict == OVERFLOW and kv.startswith("fp8"):
-            act = model.activation_dtype if model.activation_dtype in ("bf16", "fp16") else "bf16"
-            alt_cfg, alt = self.mla_spec(profile, target, act)
-            v2, b2, e2, _, _ = self.judge.judge((alt,), target)
-            alt1 = spec.with_(num_stages=1)
-            v3, b3, e3, _, _ = self.judge.judge((alt1,), target)
-            k.notes.append(f"with a {act} KV cache (--kv-cache-dtype auto) this kernel needs "
-                           f"{b2 if b2 is not None else '?'} B ({v2}, {e2})")
-            k.notes.append(f"with num_stages=1 (the fix proposed in vllm-project/vllm PR#54013; needs an engine "
-                           f"patch) it needs {b3 if b3 is not None else '?'} B ({v3}, {e3})")
+        if verdict == OVERFLOW:
+            k.notes.extend(self._mla_remedies(profile, target, spec, kv))
         return k
+
+    def _mla_remedies(self, profile: Profile, target: Target, spec: KernelSpec, kv: str) -> list[str]:
+        """What would make an overflowing MLA decode fit, with its cost: its launch parameters are
+        fixed in the engine's code, so no table (and no ``--write``) changes them."""
+        notes = ["no tuning table sets this kernel's launch parameters: `--write` cannot fix it"]
+        act = self.model.activation_dtype if self.model.activation_dtype in ("bf16", "fp16") else "bf16"
+        if kv.startswith("fp8"):
+            other, flag = act, "auto"
+            cost = "twice the KV-cache memory of fp8, so about half as many tokens fit"
+        else:
+            other, flag = "fp8e4nv", "fp8_e4m3"
+            cost = "half the KV-cache memory; the latent cache is stored in fp8 e4m3 (a small accuracy cost)"
+        dev = target.device
+        if dtypes.missing_fp8_type("fp8_w8a8" if other.startswith("fp8") else act, dev.triton_fp8_dtypes):
+            notes.append(f"an fp8 KV cache is no way out on {dev.arch}: Triton has no {other} there")
+        else:
+            _cfg, alt = self.mla_spec(profile, target, other)
+            v2, b2, e2, _, _ = self.judge.judge((alt,), target)
+            notes.append(f"with --kv-cache-dtype {flag} ({other} KV cache) it needs {b2 if b2 is not None else '?'} B "
+                         f"of {target.limit} ({v2}, {e2}); cost: {cost}")
+        stages = spec.num_stages
+        if stages and stages > 1:
+            v3, b3, e3, _, _ = self.judge.judge((spec.with_(num_stages=1),), target)
+            notes.append(f"with num_stages=1 instead of {stages} (an engine patch, as proposed in vllm-project/vllm "
+                         f"PR#54013) it needs {b3 if b3 is not None else '?'} B ({v3}, {e3}); cost: one KV block in "
+                         "flight instead of two, less overlap of loads with math (decode attention is memory-bound; "
+                         "not measured here)")
+        return notes
 
     # -- rows --------------------------------------------------------------------------------
     def specs_for(self, kind: str, cfg: Mapping, target: Target, profile: Profile) -> tuple[KernelSpec, ...]:
@@ -689,6 +722,7 @@ class DoctorReport:
     notes: list[str] = field(default_factory=list)
     written: list[Written] = field(default_factory=list)
     write_problems: list[str] = field(default_factory=list)
+    write_skipped: list[str] = field(default_factory=list)  # --write: tables left out, nothing to change
 
     @property
     def overflows(self) -> bool:
@@ -696,9 +730,11 @@ class DoctorReport:
 
     @property
     def exit_code(self) -> int:
+        if any(p.startswith(WRITE_FAILED) for p in self.write_problems):
+            return 2  # the folder or a file could not be written (an OS error, not a verdict)
         if self.write_problems or any(w.check_exit not in (0, None) for w in self.written):
             return 1
-        return 1 if self.overflows else 0
+        return 1 if self.overflows or any(s.fails for s in self.sections) else 0
 
     def to_json(self) -> dict:
         o = self.options
@@ -711,5 +747,6 @@ class DoctorReport:
             "overflows": self.overflows, "exit_code": self.exit_code, "notes": self.notes,
             "sections": [s.to_json() for s in self.sections],
             "written": [w.to_json() for w in self.written], "write_problems": self.write_problems,
+            "write_skipped": self.write_skipped,
         }
 

@@ -296,8 +296,9 @@ def search_moe(profile: Profile, name: str, source: PackageSource, env: Mapping[
     configs = base.child("configs")
     if not configs.exists():
         if override:
-            result.problem = (f"${env_var}={override} has no configs/ folder: SGLang raises while listing "
-                              f"configs/triton_*; create {override}/configs/triton_X_Y_Z/")
+            result.problem = (f"${env_var}={override} has no configs/ folder: SGLang raises FileNotFoundError "
+                              f"while listing configs/triton_* (before any kernel launches); put the tables in "
+                              f"{override}/configs/triton_X_Y_Z/")
         result.probes.append(Probe(configs.label, False, "no configs/ folder"))
         return result
     exact_dir = triton_folder_name(triton_version) if triton_version else None

@@ -82,13 +82,15 @@ def _section_lines(s: Section) -> list[str]:
         if key is not None:
             shown.add(key)
         out.extend(_kernel_lines(k, show, s.target.device.vendor))
+    failing = [k for k in s.kernels if k.fails]
+    if failing:
+        # the engine raises before launching anything: not an OutOfResources verdict
+        out.append("  VERDICT: the engine fails before launching the kernel (not a shared-memory problem):")
+        out.extend(f"    - {k.label}: {k.problem}" for k in failing)
     bad = [k for k in s.kernels if k.overflows]
     if bad:
         worst = []
         for k in bad:
-            if k.problem:
-                worst.append(f"{k.label}: {k.problem}")
-                continue
             rows = [r for r in k.rows if r.verdict == OVERFLOW]
             r = max(rows, key=lambda r: r.shared_bytes or 0)
             need = f"needs {r.shared_bytes} B > {r.limit} B" if r.shared_bytes is not None else r.detail
@@ -96,7 +98,7 @@ def _section_lines(s: Section) -> list[str]:
             worst.append(f"{k.label} {need} at {ms}")
         out.append("  VERDICT: OutOfResources (shared memory) -- the server crashes when it launches:")
         out.extend(f"    - {w}" for w in worst)
-    else:
+    elif not failing:
         unknown = [k for k in s.kernels if k.used and any(r.verdict in (UNKNOWN, UNCERTAIN) for r in k.rows)]
         if unknown:
             out.append("  VERDICT: no overflow found, but not every kernel could be judged: "
@@ -130,8 +132,9 @@ def render_text(report: DoctorReport) -> str:
     else:
         lines.append("  MoE:         none")
     if m.is_mla:
-        lines.append(f"  MLA:         kv_lora_rank {m.kv_lora_rank}, qk_rope_head_dim {m.qk_rope_head_dim}, "
-                     f"{m.num_attention_heads} heads")
+        heads = (f"{m.num_attention_heads} heads" if m.num_attention_heads else
+                 "heads not in the config (16 assumed; --shape heads=N)")
+        lines.append(f"  MLA:         kv_lora_rank {m.kv_lora_rank}, qk_rope_head_dim {m.qk_rope_head_dim}, {heads}")
     lines.append(f"  weights:     {m.quant.describe()}; activations {m.activation_dtype}")
     lines.append(f"  parallelism: TP {o.parallel.tp}, EP {o.parallel.ep} (MoE TP {o.parallel.moe_tp})")
     tv = o.triton_version or "unknown"
@@ -163,15 +166,28 @@ def render_text(report: DoctorReport) -> str:
         if exports:
             lines.append("Before starting the server:")
             lines.extend(f"  {e}" for e in exports)
+    for p in report.write_skipped:
+        lines.append(f"Not written: {p}")
     for p in report.write_problems:
         lines.append(f"write problem: {p}")
     bad = [s for s in report.sections if s.overflows]
+    failing = [s for s in report.sections if s.fails]
+    n = len(report.sections)
     if bad:
-        lines.append(f"Result: {len(bad)} of {len(report.sections)} engine/target combinations overflow shared memory.")
-        if not report.written:
+        lines.append(f"Result: {len(bad)} of {n} engine/target combination{'s' if n != 1 else ''} "
+                     f"overflow{'s' if n == 1 else ''} shared memory.")
+        tables = [k for s in bad for k in s.kernels if k.overflows and k.role != "mla_decode"]
+        fixed = [k for s in bad for k in s.kernels if k.overflows and k.role == "mla_decode"]
+        if tables and not report.written:
             lines.append("  `tilefit doctor ... --write DIR` writes fitting tables where the engine reads them.")
-    else:
-        lines.append(f"Result: no shared-memory overflow in {len(report.sections)} engine/target combination(s).")
+        if fixed:
+            lines.append("  MLA decode's launch parameters are fixed in the engine's code: no table changes them "
+                         "(see the kernel's notes for what would).")
+    if failing:
+        lines.append(f"Result: the engine fails before launching in {len(failing)} of {n} engine/target "
+                     f"combination{'s' if n != 1 else ''} (see the VERDICT lines).")
+    if not bad and not failing:
+        lines.append(f"Result: no shared-memory overflow in {n} engine/target combination{'s' if n != 1 else ''}.")
     return "\n".join(lines) + "\n"
 
 

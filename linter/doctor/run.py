@@ -143,8 +143,9 @@ def run(req: Request, db) -> DoctorReport:
     if req.write_dir:
         from .write import write_tables
 
-        report.written, report.write_problems = write_tables(doctor, sections, req.write_dir, req.estimator)
-        if not report.written and not report.write_problems:
+        report.written, report.write_problems = write_tables(doctor, sections, req.write_dir, req.estimator,
+                                                             skipped=report.write_skipped)
+        if not report.written and not report.write_problems and not report.write_skipped:
             report.write_problems.append(
                 "nothing to write: no target has a device name (architecture targets cannot name a table) "
                 "or no fused-MoE table is used")

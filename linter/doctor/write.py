@@ -29,7 +29,7 @@ from tilefit.atomicfile import write_atomic
 from tilefit.serving.profiles import Profile, first_case
 
 from .choose import Constraints, choose_entry, fixer_table
-from .core import Doctor, Section, Written, gemm_specs, moe_specs
+from .core import WRITE_FAILED, Doctor, Section, Written, gemm_specs, moe_specs
 from .lookup import triton_folder_name
 
 
@@ -85,8 +85,21 @@ def _repair(doctor: Doctor, entries: dict[int, dict], fits, constraints: Constra
     return table, changed, problems
 
 
+def _write(path: Path, text: str) -> str | None:
+    """Write ``text`` atomically, its folder created; the reason it could not be, or None."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, text)
+    except OSError as exc:
+        return f"{WRITE_FAILED}{path}: {exc.strerror or exc}"
+    return None
+
+
 def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Path,
-                 estimator_mode: str = "auto") -> tuple[list[Written], list[str]]:
+                 estimator_mode: str = "auto", skipped: list[str] | None = None) -> tuple[list[Written], list[str]]:
+    """Write what changes something: a table for an engine and device only when some entry the
+    engine uses there overflows (``skipped`` gets one line for each table left unwritten)."""
+    skipped = skipped if skipped is not None else []
     out_dir = Path(out_dir)
     written: list[Written] = []
     problems: list[str] = []
@@ -118,6 +131,11 @@ def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Pat
         if path in done_paths:
             continue
         done_paths.add(path)
+        entries = {k: start[k] for k in keys if k in start}
+        if entries and all(isinstance(cfg, dict) and fits(cfg) for cfg in entries.values()):
+            skipped.append(f"{profile.label} on {', '.join(t.key for t in targets)}: {name} not written: "
+                           f"every entry the engine uses fits already ({origin})")
+            continue
         existed = path.exists()
         fixer_entries, fixer_note = fixer_table(path, start, [t.key for t in targets], estimator_mode)
         table, changed, missing = _repair(doctor, {k: start[k] for k in keys if k in start}, fits,
@@ -126,8 +144,10 @@ def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Pat
             problems.extend(f"{path}: {m}" for m in missing)
         if not table:
             continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, _dump(table))
+        problem = _write(path, _dump(table))
+        if problem is not None:
+            problems.append(problem)
+            continue
         w = Written(profile.engine, ",".join(t.key for t in targets), str(path), name, export,
                     entries=len(table), changed=changed)
         w.notes.append(f"started from {origin}")
@@ -174,10 +194,14 @@ def _write_gemm(doctor: Doctor, section: Section, k, path: Path, estimator_mode:
         return doctor.judge.fits_everywhere(gemm_specs(doctor.model, cfg, target, profile.engine), [target])
 
     table, changed, missing = _repair(doctor, start, fits, _constraints(doctor, gemm=True), None)
-    if not table:
+    if not table or changed == 0:
         return None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, _dump(table))
+    problem = _write(path, _dump(table))
+    if problem is not None:
+        w = Written(profile.engine, target.key, str(path), k.lookup.name, None, len(table), changed)
+        w.check_exit = 2
+        w.check_messages.append(problem)
+        return w
     dest = f"<{profile.engine} package>/{profile.block_gemm.package_dir}/"
     w = Written(profile.engine, target.key, str(path), k.lookup.name, None, len(table), changed)
     w.notes.append(f"{profile.engine} reads block-GEMM tables only from its package folder: copy this file to {dest}")

@@ -278,12 +278,7 @@ class FixPlanner:
     def _table_context(self, table: ConfigTable) -> "_TableContext":
         meta = table.meta
         named = self._named(meta)
-        devices = []
-        seen = set()
-        for dev in ([named] if named is not None else []) + list(self.engine.extra_targets):
-            if dev.key not in seen:
-                seen.add(dev.key)
-                devices.append(dev)
+        devices, _unrunnable = self.engine.file_devices(meta)  # those the check judges the table on
         groups: dict[tuple, list] = {}
         for dev in devices:
             groups.setdefault((dev.arch, dev.vendor), []).append(dev)

@@ -152,9 +152,14 @@ def markdown(result, applied: bool = True) -> str:
             for n in p.needs:
                 by_arch.setdefault(n.group.arch, set()).update(n.group.devices)
     groups = [f"{arch}: {', '.join(sorted(devs))}" for arch, devs in sorted(by_arch.items())]
+    # the CLI counts diagnostics ("Found N errors (N fixed)"): one per entry and class of devices
+    # with the same verdict, so an entry that overflowed on two architectures is two of them
+    n_errors = sum(result.fixed.values()) if getattr(result, "fixed", None) else 0
+    cleared = (f", clearing **{n_errors} error{'s' if n_errors != 1 else ''}** (one per entry and group of "
+               "devices it overflowed)" if n_errors and n_errors != n_entries else "")
     lines.append(f"{verb} **{n_entries} entr{'y' if n_entries == 1 else 'ies'}** in **{len(files)} "
-                 f"file{'s' if len(files) != 1 else ''}** so that every entry fits each file's own device and "
-                 f"the targets:")
+                 f"file{'s' if len(files) != 1 else ''}**{cleared} so that every entry fits each file's own "
+                 f"device and the targets:")
     lines.append("")
     lines.extend(f"- {g}" for g in groups)
     lines.append("")

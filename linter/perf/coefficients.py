@@ -1,7 +1,7 @@
 """Coefficients of the performance model, as data.
 
 Files live in ``tilefit/data/perf_model/`` (bundled), in the user data folder where ``tilefit
-calibrate perf`` writes (``platformdirs.user_data_dir("tilefit")/perf_model``), and in any folder
+calibrate perf`` writes (``perf_model`` in the user data folder, :mod:`tilefit.userdata`), and in any folder
 or file named by ``$TILEFIT_PERF_MODEL_PATH`` (``os.pathsep``-separated) or passed to
 :func:`load_coefficients`.
 A file is recognised by its ``kind``, not its name; ``tilefit calibrate perf`` writes
@@ -134,12 +134,11 @@ def _bundled() -> list[CoefficientFile]:
 
 
 def user_folder() -> Path | None:
-    """Where ``tilefit calibrate perf`` writes by default (read automatically)."""
-    try:
-        import platformdirs
-    except ImportError:  # pragma: no cover - a dependency
-        return None
-    return Path(platformdirs.user_data_dir("tilefit")) / "perf_model"
+    """Where ``tilefit calibrate perf`` writes by default (read automatically): ``perf_model``
+    in the user data folder (:mod:`tilefit.userdata`); None when that is turned off."""
+    from tilefit.userdata import PERF_MODEL, model_folder
+
+    return model_folder(PERF_MODEL)
 
 
 def _user_paths(extra: Iterable[str | os.PathLike], env: str = "") -> list[Path]:

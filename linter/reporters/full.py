@@ -8,7 +8,7 @@ from .common import Needs, RenderContext, Reporter, fixable_mark, printable
 def render(diagnostics, stream, ctx: RenderContext) -> None:
     for d in diagnostics:
         s, e = d.span.start, d.span.end
-        stream.write(printable(f"{d.path}:{s.line}:{s.column}: {d.code} {fixable_mark(d, ctx)}{d.message}") + "\n")
+        stream.write(ctx.location(d, printable) + " " + printable(f"{fixable_mark(d, ctx)}{d.message}") + "\n")
         text = ctx.sources.get(d.path)
         if text is not None:
             lines = text.splitlines()

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 from tilefit.paths import project_path
 
-from .common import RenderContext, Reporter
+from .common import ROWS, RenderContext, Reporter, write_json
 
 _SEVERITY = {"error": "major", "warning": "minor", "info": "info"}
 
 
 def render(diagnostics, stream, ctx: RenderContext) -> None:
     root = ctx.root or "."
-    json.dump([
+    write_json(ROWS, stream, [
         {
             "check_name": d.code,
             "description": f"{d.code}: {d.message}",
@@ -22,8 +20,7 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
             "location": {"path": project_path(d.path, root), "lines": {"begin": d.span.start.line, "end": d.span.end.line}},
         }
         for d in diagnostics
-    ], stream, indent=2)
-    stream.write("\n")
+    ])
 
 
 REPORTER = Reporter(render)

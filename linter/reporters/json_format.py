@@ -1,12 +1,10 @@
 """A JSON list with ruff's fields plus ``severity``, ``pointer``, ``target``, ``fingerprint``
-and ``data``. Fixes are always included, whatever ``--unsafe-fixes`` says; ``filename`` is the
+and ``data``, one diagnostic per line. Fixes are always included, whatever ``--unsafe-fixes`` says; ``filename`` is the
 path as given on the command line."""
 
 from __future__ import annotations
 
-import json
-
-from .common import Needs, RenderContext, Reporter, rule_url
+from .common import ROWS, Needs, RenderContext, Reporter, rule_url, write_json
 
 
 def fix_to_json(fix):
@@ -50,8 +48,7 @@ def diagnostic_to_json(d) -> dict:
 
 
 def render(diagnostics, stream, ctx: RenderContext) -> None:
-    json.dump([diagnostic_to_json(d) for d in diagnostics], stream, indent=2)
-    stream.write("\n")
+    write_json(ROWS, stream, [diagnostic_to_json(d) for d in diagnostics])
 
 
 REPORTER = Reporter(render, Needs(fixes=True, fix_ranking=True))

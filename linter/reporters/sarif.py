@@ -7,12 +7,11 @@ against the repository this way); a file outside the root gets an absolute ``fil
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from urllib.parse import quote
 
-from .common import RenderContext, Reporter, rule_url
+from .common import ROWS, RenderContext, Reporter, rule_url, write_json
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -52,7 +51,11 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
     rules = _rules({d.code for d in diagnostics})
     index = {r["id"]: i for i, r in enumerate(rules)}
     results = []
+    where: dict[str, dict] = {}  # path -> its artifact location (a file has many diagnostics)
     for d in diagnostics:
+        location = where.get(d.path)
+        if location is None:
+            location = where[d.path] = artifact_location(d.path, ctx)
         s, e = d.span.start, d.span.end
         result = {
             "ruleId": d.code,
@@ -60,7 +63,7 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
             "message": {"text": d.message},
             "locations": [{
                 "physicalLocation": {
-                    "artifactLocation": artifact_location(d.path, ctx),
+                    "artifactLocation": dict(location),
                     "region": {"startLine": s.line, "startColumn": s.column, "endLine": e.line,
                                "endColumn": e.column, "byteOffset": d.span.start_offset,
                                "byteLength": max(0, d.span.end_offset - d.span.start_offset)},
@@ -79,11 +82,10 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
             "tool": {"driver": {"name": "tilefit", "version": ctx.tool_version,
                                 "informationUri": "https://github.com/tilefit/tilefit", "rules": rules}},
             "originalUriBaseIds": {ROOT_ID: {"uri": ctx.root_uri()}},
-            "results": results,
+            "results": ROWS,
         }],
     }
-    json.dump(doc, stream, indent=2)
-    stream.write("\n")
+    write_json(doc, stream, results)
 
 
 REPORTER = Reporter(render)

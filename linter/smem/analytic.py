@@ -2,7 +2,8 @@
 
 The forms live in ``tilefit/data/smem_model/triton-<major>.<minor>.json``, one file per Triton
 release, each with its provenance; ``tilefit calibrate smem`` regenerates them from exact
-compiles. A form is a formula over these variables:
+compiles and writes the whole model to ``smem_model/triton-<major>.<minor>.json`` in the user
+data folder (:mod:`tilefit.userdata`), which replaces the bundled model of that release. A form is a formula over these variables:
 
 =========  ===================================================================
 ``S``      num_stages (Triton's default 3 when a config leaves it out)
@@ -211,8 +212,25 @@ def _model_files() -> dict[str, object]:
     return out
 
 
+def user_model_files() -> dict[str, Path]:
+    """Triton release -> the model ``tilefit calibrate smem`` wrote to the user data folder
+    (``smem_model/triton-<major>.<minor>.json``, :mod:`tilefit.userdata`): read before the
+    bundled model of that release."""
+    from ..userdata import SMEM_MODEL, model_folder
+
+    folder = model_folder(SMEM_MODEL)
+    out: dict[str, Path] = {}
+    if folder is None or not folder.is_dir():
+        return out
+    for entry in folder.iterdir():
+        name = entry.name
+        if name.startswith("triton-") and name.endswith(".json") and entry.is_file():
+            out[name[len("triton-"):-len(".json")]] = entry
+    return out
+
+
 def available_versions() -> list[str]:
-    return sorted(_model_files(), key=versions.parse)
+    return sorted(set(_model_files()) | set(user_model_files()), key=versions.parse)
 
 
 def pick_version(wanted: str | None) -> str:
@@ -258,6 +276,17 @@ def merge_model(shared: Mapping, kernel_docs: Mapping[str, Mapping]) -> dict:
         formulas.setdefault(family, {})["status"] = status
     table.update(formulas=formulas, form_status=form_status, fits=fits)
     return table
+
+
+def _with_forms(table: Mapping, kernel_docs: Mapping[str, Mapping]) -> dict:
+    """A whole model table with more kernel families' forms files laid in."""
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in table.items()}
+    for kernel, doc in kernel_docs.items():
+        for section in ("formulas", "form_status", "fits"):
+            for family, per in (doc.get(section) or {}).items():
+                out.setdefault(section, {}).setdefault(family, {})
+                out[section][family] = dict(out[section][family], **{kernel: per})
+    return out
 
 
 def split_model(table: Mapping) -> tuple[dict, dict[str, dict]]:
@@ -326,8 +355,18 @@ def _load_model(triton_version: str | None, path: str | None, _families: tuple[s
             raise ModelError(f"cannot read shared-memory model {p}: {exc}") from None
         if isinstance(table, dict) and "formulas" not in table:  # a shared file: add the families' forms
             table = merge_model(table, _kernel_docs(str(table.get("triton_version"))))
+        elif isinstance(table, dict) and isinstance(table.get("formulas"), dict):
+            # a whole model (the user's calibration): families it lacks (registered later, from
+            # outside the package) bring their own forms
+            have = {k for per in table["formulas"].values() if isinstance(per, dict) for k in per}
+            extra = {k: d for k, d in _kernel_docs(str(table.get("triton_version"))).items() if k not in have}
+            if extra:
+                table = _with_forms(table, extra)
         return AnalyticModel(table, str(p))
     wanted = triton_version or versions.installed_triton()
     version = pick_version(wanted)
+    user = user_model_files().get(version)
+    if user is not None:  # the user's calibration of this release replaces the bundled model
+        return _load_model(None, str(user), _families)
     prefer = versions.major_minor(wanted) if wanted else None
     return AnalyticModel(model_table(version, prefer), f"tilefit/data/smem_model/triton-{version}.json")

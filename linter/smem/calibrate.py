@@ -1071,6 +1071,55 @@ def model_path(triton_version: str) -> FsPath:
             / f"triton-{versions.major_minor(triton_version)}.json")
 
 
+class CalibrationError(ValueError):
+    """The model cannot be written where asked (exit code 2)."""
+
+
+def user_model_path(triton_version: str) -> FsPath:
+    """Where ``tilefit calibrate smem`` writes the model of ``triton_version`` by default: one whole
+    model file in the user data folder (:mod:`tilefit.userdata`), which the loader reads before the
+    bundled model of that release."""
+    from ..userdata import ENV_VAR, SMEM_MODEL, model_folder
+
+    folder = model_folder(SMEM_MODEL)
+    if folder is None:
+        raise CalibrationError(f"the user data folder is turned off (${ENV_VAR} is empty); pass --out FILE")
+    return folder / f"triton-{versions.major_minor(triton_version)}.json"
+
+
+def _in_package(folder) -> bool:
+    """Whether a kernel family's folder lies inside the installed tilefit package."""
+    package = FsPath(__file__).resolve().parent.parent
+    try:
+        FsPath(folder).resolve().relative_to(package)
+    except ValueError:
+        return False
+    return True
+
+
+def writes_user_folder(kernels: Sequence[str] | None) -> bool:
+    """Whether a default calibration of ``kernels`` (None: all) writes to the user data folder
+    (families registered from outside the package keep their forms in their own folders)."""
+    return kernels is None or any(_in_package(registry.get(k).folder) for k in kernels)
+
+
+def _over_bundled(table: Mapping, kernels: Sequence[str]) -> dict:
+    """A calibration of some kernel families laid over the bundled model of its release (the
+    other families keep their bundled forms), as one whole model."""
+    from .analytic import ModelError, model_table
+
+    try:
+        base = model_table(versions.major_minor(str(table["triton_version"])))
+    except ModelError:
+        return dict(table)
+    for section in ("formulas", "form_status", "fits"):
+        for family, per in (table.get(section) or {}).items():
+            slot = base.setdefault(section, {}).setdefault(family, {})
+            slot.update({k: v for k, v in per.items() if k in kernels})
+    base["provenance"] = table.get("provenance", base.get("provenance"))
+    return base
+
+
 def kernel_model_path(kernel: str, triton_version: str) -> FsPath:
     """``<family folder>/smem/triton-<major>.<minor>.json``: one kernel family's forms."""
     from .analytic import kernel_forms_path
@@ -1111,10 +1160,13 @@ class Calibration:
 
 def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Iterable[str] | None = None,
                    kernels: Iterable[str] | None = None, cache_dir=None, out: str | FsPath | None = None,
-                   write: bool = True, command: str = "", log: Callable[[str], None] | None = None) -> Calibration:
+                   write: bool = True, command: str = "", log: Callable[[str], None] | None = None,
+                   package: bool = False) -> Calibration:
     """Compile the epilogue tables and the fit grid, fit every form, and write the model for the
-    installed Triton: ``out`` (one file), else the shared file ``tilefit/data/smem_model/
-    triton-<major>.<minor>.json`` and each kernel family's ``smem/triton-<major>.<minor>.json``.
+    installed Triton: ``out`` (one file); with ``package``, the bundled data (the shared file
+    ``tilefit/data/smem_model/triton-<major>.<minor>.json`` and each kernel family's
+    ``smem/triton-<major>.<minor>.json``); else one whole model in the user data folder
+    (:func:`user_model_path`), read before the bundled one from then on.
 
     ``kernels``: calibrate only these kernel families (a new family, say): their forms files are
     written, the shared file is left as it is, and its epilogue tables are reused when the
@@ -1160,13 +1212,39 @@ def calibrate_smem(*, jobs: int | None = None, scale: float = 1.0, families: Ite
     path = None
     written: list[FsPath] = []
     if write:
-        if out:
-            path = FsPath(out)
-            write_table(table, path)
-            written = [path]
-        else:
-            written = write_model(table, shared=kernel_list is None)
-            path = written[0] if written else None
+        try:
+            if out:
+                path = FsPath(out)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_table(table, path)
+                written = [path]
+            elif package:
+                written = write_model(table, shared=kernel_list is None)
+                path = written[0] if written else None
+            else:
+                from .analytic import forget_models, split_model
+
+                # a family registered from outside the package keeps its forms in its own folder
+                # (the user's); the built-in ones go to the user data folder with the rest
+                outside = [k for k in (kernel_list or []) if not _in_package(registry.get(k).folder)]
+                if outside:
+                    _shared, docs = split_model(table)
+                    for kernel in outside:
+                        if kernel in docs:
+                            kpath = kernel_model_path(kernel, version)
+                            kpath.parent.mkdir(parents=True, exist_ok=True)
+                            write_table(docs[kernel], kpath)
+                            written.append(kpath)
+                inside = [k for k in (kernel_list or []) if k not in outside]
+                if kernel_list is None or inside:
+                    upath = user_model_path(version)
+                    upath.parent.mkdir(parents=True, exist_ok=True)
+                    write_table(_over_bundled(table, inside) if kernel_list is not None else table, upath)
+                    written.insert(0, upath)
+                path = written[0] if written else None
+                forget_models()
+        except OSError as exc:
+            raise CalibrationError(f"cannot write the model: {exc.strerror or exc}: {exc.filename or ''}") from None
     return Calibration(table, results, done, epi_done, path, written)
 
 

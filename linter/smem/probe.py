@@ -92,6 +92,53 @@ def parse_sweep(items: Iterable[str], kernel: str | None = None) -> dict[str, li
     return sweeps
 
 
+WARPS = (1, 2, 4, 8, 16, 32)
+
+
+def _pow2(v: int) -> bool:
+    return v > 0 and v & (v - 1) == 0
+
+
+def parse_tile(kernel: str, text: str) -> list[int]:
+    """``--tile``: every block size of the kernel family (a power of two, at least 16: ``tl.dot``'s
+    smallest), then its group size where it has one (GROUP_SIZE_M, optional, at least 1)."""
+    fam = registry.find(kernel)
+    if fam is None:
+        raise ProbeError(f"unknown kernel {kernel!r}; known: {', '.join(registry.names())}")
+    names = tuple(fam.tile_names)
+    group = fam.group_name
+    wanted = ",".join(names) + (f"[,{group}]" if group else "")
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise ProbeError(f"--tile {text!r}: takes integers {wanted} for {kernel}") from None
+    if not len(names) <= len(values) <= len(names) + (1 if group else 0):
+        raise ProbeError(f"--tile {text!r}: {kernel} takes {wanted} ({len(values)} value"
+                         f"{'s' if len(values) != 1 else ''} given)")
+    for name, v in zip(names, values):
+        if not _pow2(v) or v < 16:
+            raise ProbeError(f"--tile: {name}={v} must be a power of two of at least 16")
+    if len(values) > len(names) and values[-1] < 1:
+        raise ProbeError(f"--tile: {group}={values[-1]} must be at least 1")
+    return values
+
+
+def validate_request(req: "ProbeRequest") -> None:
+    """num_warps powers of two up to 32, num_stages of at least 1, swept block sizes like --tile."""
+    warps = list(req.warps) + list(req.sweeps.get("num_warps", []))
+    for w in warps:
+        if w not in WARPS:
+            raise ProbeError(f"num_warps={w}: Triton takes a power of two from 1 to 32")
+    for st in list(req.stages) + list(req.sweeps.get("num_stages", [])):
+        if st < 1:
+            raise ProbeError(f"num_stages={st}: must be at least 1")
+    for name, values in req.sweeps.items():
+        if name.startswith("BLOCK"):
+            for v in values:
+                if not _pow2(v) or v < 16:
+                    raise ProbeError(f"--sweep {name}={v}: a block size must be a power of two of at least 16")
+
+
 def split_list(values: Iterable[str] | None) -> list[str]:
     out: list[str] = []
     for v in values or ():
@@ -106,7 +153,8 @@ class ProbePoint:
     labels: dict  # the swept and varied values that name this point
     shared: int | None = None
     source: str = ""  # "exact", "analytic (calibrated)", ...
-    error: str | None = None
+    error: str | None = None  # one line, for tables
+    full_error: str | None = None  # the compiler's whole message
     engine: dict | None = None
     launch: dict | None = None
 
@@ -210,9 +258,10 @@ def build_points(req: ProbeRequest) -> list[ProbePoint]:
 
 
 def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int | None = None,
-                    triton_version: str | None = None) -> str:
+                    triton_version: str | None = None, progress=None) -> str:
     """Fill in ``shared``/``source``/``error``. ``mode``: ``exact`` (needs Triton), ``analytic``,
-    or ``auto`` (exact when Triton is installed). Returns the mode used."""
+    or ``auto`` (exact when Triton is installed). ``progress``: a :class:`tilefit.progress.Progress`
+    told of every compiled (or cached) point. Returns the mode used."""
     from .. import versions
 
     if mode == "auto":
@@ -230,7 +279,9 @@ def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int 
                 p.error = str(exc)
                 continue
             items.append((p.spec, p.arch))
-        results = est.many(items, jobs=jobs)
+        if progress is not None:
+            progress.phase("compiling", total=len(set(items)), compiles=True)
+        results = est.many(items, jobs=jobs, progress=progress.update if progress is not None else None)
         for p in points:
             if p.error:
                 continue
@@ -239,6 +290,7 @@ def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int 
                 p.shared, p.source = int(r.shared_bytes), "exact"
             else:
                 p.error = _first_line(r.error)
+                p.full_error = r.error.strip() or None
                 p.source = "exact"
         return mode
     from .analytic import ModelError, load_model
@@ -255,8 +307,11 @@ def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int 
 
 
 def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if "error" in line.lower() and len(line) < 300:
+    """The line of a compiler message that says what went wrong: the last one naming an error
+    (Triton's ``CompilationError: at 1:0:`` header only says where)."""
+    for line in reversed(text.splitlines()):
+        low = line.lower()
+        if "error" in low and len(line) < 300 and not re.match(r"\s*compilationerror: at \d+:\d+:?\s*$", low):
             return line.strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     return (lines[-1] if lines else text)[:300]

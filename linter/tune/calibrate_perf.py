@@ -83,7 +83,7 @@ def measure_sample(device, dtypes, sample_size: int, Ms, shape: dict):
 @click.option("--device", "device_spec", default=None,
               help="The device the measurements are from (default: the local GPU).")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Coefficient file to write [default: device-<key>.json in tilefit's data folder].")
+              help="Coefficient file to write [default: perf_model/device-<key>.json in the user data folder: $TILEFIT_DATA_DIR, else the platform's (~/.local/share/tilefit)].")
 @click.option("--sample", "sample_size", type=int, default=40, show_default=True, help="Configs per dtype.")
 @click.option("--dtype", "dtypes", multiple=True, default=("fp8_w8a8", "bf16"), show_default=True)
 @click.option("--shape", default=None, metavar="E=..,N=..,K=..,topk=..",
@@ -137,7 +137,16 @@ def perf(from_file, device_spec, out, sample_size, dtypes, shape):
         from tilefit.perf.coefficients import user_folder
 
         folder = user_folder()
-        folder.mkdir(parents=True, exist_ok=True)
+        if folder is None:
+            click.echo("error: the user data folder is turned off (TILEFIT_DATA_DIR is empty); pass --out FILE",
+                       err=True)
+            sys.exit(2)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            click.echo(f"error: cannot create the user data folder {folder}: {exc.strerror or exc}; pass --out FILE",
+                       err=True)
+            sys.exit(2)
         out = str(folder / f"device-{device.key}.json")
     provenance = {"method": "tilefit calibrate perf: coordinate descent on log time",
                   "date": datetime.date.today().isoformat(), "measurements": len(samples),

@@ -1,0 +1,88 @@
+"""The README's test command on a fresh virtual environment: install time, venv size, test time.
+
+    python bench/bench_setup.py [--python python3] [--keep DIR] [--skip-tests]
+
+Runs, from the repository root, exactly what `.ci/run` runs, in a new venv with an empty pip
+cache (a fresh machine has none): ``pip install -e '.[test]'``, then ``python -m pytest -q``.
+Prints the wall time of each step, the venv's size on disk, its biggest packages and whether
+torch or ray got in (the `test` extra must not pull them). Targets (issue 19): the whole
+command under 2 minutes on a fresh 2-core machine, the venv under 1.5 GB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import cpu_name, load  # noqa: E402
+
+
+def du(path: Path) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            total += st.st_blocks * 512
+    return total
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--python", default=sys.executable, help="interpreter to make the venv with")
+    ap.add_argument("--keep", default=None, help="make the venv here and keep it (default: a temporary folder)")
+    ap.add_argument("--skip-tests", action="store_true", help="install and measure only")
+    args = ap.parse_args()
+
+    work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tilefit-setup-"))
+    venv = work / "venv"
+    env = dict(os.environ, PIP_CACHE_DIR=str(work / "pip-cache"), PIP_DISABLE_PIP_VERSION_CHECK="1")
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("PYTHONPATH", None)
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {load()}; venv in {venv}", flush=True)
+    try:
+        t0 = time.perf_counter()
+        subprocess.run([args.python, "-m", "venv", str(venv)], check=True)
+        py = str(venv / "bin" / "python")
+        t1 = time.perf_counter()
+        subprocess.run([py, "-m", "pip", "install", "-q", "-e", ".[test]"], cwd=REPO, env=env, check=True)
+        t2 = time.perf_counter()
+        size = du(venv)
+        site = next((venv / "lib").glob("python*/site-packages"))
+        sizes = sorted(((du(p), p.name) for p in site.iterdir() if p.is_dir()), reverse=True)[:5]
+        has = {m: (site / m).is_dir() for m in ("torch", "ray", "triton", "nvidia")}
+        print(f"venv: {t1 - t0:.1f} s; pip install -e '.[test]': {t2 - t1:.1f} s; size {size / 2**30:.2f} GiB")
+        print("largest: " + ", ".join(f"{name} {b / 2**20:.0f} MiB" for b, name in sizes))
+        print("installed: " + ", ".join(f"{m} {'yes' if v else 'no'}" for m, v in has.items()))
+        if args.skip_tests:
+            return 0
+        test_env = dict(env, PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
+        t3 = time.perf_counter()
+        proc = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=REPO, env=test_env,
+                              capture_output=True, text=True)
+        t4 = time.perf_counter()
+        tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:]
+        for line in proc.stdout.splitlines():
+            if line.startswith(("FAILED", "ERROR")):
+                print(line)
+        print(f"python -m pytest -q: {t4 - t3:.1f} s, exit {proc.returncode}: {tail[0] if tail else ''}")
+        print(f"whole command (install + tests): {t2 - t1 + t4 - t3:.1f} s; {load()} at the end")
+        return proc.returncode
+    finally:
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
