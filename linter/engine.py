@@ -255,7 +255,8 @@ class Engine:
 
     def _check_entries(self, table: ConfigTable, fctx: FileContext, emit) -> None:
         meta = table.meta
-        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine)
+        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+                      meta.triton_folder)
         entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
         target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
         if target_rules:

@@ -215,6 +215,8 @@ def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int 
     or ``auto`` (exact when Triton is installed). Returns the mode used."""
     from .. import versions
 
+    if any(p.spec.engine for p in points):
+        raise ValueError("points of an engine's kernel are estimated by tilefit.estimate (probe --engine)")
     if mode == "auto":
         mode = "exact" if versions.installed_triton() is not None else "analytic"
     if mode == "exact":

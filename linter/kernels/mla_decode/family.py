@@ -97,6 +97,15 @@ class Family(KernelFamily):
             out.append(((bn, bh, lk, lv), w, s))
         return out
 
+    def engine_calibration_points(self) -> list[tuple[tuple[int, ...], int, int]]:
+        """The tiles the engines launch (``calibration.engine_space``): their kernels hard-code the
+        tile, so the engine calibration proves its forms there."""
+        space = self.calibration.get("engine_space")
+        if not space:
+            return self.calibration_points()
+        return [((bn, bh, lk, lv), w, s) for (lk, lv), bn, bh, w, s in itertools.product(
+            [tuple(h) for h in space["heads"]], space["BLOCK_N"], space["BLOCK_H"], space["warps"], space["stages"])]
+
     def calibration_strata(self) -> list:
         return [lambda p: p[0][0], lambda p: p[0][1], lambda p: p[0][2:], lambda p: p[1], lambda p: p[2]]
 
