@@ -59,6 +59,7 @@ class Estimator:
         # deferred compiles (auto): (kind, spec, arch) recorded instead of compiled; see precompile()
         self.defer = False
         self.deferred: dict[tuple, None] = {}
+        self.compiles = 0  # points this estimator compiled (or asked the compile cache for)
 
     @property
     def model(self) -> AnalyticModel:
@@ -159,7 +160,7 @@ class Estimator:
     def _reference(self, spec: KernelSpec, arch: str, limit: int | None, why: str) -> Estimate:
         ref = self.estimate(spec.reference, arch, limit)
         return Estimate(ref.shared_bytes, ref.estimator, ref.arch, ref.status,
-                        f"our reference kernel's figure ({why}){'; ' + ref.detail if ref.detail else ''}",
+                        f"our reference kernel's figure ({why})",
                         ref.max_error)
 
     def _engine_source(self, spec: KernelSpec):
@@ -182,6 +183,7 @@ class Estimator:
         return self._engine_sources[key]
 
     def _compile_engine_kernel(self, ek, spec: KernelSpec, arch: str) -> Estimate:
+        self.compiles += 1
         result = ek.compile(spec, arch)
         return self._engine_estimate(result, spec, arch, ek)
 
@@ -205,6 +207,7 @@ class Estimator:
         if not items:
             return 0
         total = len(items)
+        self.compiles += total
         done = [0]
 
         def tick(_d=None, _t=None):
@@ -235,6 +238,7 @@ class Estimator:
         fn = self._exact_fn()
         if fn is None:
             raise EstimatorUnavailable("the exact estimator needs Triton: pip install 'tilefit[triton]'")
+        self.compiles += 1
         try:
             shared = fn(spec, arch)
         except Exception as exc:  # a compile error is an answer about this kernel, not a crash

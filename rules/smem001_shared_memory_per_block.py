@@ -102,5 +102,6 @@ class SMEM001(Rule):
             at=("num_stages",) if "num_stages" in ctx.entry else (),
             data={"required_bytes": est.shared_bytes, "limit_bytes": limit, "estimator": est.estimator,
                   "estimate_status": est.status, "variant": (variant.label or None) if label else None,
+                  **({"figure_from": est.detail} if est.detail else {}),
                   **({"max_error_bytes": est.max_error} if est.status == "uncalibrated" else {})},
         )

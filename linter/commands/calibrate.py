@@ -23,7 +23,7 @@ def calibrate() -> None:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Compiler processes. [default: all cores]")
 @click.option("--scale", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
-              help="Multiply the points of the fit grid per path and arch.")
+              help="Multiply the points of the fit grid per path and arch (with --engine: of every design).")
 @click.option("--family", "families", multiple=True, metavar="FAMILY",
               help="Calibrate only these arch families (mma_v2, wgmma, tcgen05, ...). Repeatable.")
 @click.option("--kernel", "kernels", multiple=True, metavar="KERNEL",
@@ -88,7 +88,7 @@ def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpu
     command = "tilefit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "tilefit calibrate smem"
     if engine is not None:
         _engine(engine, kernels=list(kernels) or None, corpus=list(corpus), archs=list(archs) or None, jobs=jobs,
-                cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from, quiet=quiet)
+                scale=scale, cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from, quiet=quiet)
         return
     if corpus or archs or probe_from:
         fail("--corpus, --arch and --probe-from go with --engine")
@@ -113,7 +113,7 @@ def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpu
         fail(str(exc))
 
 
-def _engine(source, *, kernels, corpus, archs, jobs, cache_dir, write, command, log, probe_from, quiet) -> None:
+def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, command, log, probe_from, quiet) -> None:
     from tilefit import progress
     from tilefit.smem import calibrate as cal
     from tilefit.smem import engine_calibrate as ec
@@ -137,7 +137,7 @@ def _engine(source, *, kernels, corpus, archs, jobs, cache_dir, write, command, 
                 log(f"reading the tables under {', '.join(corpus)}")
                 items = touched_items(corpus)
             results = ec.calibrate_engine(source, kernels=kernels, items=items, archs=archs, jobs=jobs,
-                                          cache_dir=cache_dir, write=write, command=command, log=log,
+                                          scale=scale, cache_dir=cache_dir, write=write, command=command, log=log,
                                           progress_factory=make)
     except (TritonUnavailable, EngineSourceError, ValueError) as exc:
         fail(str(exc))

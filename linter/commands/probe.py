@@ -140,7 +140,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
     except (TritonUnavailable, UnsupportedArch, ValueError) as exc:
         fail(str(exc))
         return
-    if mode == "analytic" and estimator == "auto":
+    if mode == "analytic" and estimator == "auto" and versions.installed_triton() is None:
         click.echo("note: Triton is not installed; figures come from the analytic model, not from compiles",
                    err=True)
     engine_desc = None
@@ -221,4 +221,4 @@ def _estimate_engine_points(points: Sequence[ProbePoint], mode: str, triton_vers
         p.shared = e.shared_bytes
         p.source = f"{e.estimator} ({e.status}): {e.detail}" if e.detail else f"{e.estimator} ({e.status})"
         used.add(e.estimator)
-    return "exact" if used == {"exact"} else "analytic"
+    return "exact" if used == {"exact"} else "engine"

@@ -212,9 +212,11 @@ class KernelFamily:
     def engine_launchers(self) -> Mapping[str, Any]:
         """``engines.py``'s ``LAUNCHERS``: engine -> ``f(reference plan, spec, arch) -> (function,
         args)``; empty when the family has no ``engines.py``."""
-        if not (self.folder / "engines.py").is_file():
-            return {}
-        return getattr(self.submodule("engines"), "LAUNCHERS", {})
+        hit = self.__dict__.get("_launchers")
+        if hit is None:
+            hit = getattr(self.submodule("engines"), "LAUNCHERS", {}) if (self.folder / "engines.py").is_file() else {}
+            self.__dict__["_launchers"] = hit
+        return hit
 
     def engine_function(self, engine: str, spec: "KernelSpec", arch: str) -> str:
         """The name of the engine's kernel that runs ``spec`` on ``arch`` (raises ValueError when
@@ -297,9 +299,9 @@ class KernelFamily:
         """The calibration's pool: ``(tile, num_warps, num_stages)`` for every grid point."""
         raise self._missing("calibration_points")
 
-    def engine_calibration_points(self) -> list[tuple[tuple[int, ...], int, int]]:
-        """The pool of the engine calibration (default: the calibration's; a family whose engines
-        hard-code the tile narrows it to what they launch)."""
+    def engine_calibration_points(self, engine: str | None = None) -> list[tuple[tuple[int, ...], int, int]]:
+        """The pool of ``engine``'s calibration (default: the calibration's; a family whose
+        engines hard-code the tile narrows it to what each launches)."""
         return self.calibration_points()
 
     def calibration_strata(self) -> list:

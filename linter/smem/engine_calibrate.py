@@ -77,7 +77,14 @@ ALL_ARCHS = tuple(a for archs in ENGINE_ARCHS.values() for a in archs)
 # design points for the first arch of a family / for the others
 TABLE_PER = 12
 GRID_PER = 4
-FIT_PER = {"main": 28, "other": 6}
+FIT_PER = {"main": 16, "other": 4}
+
+
+def design_sizes(scale: float = 1.0) -> dict[str, int]:
+    """Points per (path, arch) of each design at ``scale``: real-table kernels, proof grid, fit
+    design on an arch family's first arch and on the others (at least 1, 2 on a first arch)."""
+    return {"table": max(1, round(TABLE_PER * scale)), "grid": max(1, round(GRID_PER * scale)),
+            "fit_main": max(2, round(FIT_PER["main"] * scale)), "fit_other": max(1, round(FIT_PER["other"] * scale))}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -199,7 +206,7 @@ def proof_design(engine: str, kernel: str, paths: Sequence[Path], tables: Mappin
             taken.add(cal._ident(p))
             out.append(Designed(p, "table"))
         rng = random.Random(f"2:{engine}:{path.name}:{arch}")
-        for p in points_for(path, arch, grid_per * 3, rng):
+        for p in points_for(path, arch, grid_per * 3, rng, engine):
             if len([d for d in out if d.point.path == path and d.point.arch == arch and d.design == "grid"]) >= grid_per:
                 break
             if cal._ident(p) not in taken:
@@ -208,11 +215,11 @@ def proof_design(engine: str, kernel: str, paths: Sequence[Path], tables: Mappin
     return out
 
 
-def points_for(path: Path, arch: str, n: int, rng: random.Random) -> list[Point]:
-    """``n`` points of the family's engine pool (``engine_calibration_points``) for ``path`` on
-    ``arch``, stratified like the reference calibration's designs."""
+def points_for(path: Path, arch: str, n: int, rng: random.Random, engine: str | None = None) -> list[Point]:
+    """``n`` points of the family's pool for ``engine`` (``engine_calibration_points``) for ``path``
+    on ``arch``, stratified like the reference calibration's designs."""
     fam = registry.get(path.kernel)
-    pool = [(t, w, s) for t, w, s in fam.engine_calibration_points()
+    pool = [(t, w, s) for t, w, s in fam.engine_calibration_points(engine)
             if cal._applies(path, t) and cal.ring_lower_bound(path, t, s) <= cal.DOMAIN_BYTES]
     picked = cal._stratified(rng, pool, n, fam.calibration_strata())
     return [Point(path, tuple(t), w, s, arch) for t, w, s in picked]
@@ -221,7 +228,7 @@ def points_for(path: Path, arch: str, n: int, rng: random.Random) -> list[Point]
 def fit_design(engine: str, path: Path, arch: str, n: int, exclude: Iterable[Point]) -> list[Designed]:
     taken = {cal._ident(p) for p in exclude}
     rng = random.Random(f"1:{engine}:{path.name}:{arch}")
-    return [Designed(p, "fit") for p in points_for(path, arch, n + len(taken) // 4, rng)
+    return [Designed(p, "fit") for p in points_for(path, arch, n + len(taken) // 4, rng, engine)
             if cal._ident(p) not in taken][:n]
 
 
@@ -365,6 +372,23 @@ def choose_forms(proof: Sequence[Point], fit_points: Mapping[tuple, Sequence[Poi
             if best is None or score > best[0]:
                 best = (score, GroupResult(*key, text, origin, proofs, summary))
         results[key] = best[1]
+        # an arch the family's form does not hold on gets its own form where its own fit points
+        # give one that holds on its held-out points (sm_120 is not sm_89 for every kernel)
+        for arch, pr in sorted(best[1].proofs.items()):
+            if pr.proven:
+                continue
+            own_fit = [p for p in fits if p.arch == arch]
+            own = [p for p in pts if p.arch == arch]
+            if len(own_fit) < 4:
+                continue
+            if registry.get(key[1]).form_library.get("kind") == "sums":
+                f = cal.fit_sums(own_fit, limits)
+            else:
+                f = cal.fit_group(own_fit, _library(), limits, epilogue)
+            proofs = prove(f.formula, own, epilogue, limits)
+            if proofs.get(arch) and proofs[arch].proven:
+                results[(arch, key[1], key[2])] = GroupResult(arch, key[1], key[2], f.formula, "fit", proofs,
+                                                              f.summary())
     return results, need_fit
 
 
@@ -566,11 +590,13 @@ def failures_of(points: Sequence[Point]) -> dict:
 def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
                      archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None,
                      write: bool = True, command: str = "", log: Callable[[str], None] | None = None,
-                     progress_factory=None, items: Iterable | None = None) -> list[KernelCalibration]:
+                     progress_factory=None, items: Iterable | None = None,
+                     scale: float = 1.0) -> list[KernelCalibration]:
     """Calibrate the shared-memory forms of the engine ``source`` (``vllm==0.33.0``, a wheel, a
     tree) for the installed Triton; see the module docstring. ``items``: the ``(spec, arch)``
     pairs a check of the engine's tuning tables estimates (:func:`tilefit.app.touched_items`),
-    whose kernels join the held-out design."""
+    whose kernels join the held-out design. ``scale`` multiplies the design's sizes per (path,
+    arch) (:func:`design_sizes`; recorded in the provenance)."""
     from .engine_kernels import EngineKernels
     from .engine_source import open_source
     from .exact import _triton
@@ -598,7 +624,8 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
         for extra_points in launch_points(engine, kernel, archs).items():
             tables.setdefault(extra_points[0], []).extend(extra_points[1])
         paths += [p for p in sorted({p for p, _a in tables}, key=lambda p: p.name) if p not in paths]
-        proof = proof_design(engine, kernel, paths, tables, archs)
+        sizes = design_sizes(scale)
+        proof = proof_design(engine, kernel, paths, tables, archs, sizes["table"], sizes["grid"])
         t0 = time.perf_counter()
         log(f"{engine} {engine_version} {kernel}: {len(proof)} held-out points on {len(archs)} archs")
         done = compile_points(ek, proof, jobs, progress_factory(f"{kernel}: held-out points", len(proof))
@@ -614,7 +641,7 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
                     for path in paths:
                         if cal.form_dtype(path) != key[2] or not runs_on(engine, path, arch):
                             continue
-                        n = FIT_PER["main" if i == 0 else "other"]
+                        n = sizes["fit_main" if i == 0 else "fit_other"]
                         fit_req += fit_design(engine, path, arch, n, proof_pts)
             log(f"{kernel}: the reference forms do not hold for {len(need)} groups; fitting on {len(fit_req)} points")
             fit_done = compile_points(ek, fit_req, jobs, progress_factory(f"{kernel}: fit points", len(fit_req))
@@ -626,6 +653,7 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
         everything = done + fit_done
         failures = failures_of([d.point for d in everything])
         prov = _provenance(ek, fam, paths, archs, triton_version, command, time.perf_counter() - t0, everything)
+        prov["design"] = sizes
         doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
         if write:
@@ -840,6 +868,14 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
             proofs = {a: Proof(**pr) for a, pr in (base_doc.get("proofs", {}).get(family, {}).get(dtype) or {}).items()}
             results[key] = GroupResult(family, kernel, dtype, text, "reused:" + base_origin.get(family, {}).get(dtype, ""),
                                        proofs)
+        same_fd = {(k[0], k[2]) for k in same}
+        for where, per in base_forms.items():  # an arch's own forms go with its family's group
+            if where in ARCH_FAMILIES:
+                for dtype, text in per.items():
+                    if (ARCH_FAMILIES[where], dtype) in same_fd:
+                        proofs = {a: Proof(**pr) for a, pr in
+                                  (base_doc.get("proofs", {}).get(where, {}).get(dtype) or {}).items()}
+                        results[(where, kernel, dtype)] = GroupResult(where, kernel, dtype, text, "reused:fit", proofs)
         fresh_points: list[Designed] = []
         if differ:
             # a fresh calibration of the groups that differ, on the base release's held-out design
@@ -872,7 +908,9 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
                 for d in fit_done:
                     fit_by.setdefault(group_key(d.point), []).append(d.point)
                 fresh, _ = choose_forms(proof_pts, fit_by, reference, epilogue, limits)
-            results.update({k: v for k, v in fresh.items() if k in set(differ)})
+            differ_fd = {(k[0], k[2]) for k in differ}
+            results.update({k: v for k, v in fresh.items()
+                            if (ARCH_FAMILIES.get(k[0], k[0]), k[2]) in differ_fd})
             fresh_points = redone + fit_done
         everything = done + fresh_points
         failures = failures_of([d.point for d in everything])
@@ -897,3 +935,56 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
 
     forget_models()
     return out
+
+
+# ------------------------------------------------------------------------------------------------
+# a refit from the stored points (no compile)
+
+
+def in_launch_space(engine: str, p: Point) -> bool:
+    """Whether ``engine`` launches ``p``'s tile and launch options: a family whose engines hard-code
+    them (``calibration.engine_space.<engine>``: vLLM's MLA decode always runs 4 warps) proves its
+    forms on what the engine launches; any point of a family without one."""
+    fam = registry.get(p.path.kernel)
+    if not (fam.calibration.get("engine_space") or {}).get(engine):
+        return True
+    return (tuple(p.tile), p.num_warps, p.num_stages) in {(tuple(t), w, s) for t, w, s in fam.engine_calibration_points(engine)}
+
+
+def refit_engine(kernel: str, engine: str, engine_version: str, triton: str, *, write: bool = True,
+                 command: str = "") -> KernelCalibration:
+    """Choose the forms again from the compiled points of a calibration (``points-triton-X.Y.json``)
+    without compiling anything: the held-out design (table, grid) proves, the fit design fits, as in
+    :func:`calibrate_engine`. For a change of the form search; the provenance of the compiles is
+    kept and the refit is recorded."""
+    fp = forms_path(kernel, engine, engine_version, triton)
+    pp = points_path(kernel, engine, engine_version, triton)
+    if not pp.is_file():
+        raise ValueError(f"no compiled points of {engine} {engine_version} {kernel} for Triton {triton} ({pp})")
+    old = json.loads(fp.read_text(encoding="utf-8")) if fp.is_file() else {}
+    if old.get("reused"):
+        raise ValueError(f"{fp} reuses the forms of Triton {old['reused'].get('from')}: refit that release")
+    triton_version = (old.get("provenance") or {}).get("triton") or triton
+    designed = load_points(pp)
+    # fitted on every compile of the engine's kernel, proven on the held-out points it launches
+    proof_pts = [d.point for d in designed if d.design in ("table", "grid") and in_launch_space(engine, d.point)]
+    fit_by: dict[tuple, list[Point]] = {}
+    for d in designed:
+        if d.design == "fit":
+            fit_by.setdefault(group_key(d.point), []).append(d.point)
+    limits = cal.device_limits()
+    results, _need = choose_forms(proof_pts, fit_by, reference_forms(triton_version), shipped_epilogue(triton_version),
+                                  limits)
+    failures = failures_of([d.point for d in designed])
+    prov = dict(old.get("provenance") or {})
+    prov["refit"] = {"date": datetime.date.today().isoformat(), "command": command,
+                     "note": "forms chosen again from the stored compiled points; nothing compiled"}
+    doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
+    kc = KernelCalibration(kernel, results, designed, failures, doc)
+    if write:
+        write_forms(doc, fp)
+        kc.written = [fp]
+    from .analytic import forget_models
+
+    forget_models()
+    return kc

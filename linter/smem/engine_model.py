@@ -216,12 +216,16 @@ class EngineModel:
         fam = registry.get(spec.kernel)
         ref = spec.reference
         for dtype in fam.form_dtypes(ref):
-            hit = forms.form(family, dtype)
+            where = arch  # a form of its own for this arch, else the arch family's
+            hit = forms.form(arch, dtype)
+            if hit is None:
+                where = family
+                hit = forms.form(family, dtype)
             if hit is None:
                 continue
             text, fn = hit
             value = int(round(fn(**base.variables(ref, family, arch))))
-            proof = forms.proof(family, dtype, arch)
+            proof = forms.proof(where, dtype, arch)
             proven = bool(proof) and proof.get("points", 0) > 0 and proof.get("exact") == proof.get("points") \
                 and not proof.get("verdict_errors") and note is None
             who = f"{spec.engine} {forms.engine_version} {forms.function}"
@@ -232,7 +236,7 @@ class EngineModel:
                           f"{arch} (not proven)")
             else:
                 detail = f"{who}: form not proven on {arch} (no held-out compiles there)"
-            reuse = forms.reuse_note(family, dtype)
+            reuse = forms.reuse_note(where, dtype)
             if reuse:
                 detail += f"; {reuse}"
             else:

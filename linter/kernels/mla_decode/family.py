@@ -97,10 +97,10 @@ class Family(KernelFamily):
             out.append(((bn, bh, lk, lv), w, s))
         return out
 
-    def engine_calibration_points(self) -> list[tuple[tuple[int, ...], int, int]]:
-        """The tiles the engines launch (``calibration.engine_space``): their kernels hard-code the
+    def engine_calibration_points(self, engine: str | None = None) -> list[tuple[tuple[int, ...], int, int]]:
+        """The tiles ``engine`` launches (``calibration.engine_space``): the engines hard-code the
         tile, so the engine calibration proves its forms there."""
-        space = self.calibration.get("engine_space")
+        space = (self.calibration.get("engine_space") or {}).get(engine or "")
         if not space:
             return self.calibration_points()
         return [((bn, bh, lk, lv), w, s) for (lk, lv), bn, bh, w, s in itertools.product(
