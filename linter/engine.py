@@ -55,10 +55,17 @@ def _freeze(entry) -> str:
     return repr(entry)
 
 
+# where a figure comes from (an arch's compile, form or proof) is not what a merge compares: two
+# device classes with the same message and figures share one diagnostic (its data: the first's)
+_PROVENANCE_KEYS = ("figure_from", "estimator", "estimate_status", "max_error_bytes")
+
+
 def _finding_key(rule, finding) -> tuple:
-    """Findings of two device classes merge when everything but the targets is equal."""
+    """Findings of two device classes merge when everything but the targets (and the figures'
+    provenance) is equal."""
+    data = {k: v for k, v in finding.data.items() if k not in _PROVENANCE_KEYS} if finding.data else finding.data
     return (rule.code, finding.message, tuple(finding.at), finding.at_key, finding.severity,
-            json.dumps(finding.data, sort_keys=True, default=str), finding.identity)
+            json.dumps(data, sort_keys=True, default=str), finding.identity)
 
 
 class MergedFinding(NamedTuple):

@@ -139,10 +139,18 @@ class Estimator:
         answer = self.engine_model.answer(spec, arch)
         est = None
         if answer is not None:
+            if answer.compiled:  # the engine's kernel's compiled figure (stored by the calibration)
+                return Estimate(answer.shared_bytes, "exact", arch, "exact", answer.detail)
             est = Estimate(answer.shared_bytes, "analytic", arch, "calibrated" if answer.proven else "uncalibrated",
                            answer.detail, answer.max_error)
-            if self.mode == "analytic" or answer.proven:
+            if self.mode == "analytic" or (answer.proven and self.mode != "exact"):
                 return est
+        if self.mode == "exact":  # a compile, always: the engine's kernel where its source is at hand
+            source = self._engine_source(spec) if self.exact_available() else None
+            if source is not None:
+                return self._compile_engine_kernel(source, spec, arch)
+            return self._reference(spec, arch, limit, "--estimator exact without the engine's source: our "
+                                                      "reference kernel compiled")
         if self.mode != "analytic" and self.exact_available():
             source = self._engine_source(spec)
             if source is not None:
@@ -223,7 +231,18 @@ class Estimator:
                 if ek is not None:
                     eng.setdefault(id(ek), (ek, []))[1].append((spec, arch))
         if ref:
+            from .kernels import launch_plan
             from .smem.exact import default_estimator
+
+            def expressible(item) -> bool:
+                try:
+                    launch_plan(item[0])
+                except ValueError:  # a spec our kernels cannot run: its estimate says so, later
+                    tick()
+                    return False
+                return True
+
+            ref = [item for item in ref if expressible(item)]
 
             default_estimator().many(ref, jobs=jobs, progress=lambda d, t: tick())
         for ek, pairs in eng.values():

@@ -57,9 +57,13 @@ def calibrate() -> None:
               help="With --engine: prove that the installed Triton gives the bytes of the calibration for Triton "
                    "X.Y on a probe set drawn from its held-out points; groups that agree reuse its forms (the "
                    "file says so), groups that differ are calibrated afresh.")
+@click.option("--candidates", is_flag=True,
+              help="With --engine: prove the kernel family's written candidate forms (calibration.engine_candidates "
+                   "in its family.json) on a fresh held-out design; one replaces a group's form only where it is "
+                   "exact on every fresh point and every point compiled before.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpus, proof_per_arch, proof_only,
-         cache_dir, engine, corpus, archs, probe_from, quiet):
+         cache_dir, engine, corpus, archs, probe_from, candidates, quiet):
     """Regenerate the analytic shared-memory model for the installed Triton.
 
     Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
@@ -88,10 +92,11 @@ def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpu
     command = "tilefit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "tilefit calibrate smem"
     if engine is not None:
         _engine(engine, kernels=list(kernels) or None, corpus=list(corpus), archs=list(archs) or None, jobs=jobs,
-                scale=scale, cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from, quiet=quiet)
+                scale=scale, cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from,
+                candidates=candidates, quiet=quiet)
         return
-    if corpus or archs or probe_from:
-        fail("--corpus, --arch and --probe-from go with --engine")
+    if corpus or archs or probe_from or candidates:
+        fail("--corpus, --arch, --probe-from and --candidates go with --engine")
     try:
         if not proof_only:
             result = cal.calibrate_smem(jobs=jobs, scale=scale, families=list(families) or None,
@@ -113,7 +118,8 @@ def smem(jobs, scale, families, kernels, out, dry_run, proof_points, proof_corpu
         fail(str(exc))
 
 
-def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, command, log, probe_from, quiet) -> None:
+def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, command, log, probe_from, quiet,
+            candidates=False) -> None:
     from tilefit import progress
     from tilefit.smem import calibrate as cal
     from tilefit.smem import engine_calibrate as ec
@@ -125,8 +131,15 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
         fail(f"unknown arch {', '.join(unknown)}; known: {', '.join(cal.ARCH_FAMILIES)}")
     make = None if quiet else progress.factory(log=log if not sys.stderr.isatty() else None)
     try:
-        if probe_from:
-            results = ec.probe_version(source, probe_from, kernels=kernels, archs=archs, jobs=jobs,
+        if candidates:
+            from tilefit.app import touched_items
+
+            items = touched_items(corpus) if corpus else None
+            results = [ec.candidate_round(source, k, archs=archs, jobs=jobs, cache_dir=cache_dir, items=items,
+                                          scale=scale, write=write, command=command, log=log, progress_factory=make)
+                       for k in (kernels or registry_kernels()) if ec.engine_candidates(k, _engine_name(source))]
+        elif probe_from:
+            results = ec.probe_version(source, probe_from, kernels=kernels, archs=archs, jobs=jobs, scale=scale,
                                        cache_dir=cache_dir, write=write, command=command, log=log,
                                        progress_factory=make)
         else:
@@ -142,6 +155,18 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
     except (TritonUnavailable, EngineSourceError, ValueError) as exc:
         fail(str(exc))
     _engine_report(results)
+
+
+def registry_kernels() -> list[str]:
+    from tilefit import kernels as registry
+
+    return registry.names()
+
+
+def _engine_name(source: str) -> str:
+    from tilefit.smem.engine_source import open_source
+
+    return open_source(source).engine or ""
 
 
 def _engine_report(results) -> None:

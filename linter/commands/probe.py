@@ -221,4 +221,4 @@ def _estimate_engine_points(points: Sequence[ProbePoint], mode: str, triton_vers
         p.shared = e.shared_bytes
         p.source = f"{e.estimator} ({e.status}): {e.detail}" if e.detail else f"{e.estimator} ({e.status})"
         used.add(e.estimator)
-    return "exact" if used == {"exact"} else "engine"
+    return "engine"

@@ -24,6 +24,12 @@ How a form is chosen, per (arch family, kernel, dtype path):
    ``fit_sums``: most exact matches, then fewest verdict errors, then the shortest form); the
    chosen form is then checked on the proof points, which it never saw.
 
+4. **A second round where a form is not proven** (:func:`second_round`): the group is fitted
+   again on every point the first round compiled for it (its first held-out points become fit
+   points) and proven on a fresh held-out design -- the next real-table kernels and a grid drawn
+   with seed 3 -- that no choice saw; a miss on any compiled point (the fit points too) leaves the
+   arch unproven.
+
 A form is **proven** on an arch when it matches every proof point of that arch exactly and no
 verdict against a device limit differs. Compile failures are facts of the same calibration: a
 point that does not compile is stored with the compiler's words, and per (arch, dtype path) the
@@ -591,12 +597,13 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
                      archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None,
                      write: bool = True, command: str = "", log: Callable[[str], None] | None = None,
                      progress_factory=None, items: Iterable | None = None,
-                     scale: float = 1.0) -> list[KernelCalibration]:
+                     scale: float = 1.0, rounds: int = 2) -> list[KernelCalibration]:
     """Calibrate the shared-memory forms of the engine ``source`` (``vllm==0.33.0``, a wheel, a
     tree) for the installed Triton; see the module docstring. ``items``: the ``(spec, arch)``
     pairs a check of the engine's tuning tables estimates (:func:`tilefit.app.touched_items`),
     whose kernels join the held-out design. ``scale`` multiplies the design's sizes per (path,
-    arch) (:func:`design_sizes`; recorded in the provenance)."""
+    arch) (:func:`design_sizes`; recorded in the provenance); ``rounds=2`` gives a group whose
+    form is not proven a second round (:func:`second_round`)."""
     from .engine_kernels import EngineKernels
     from .engine_source import open_source
     from .exact import _triton
@@ -651,9 +658,12 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
                 fit_by.setdefault(group_key(d.point), []).append(d.point)
             results, _ = choose_forms(proof_pts, fit_by, reference, epilogue, limits)
         everything = done + fit_done
+        if rounds >= 2:
+            results, everything = second_round(ek, engine, kernel, paths, tables, archs, sizes, results, everything,
+                                               reference, epilogue, limits, jobs, log, progress_factory)
         failures = failures_of([d.point for d in everything])
         prov = _provenance(ek, fam, paths, archs, triton_version, command, time.perf_counter() - t0, everything)
-        prov["design"] = sizes
+        prov["design"] = dict(sizes, rounds=rounds)
         doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
         if write:
@@ -668,6 +678,93 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
 
     forget_models()
     return out
+
+
+def unproven_groups(results: Mapping[tuple, GroupResult]) -> list[tuple]:
+    """The (arch family, kernel, dtype) groups whose form misses on some arch that has no proven
+    form of its own."""
+    own = {(k[0], k[2]) for k, r in results.items() if k[0] not in ENGINE_ARCHS and r.proofs.get(k[0], Proof()).proven}
+    out = []
+    for key, r in sorted(results.items()):
+        if key[0] not in ENGINE_ARCHS:
+            continue
+        if any(not pr.proven and (a, key[2]) not in own for a, pr in r.proofs.items()):
+            out.append(key)
+    return out
+
+
+def second_design(engine: str, paths: Sequence[Path], tables: Mapping, archs: Sequence[str], sizes: Mapping,
+                  groups: set, taken: set, seed: int = 3) -> list[Designed]:
+    """A fresh held-out design for ``groups``: per (path, arch), the next real-table kernels in the
+    first round's seeded order and a grid drawn with another seed (3), none compiled before."""
+    out: list[Designed] = []
+    for path, arch in itertools.product(paths, archs):
+        if (ARCH_FAMILIES.get(arch), path.kernel, cal.form_dtype(path)) not in groups or not runs_on(engine, path, arch):
+            continue
+        real = list(tables.get((path, arch), ()))
+        random.Random(f"table:{engine}:{path.name}:{arch}").shuffle(real)
+        n = 0
+        for p in real:
+            if n >= sizes["table"]:
+                break
+            if cal._ident(p) not in taken:
+                taken.add(cal._ident(p))
+                out.append(Designed(p, "table"))
+                n += 1
+        rng = random.Random(f"{seed}:{engine}:{path.name}:{arch}")
+        n = 0
+        for p in points_for(path, arch, sizes["grid"] * 4, rng, engine):
+            if n >= sizes["grid"]:
+                break
+            if cal._ident(p) not in taken:
+                taken.add(cal._ident(p))
+                out.append(Designed(p, "grid"))
+                n += 1
+    return out
+
+
+def second_round(ek, engine, kernel, paths, tables, archs, sizes, results, everything, reference, epilogue,
+                 limits, jobs, log, progress_factory):
+    """A group whose form is not proven after the first round is fitted again on every point the
+    first round compiled for it (its held-out points become fit points: the points file says
+    ``fit``) and proven on a fresh held-out design (:func:`second_design`) that no choice saw."""
+    want = set(unproven_groups(results))
+    if not want:
+        return results, everything
+    taken = {cal._ident(d.point) for d in everything}
+    design2 = second_design(engine, paths, tables, archs, sizes, want, taken)
+    log(f"{kernel}: {len(want)} groups not proven; round 2 on {len(design2)} fresh held-out points")
+    done2 = compile_points(ek, design2, jobs, progress_factory(f"{kernel}: round 2 held-out points", len(design2))
+                           if progress_factory else None)
+    kept = []
+    fit_by: dict[tuple, list[Point]] = {}
+    for d in everything:
+        if group_key(d.point) in want:
+            d = Designed(d.point, "fit")
+            fit_by.setdefault(group_key(d.point), []).append(d.point)
+        kept.append(d)
+    # the reference form is a candidate only where it is exact on every point the first round compiled
+    ref2 = {k: v for k, v in reference.items()
+            if k not in want or all(pr.proven for pr in prove(v, fit_by.get(k, ()), epilogue, limits).values())}
+    fresh, _ = choose_forms([d.point for d in done2], fit_by, ref2, epilogue, limits)
+    out = {k: v for k, v in results.items() if (ARCH_FAMILIES.get(k[0], k[0]), k[1], k[2]) not in want}
+    for k, v in fresh.items():
+        group = (ARCH_FAMILIES.get(k[0], k[0]), k[1], k[2])
+        if group not in want:
+            continue
+        v.origin = f"{v.origin}:round2"
+        # strict: a miss on any compiled point of an arch (the fit points too) leaves it unproven
+        own = [p for p in fit_by.get(group, ()) if k[0] not in ENGINE_ARCHS and p.arch == k[0] or k[0] in ENGINE_ARCHS]
+        for arch, pr in prove(v.formula, own, epilogue, limits).items():
+            held = v.proofs.setdefault(arch, Proof())
+            held.points += pr.points - pr.exact
+            held.max_error = max(held.max_error, pr.max_error)
+            held.verdict_errors += pr.verdict_errors
+        out[k] = v
+    for k in want:  # a group the fresh design has no compiled point of keeps its first-round form
+        if k not in out and k in results:
+            out[k] = results[k]
+    return out, kept + done2
 
 
 def _provenance(ek, fam, paths, archs, triton_version, command, seconds, points) -> dict:
@@ -787,9 +884,11 @@ def _same(a: Point, b: Point) -> bool:
 def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | None = None,
                   archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None, write: bool = True,
                   command: str = "", log: Callable[[str], None] | None = None, progress_factory=None,
-                  items: Iterable | None = None) -> list[KernelCalibration]:
+                  items: Iterable | None = None, scale: float = 1.0) -> list[KernelCalibration]:
     """Prove, group by group, that the installed Triton gives the bytes of the calibration for
-    Triton ``from_version``; reuse its forms where it does, calibrate afresh where it does not."""
+    Triton ``from_version``; reuse its forms where it does, calibrate afresh where it does not.
+    ``scale`` < 1 shrinks the probe (points per path and arch, a seeded share of the risk
+    points) and the fresh designs; the provenance records it."""
     from .engine_kernels import EngineKernels
     from .engine_source import open_source
     from .exact import _triton
@@ -816,9 +915,11 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
         if base_doc.get("reused"):
             raise ValueError(f"{fp}: Triton {base_v} reuses other forms itself; probe from a calibrated release")
         base_pts = [d for d in load_points(pp) if not archs or d.point.arch in archs]
-        probe = probe_design(base_pts)
+        probe = probe_design(base_pts, max(1, round(PROBE_PER * scale)))
         known = {cal._ident(d.point) for d in probe}
         risky = [d for d in risk_points(base_pts) if cal._ident(d.point) not in known]
+        if scale < 1:
+            risky = [d for d in risky if random.Random(f"risk:{repr(cal._ident(d.point))}").random() < scale]
         t0 = time.perf_counter()
         log(f"{engine} {engine_version} {kernel}: probing Triton {triton_version} against {base_v} "
             f"on {len(probe)} points")
@@ -900,7 +1001,8 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
                         for path in paths:
                             if cal.form_dtype(path) != key[2] or not runs_on(engine, path, arch):
                                 continue
-                            fit_req += fit_design(engine, path, arch, FIT_PER["main" if i == 0 else "other"],
+                            fit_req += fit_design(engine, path, arch,
+                                                  design_sizes(scale)["fit_main" if i == 0 else "fit_other"],
                                                   proof_pts)
                 fit_done = compile_points(ek, fit_req, jobs, progress_factory(f"{kernel}: fit points", len(fit_req))
                                           if progress_factory else None)
@@ -917,6 +1019,7 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
         prov = _provenance(ek, registry.get(kernel), [], archs or ALL_ARCHS, triton_version, command,
                            time.perf_counter() - t0, everything)
         prov["kernels"] = base_doc.get("provenance", {}).get("kernels", {})
+        prov["design"] = dict(design_sizes(scale), probe_per=max(1, round(PROBE_PER * scale)), risk_share=min(scale, 1.0))
         reused = {"from": base_v, "groups": reused_groups, "differing": differing,
                   "note": f"groups in 'groups' gave the bytes of Triton {base_v} on every probe point "
                           f"(and failed where it failed) and use its forms; the others were calibrated afresh"}
@@ -984,6 +1087,107 @@ def refit_engine(kernel: str, engine: str, engine_version: str, triton: str, *, 
     if write:
         write_forms(doc, fp)
         kc.written = [fp]
+    from .analytic import forget_models
+
+    forget_models()
+    return kc
+
+
+# ------------------------------------------------------------------------------------------------
+# written candidates, proven on a fresh design
+
+
+def engine_candidates(kernel: str, engine: str) -> dict[tuple[str, str, str], str]:
+    """The family's hand-written forms for ``engine`` (``calibration.engine_candidates``):
+    ``{(arch family, kernel, dtype key): form}``."""
+    per = ((registry.get(kernel).calibration.get("engine_candidates") or {}).get(engine)) or {}
+    return {(fam, kernel, dtype): text for fam, forms in per.items() for dtype, text in forms.items()}
+
+
+def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = None, jobs: int | None = None,
+                    cache_dir=None, items: Iterable | None = None, scale: float = 1.0, write: bool = True,
+                    command: str = "", log: Callable[[str], None] | None = None,
+                    progress_factory=None) -> KernelCalibration:
+    """Prove the family's written candidate forms (:func:`engine_candidates`) for the installed
+    Triton's calibration of ``source``'s ``kernel``: a fresh held-out design (the next real-table
+    kernels and a grid of seed 4) of the groups with a candidate is compiled -- none of its points
+    was seen when the candidates were written -- and a candidate replaces the group's form where
+    it is exact on every fresh point and on every point compiled before; the others keep theirs."""
+    from .engine_kernels import EngineKernels
+    from .engine_source import open_source
+    from .exact import _triton
+
+    _triton()
+    log = log or (lambda m: None)
+    triton_version = versions.installed_triton() or "unknown"
+    tree = open_source(source, cache_dir, log)
+    engine, engine_version = tree.engine, tree.version or "unknown"
+    ek = EngineKernels(source, cache_dir=cache_dir, engine=engine, tree=tree)
+    fp = forms_path(kernel, engine, engine_version, triton_version)
+    pp = points_path(kernel, engine, engine_version, triton_version)
+    doc = json.loads(fp.read_text(encoding="utf-8"))
+    before = load_points(pp)
+    cands = engine_candidates(kernel, engine)
+    archs = list(archs or doc.get("provenance", {}).get("archs") or ALL_ARCHS)
+    limits = cal.device_limits()
+    epilogue = shipped_epilogue(triton_version)
+    sizes = design_sizes(scale)
+    paths = engine_paths(engine, kernel)
+    tables = table_points(items or (), engine, kernel)
+    paths += [p for p in sorted({p for p, _a in tables}, key=lambda p: p.name) if p not in paths]
+    taken = {cal._ident(d.point) for d in before}
+    design = second_design(engine, paths, tables, archs, sizes, set(cands), taken, seed=4)
+    log(f"{kernel}: {len(cands)} written candidates; {len(design)} fresh held-out points")
+    done = compile_points(ek, design, jobs, progress_factory(f"{kernel}: candidates' held-out points", len(design))
+                          if progress_factory else None)
+    results: dict[tuple, GroupResult] = {}
+    for family, per in (doc.get("formulas") or {}).items():
+        for dtype, text in per.items():
+            proofs = {a: Proof(**pr) for a, pr in (doc.get("proofs", {}).get(family, {}).get(dtype) or {}).items()}
+            results[(family, kernel, dtype)] = GroupResult(family, kernel, dtype, text,
+                                                           (doc.get("origin") or {}).get(family, {}).get(dtype, "?"),
+                                                           proofs, (doc.get("fits") or {}).get(family, {}).get(dtype))
+    fresh = [d.point for d in done if d.point.shared is not None]
+    old = [d.point for d in before if d.point.shared is not None]
+    taken_over = {}
+    for key, text in sorted(cands.items()):
+        pts = [p for p in fresh if group_key(p) == key]
+        seen = [p for p in old if group_key(p) == key]
+        if not pts:
+            continue
+        proofs = prove(text, pts, epilogue, limits)
+        on_seen = prove(text, seen, epilogue, limits)
+        for arch, pr in on_seen.items():  # strict: a miss on any compiled point leaves the arch unproven
+            held = proofs.setdefault(arch, Proof())
+            held.points += pr.points - pr.exact
+            held.max_error = max(held.max_error, pr.max_error)
+            held.verdict_errors += pr.verdict_errors
+        n_new = sum(pr.proven for pr in proofs.values())
+        cur = results.get(key)
+        n_cur = sum(pr.proven for pr in cur.proofs.values()) if cur else -1
+        if n_new > n_cur:
+            results[key] = GroupResult(*key, text, "candidate", proofs)
+            taken_over[f"{key[0]}/{key[2]}"] = {"proven_on": sorted(a for a, pr in proofs.items() if pr.proven),
+                                               "held_out": len(pts), "compiled_before": len(seen)}
+        log(f"{key[0]} {key[2]}: candidate proven on {sorted(a for a, pr in proofs.items() if pr.proven) or '-'}"
+            f" ({len(pts)} fresh points){'; taken' if f'{key[0]}/{key[2]}' in taken_over else ''}")
+    everything = before + done
+    failures = failures_of([d.point for d in everything])
+    prov = dict(doc.get("provenance") or {})
+    prov["candidates"] = {"date": datetime.date.today().isoformat(), "command": command, "groups": taken_over,
+                          "held_out_points": len(design),
+                          "note": "written forms (the family's calibration.engine_candidates) proven on a fresh "
+                                  "held-out design of seed 4 and exact on every point compiled before"}
+    prov["points"] = len(everything)
+    prov["compiled"] = sum(1 for d in everything if d.point.shared is not None)
+    prov["failed"] = prov["points"] - prov["compiled"]
+    out = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
+    kc = KernelCalibration(kernel, results, everything, failures, out)
+    if write:
+        write_forms(out, fp)
+        write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
+                                 triton_version=triton_version), pp)
+        kc.written = [fp, pp]
     from .analytic import forget_models
 
     forget_models()

@@ -246,6 +246,8 @@ def _error_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in lines:
         if "error" in ln.lower() and len(ln) < 300:
+            if ln.rstrip().endswith(":") and lines[-1] != ln and len(lines[-1]) < 200:
+                ln = f"{ln} {lines[-1]}"  # CompilationError: at 281:51: <the reason, after the source excerpt>
             return _LOCATION.sub("", ln)
     return _LOCATION.sub("", (lines[-1] if lines else text)[:300])
 

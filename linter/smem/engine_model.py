@@ -34,6 +34,7 @@ class Answer:
     proven: bool
     detail: str
     max_error: int | None
+    compiled: bool = False  # the calibration compiled this very point: its figure, not a form's
 
 
 def _engine_dirs(kernel: str, engine: str) -> dict[str, Path]:
@@ -117,6 +118,8 @@ class KernelForms:
         for family, per in (self.doc.get("formulas") or {}).items():
             for dtype, text in per.items():
                 self._forms[(family, dtype)] = (text, compile_formula(text, _variables()))
+        self._compiled: dict[tuple, int] | None = None
+        self._rule_ok: dict[tuple, bool] = {}
         self.failures: Mapping = self.doc.get("failures") or {}
         self._fail_index: dict[tuple, str] = {}
         self._fail_rules: dict[tuple, tuple[str, object, str]] = {}
@@ -129,6 +132,23 @@ class KernelForms:
                 if rec.get("rule"):
                     self._fail_rules[(arch, name)] = (rec["rule"], compile_formula(rec["rule"], ("BM", "BN", "BK", "W", "S")),
                                                       errors[0])
+
+    def compiled(self, arch: str, path_name: str, tile: tuple[int, ...], num_warps: int, num_stages: int) -> int | None:
+        """The bytes of this point when the calibration compiled it (``points-triton-X.Y.json``):
+        the engine's kernel's own figure, no form needed; None when it was not compiled (or did
+        not compile)."""
+        if self._compiled is None:
+            self._compiled = {}
+            pp = self.path.with_name(f"points-{self.path.name}")
+            if pp.is_file():
+                doc = _doc(str(pp))
+                names = [_path_name(p) for p in doc.get("paths", ())]
+                n = len(registry.get(self.kernel).point_columns)
+                for row in doc.get("points", ()):
+                    shared = row[4 + n]
+                    if shared is not None:
+                        self._compiled[(row[1], names[row[0]], tuple(row[2:4 + n]))] = int(shared)
+        return self._compiled.get((arch, path_name, (*tile, num_warps, num_stages)))
 
     @property
     def function(self) -> str:
@@ -154,9 +174,35 @@ class KernelForms:
         if hit is not None:
             return hit
         rule = self._fail_rules.get((arch, path_name))
-        if rule is not None and rule[1](**vars_):
+        if rule is not None and rule[1](**vars_) and self._rule_holds(arch, rule):
             return f"{rule[2]} (calibration rule: {rule[0]})"
         return None
+
+    def _rule_holds(self, arch: str, rule) -> bool:
+        """A failure rule is used only where no point the calibration compiled on ``arch`` -- of
+        any dtype path of the kernel -- satisfies it (a rule drawn from few points can be broader
+        than the failure: ``BN == BK`` where only 256-row tiles fail)."""
+        key = (arch, rule[0])
+        hit = self._rule_ok.get(key)
+        if hit is None:
+            self.compiled(arch, "", (), 0, 0)  # load the compiled points
+            hit = True
+            for (a, _name, row), _shared in (self._compiled or {}).items():
+                if a != arch:
+                    continue
+                *t, w, st = row
+                v = ({"BM": t[0], "BN": t[1], "BK": t[2]} if len(t) == 3 else {"BM": t[1], "BN": t[0], "BK": t[2]})
+                if rule[1](**v, W=w, S=st):
+                    hit = False
+                    break
+            self._rule_ok[key] = hit
+        return hit
+
+
+def _path_name(doc: Mapping) -> str:
+    from .calibrate import Path as CPath
+
+    return CPath.from_json(doc).name
 
 
 @lru_cache(maxsize=None)
@@ -205,7 +251,10 @@ class EngineModel:
 
         return load_model(forms.reused_from or forms.triton)
 
-    def answer(self, spec: KernelSpec, arch: str) -> Answer | None:
+    def answer(self, spec: KernelSpec, arch: str, forms_only: bool = False) -> Answer | None:
+        """The engine's kernel's bytes for ``spec`` on ``arch``: the calibration's compile of this
+        very point when it made one, else the form (``forms_only``: the form, always -- what the
+        proof test checks on the held-out points)."""
         forms, note = self.forms_for(spec)
         if forms is None:
             return None
@@ -215,6 +264,15 @@ class EngineModel:
             return None
         fam = registry.get(spec.kernel)
         ref = spec.reference
+        who = f"{spec.engine} {forms.engine_version} {forms.function}"
+        if note is None and not forms_only:
+            from . import calibrate as cal
+
+            pt = cal.spec_point(ref, arch)
+            got = pt and forms.compiled(arch, pt.path.name, pt.tile, pt.num_warps, pt.num_stages)
+            if got:
+                return Answer(got, True, f"{who}: compiled for {arch} by the calibration (Triton {forms.triton})", None,
+                              compiled=True)
         for dtype in fam.form_dtypes(ref):
             where = arch  # a form of its own for this arch, else the arch family's
             hit = forms.form(arch, dtype)
@@ -228,7 +286,6 @@ class EngineModel:
             proof = forms.proof(where, dtype, arch)
             proven = bool(proof) and proof.get("points", 0) > 0 and proof.get("exact") == proof.get("points") \
                 and not proof.get("verdict_errors") and note is None
-            who = f"{spec.engine} {forms.engine_version} {forms.function}"
             if proven:
                 detail = f"{who}: form proven exact on {proof['points']} held-out compiles on {arch}"
             elif proof:
@@ -253,8 +310,8 @@ class EngineModel:
         if not spec.engine:
             return None
         forms, note = self.forms_for(spec)
-        if forms is None or not forms.failures.get(arch):
-            return None
+        if forms is None or note is not None or not forms.failures.get(arch):
+            return None  # failures are facts of the release they were compiled with
         from . import calibrate as cal
 
         pt = cal.spec_point(spec.reference, arch)
@@ -265,6 +322,8 @@ class EngineModel:
             vars_ = {"BM": t[0], "BN": t[1], "BK": t[2], "W": pt.num_warps, "S": pt.num_stages}
         else:
             vars_ = {"BM": t[1], "BN": t[0], "BK": t[2], "W": pt.num_warps, "S": pt.num_stages}
+        if forms.compiled(arch, pt.path.name, t, pt.num_warps, pt.num_stages):
+            return None  # the calibration compiled this very point
         return forms.failure(arch, pt.path.name, t, pt.num_warps, pt.num_stages, vars_)
 
 

@@ -386,7 +386,7 @@ def render_text(points: Sequence[ProbePoint], devices: Mapping[str, list], req: 
 
     why = "--estimator analytic" if versions.installed_triton() else "Triton not installed"
     if mode == "engine":
-        how = "the engine's kernel: closed forms fitted to and proven on compiles of it (sources below)"
+        how = "the engine's kernel: its compiles and the closed forms proven on them (sources below)"
     else:
         how = "exact compiles" if mode == "exact" else f"ANALYTIC MODEL ({why}: closed forms, not compiles)"
     lines.append(f"{what}{', ' + ', '.join(fixed) if fixed else ''}")
