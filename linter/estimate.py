@@ -143,7 +143,9 @@ class Estimator:
                 return Estimate(answer.shared_bytes, "exact", arch, "exact", answer.detail)
             est = Estimate(answer.shared_bytes, "analytic", arch, "calibrated" if answer.proven else "uncalibrated",
                            answer.detail, answer.max_error)
-            if self.mode == "analytic" or (answer.proven and self.mode != "exact"):
+            if not answer.proven and answer.max_error is None:
+                est = None  # a form with no held-out compile on this arch: no error bound, no answer
+            elif self.mode == "analytic" or (answer.proven and self.mode != "exact"):
                 return est
         if self.mode == "exact":  # a compile, always: the engine's kernel where its source is at hand
             source = self._engine_source(spec) if self.exact_available() else None
