@@ -20,6 +20,8 @@ imports jsonschema.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -119,10 +121,40 @@ def _bundled() -> _Bundle:
 # ---------------------------------------------------------------------------- user files
 
 
+# A user's device file is a few KB; anything larger is no device file.
+MAX_DEVICE_FILE = 16 * 1024 * 1024
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file of at most MAX_DEVICE_FILE bytes, opened without blocking (a
+    FIFO or a device named as a device file would hang or read forever): tilefit.readfile's
+    guard, kept here because the device database imports nothing of the rest of tilefit."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(0, "not a regular file", str(path))
+        if st.st_size > MAX_DEVICE_FILE:
+            raise OSError(0, f"{st.st_size} bytes, over the {MAX_DEVICE_FILE} limit", str(path))
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        data = os.read(fd, MAX_DEVICE_FILE + 1)
+        while data and len(data) <= MAX_DEVICE_FILE:
+            more = os.read(fd, MAX_DEVICE_FILE + 1 - len(data))
+            if not more:
+                break
+            data += more
+        if len(data) > MAX_DEVICE_FILE:
+            raise OSError(0, f"over the {MAX_DEVICE_FILE} byte limit", str(path))
+        return data
+    finally:
+        os.close(fd)
+
+
 def _read_user_file(path: Path, schema: bytes) -> list[_Record]:
     label = str(path)
     try:
-        data = path.read_bytes()
+        data = _read_bytes(path)
     except OSError as exc:
         raise DeviceDBError(f"{label}: cannot read device file: {exc.strerror or exc}") from None
     records = _records(label, _parse_json(label, data))
@@ -167,6 +199,10 @@ def _parse_json(label: str, data: bytes) -> Any:
         raise DeviceDBError(f"{label}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     except _DuplicateKey as exc:
         raise DeviceDBError(f"{label}: duplicate JSON object key {exc.key!r}") from None
+    except RecursionError:
+        raise DeviceDBError(f"{label}: invalid JSON: nesting too deep") from None
+    except ValueError as exc:  # a number of more than 4300 digits
+        raise DeviceDBError(f"{label}: invalid JSON: {exc}") from None
 
 
 _JSON_TYPES = {bool: "a boolean", int: "a number", float: "a number", str: "a string", type(None): "null"}

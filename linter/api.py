@@ -19,7 +19,9 @@ from .discovery import discover
 from .engine import Engine
 from .estimate import Estimator
 from .selection import Selection, validate_selectors
+from .readfile import read_bytes
 from .tables import ConfigTable, read_table
+from tilefit.rules.est001_no_estimate import timed_out
 
 
 class UsageError(ValueError):
@@ -49,6 +51,13 @@ class CheckOptions:
     fix_margin: int | None = None
     fix_rank: bool = True  # False: mark fixable entries without ranking candidates (check's [*])
     use_cache: bool = True  # reuse results of unchanged files (tilefit.resultcache); never when fixing
+    follow_symlinks: bool = False  # --fix may write a symlink's target outside the checked paths
+    compile_timeout: float | None = None  # seconds per compile; None: compile-timeout of the settings
+    coverage: bool = False  # count the call sites evaluated (CheckResult.coverage; --statistics)
+    # Shape scenarios of call sites: names (shipped, [tool.tilefit.scenarios.NAME], "all") or
+    # tilefit.callsites.scenarios.Scenario objects (a model's config.json, built by the CLI);
+    # None: [tool.tilefit] scenario
+    scenarios: list | None = None
 
 
 @dataclass
@@ -62,6 +71,7 @@ class CheckResult:
     engine: Engine | None = None
     planner: object | None = None  # tilefit.fix.FixPlanner when fixes were planned
     root: object | None = None  # the project root (pathlib.Path): the folder of pyproject.toml, else the cwd
+    coverage: object | None = None  # tilefit.callsites.coverage.Coverage of the Python files (opts.coverage)
 
     @property
     def exit_code(self) -> int:
@@ -69,6 +79,18 @@ class CheckResult:
             return 2
         # info-level diagnostics (e.g. EST002: a call site that could not be evaluated) inform only
         return 1 if any(d.severity.value != "info" for d in self.diagnostics) else 0
+
+
+def _scenarios(settings: Settings, opts: CheckOptions) -> list:
+    from .callsites.scenarios import Scenario, ScenarioError, resolve
+
+    chosen = opts.scenarios if opts.scenarios is not None else list(settings.scenario)
+    extra = {s.name: s for s in chosen if isinstance(s, Scenario)}
+    names = [s.name if isinstance(s, Scenario) else s for s in chosen]
+    try:
+        return resolve(names, settings.scenario_tables, extra, settings.config_file or "pyproject.toml")
+    except ScenarioError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def merged_selection(settings: Settings, opts: CheckOptions) -> Selection:
@@ -115,6 +137,9 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
     db = load_devices(settings, opts.device_files)
     targets = resolve_targets(db, list(settings.targets) + list(opts.targets))
     mode = opts.estimator or settings.estimator
+    from .smem.worker import set_default_timeout
+
+    set_default_timeout(opts.compile_timeout or settings.compile_timeout)
     try:
         estimator = Estimator(mode, margin=settings.estimator_margin,
                               triton_version=opts.triton_version or settings.triton_version,
@@ -124,7 +149,8 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
     from .pyengine import CallsiteOptions
 
     return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
-                  callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import),
+                  callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import,
+                                            coverage=opts.coverage, scenarios=_scenarios(settings, opts)),
                   rule_options=settings.rule_options, root=str(settings.root))
 
 
@@ -215,10 +241,9 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         data = digest = None
         if cache is not None:
             try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
+                data = read_bytes(path, settings.max_file_size)
             except OSError:
-                data = None
+                data = None  # read_table says why
             if data is not None:
                 digest = cache.digest(data)
                 hit = cache.get(path, digest)
@@ -226,7 +251,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                     tables[path] = ConfigTable(path, meta, data)
                     diagnostics.extend(hit)
                     continue
-        table = read_table(path, meta=meta, data=data)
+        table = read_table(path, meta=meta, data=data, limit=settings.max_file_size)
         tables[table.path] = table
         pending = len(getattr(engine.estimator, "deferred", ()))
         try:
@@ -239,14 +264,17 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                 found_here = planner.attach(table, found_here)
             except Exception as exc:  # a planner bug leaves the diagnostics without fixes
                 errors.append(f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}")
-        if digest is not None and len(getattr(engine.estimator, "deferred", ())) == pending:  # not answers awaiting compiles
+        if (digest is not None and len(getattr(engine.estimator, "deferred", ())) == pending  # no answers awaiting compiles
+                and not any(timed_out(d) for d in found_here)):  # a timeout is this run's
             cache.put(path, digest, found_here)
         diagnostics.extend(found_here)
+    coverage = None
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
         try:
             run = engine.check_python(found.python_files)
             diagnostics.extend(run.diagnostics)
             errors.extend(run.errors)
+            coverage = run.coverage
         except Exception as exc:
             errors.append(f"internal error while checking Python files: {type(exc).__name__}: {exc}")
     if cache is not None:
@@ -261,12 +289,14 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         diagnostics, baselined = filter_baselined(diagnostics, records)
     return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files) + len(found.python_files),
                        missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine,
-                       planner=planner, root=settings.root)
+                       planner=planner, root=settings.root, coverage=coverage)
 
 
 def print_errors(result: CheckResult, stream=None) -> None:
+    from .textsafe import printable
+
     stream = stream or sys.stderr
     for p in result.missing_paths:
-        stream.write(f"error: {p}: no such file or folder\n")
+        stream.write(printable(f"error: {p}: no such file or folder") + "\n")
     for e in result.errors:
-        stream.write(f"error: {e}\n")
+        stream.write(printable(f"error: {e}") + "\n")

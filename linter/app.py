@@ -14,11 +14,13 @@ This module is where the two meet:
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from typing import TYPE_CHECKING, Sequence
 
 from . import api
 from .api import CheckOptions, CheckResult
+from .atomicfile import checked_roots, clean_folders
 from .config import Settings
 from .engine import Engine
 
@@ -51,11 +53,21 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
     settings = settings or Settings()
     opts = replace(opts or CheckOptions(), fix=True)
     result = run_check(paths, opts, settings)
+    roots = checked_roots(paths)
+    notes: list[str] = []
+    if write:  # what a killed --fix left in the folders it wrote in (tilefit.atomicfile)
+        cleanup = clean_folders(sorted({os.path.dirname(os.path.abspath(p)) for p in result.tables} | set(roots)))
+        notes.extend(f"completed {p}, which an interrupted fix had left half written" for p in cleanup.repaired)
+        if cleanup.repaired:  # those files changed since the check read them
+            result = run_check(paths, opts, settings)
+        if cleanup.removed:
+            notes.append(f"removed {len(cleanup.removed)} temporary file{'s' if len(cleanup.removed) != 1 else ''} "
+                         "of an interrupted run")
 
     def recheck(changed: Sequence[str]):
         return api.run_check(list(changed), replace(opts, fix=False), settings).diagnostics
 
-    return fix_checked(result, opts, settings, recheck=recheck, write=write)
+    return fix_checked(result, opts, settings, recheck=recheck, write=write, roots=roots, notes=notes)
 
 
 def compare_fixes(table, targets: Sequence[str] = (), *, estimator: str = "analytic", margin: int = 0,

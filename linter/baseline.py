@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from .atomicfile import write_atomic
 from .paths import project_path
+from .readfile import read_bytes
 
 FORMAT = 1
 
@@ -34,24 +35,29 @@ class BaselineRecord:
 
 def load_baseline(path: str) -> list[BaselineRecord]:
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        data = json.loads(read_bytes(path).decode("utf-8"))
     except FileNotFoundError:
         return []
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"cannot read baseline {path}: {exc}") from None
+    except OSError as exc:
+        raise BaselineError(f"cannot read baseline {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise BaselineError(f"cannot read baseline {path}: not UTF-8 (offset {exc.start})") from None
     except json.JSONDecodeError as exc:
         raise BaselineError(f"baseline {path} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:  # a 4301-digit number, nesting too deep
+        reason = "nesting too deep" if isinstance(exc, RecursionError) else str(exc)
+        raise BaselineError(f"baseline {path} cannot be read as JSON: {reason}") from None
     if not isinstance(data, dict) or not isinstance(data.get("findings"), list):
         raise BaselineError(f"baseline {path}: expected an object with a 'findings' list")
     out = []
     for i, rec in enumerate(data["findings"]):
-        try:
-            out.append(BaselineRecord(code=rec["code"], path=rec["path"], pointer=rec.get("pointer"),
-                                      target=rec.get("target"), fingerprint=rec["fingerprint"],
-                                      message=rec.get("message", "")))
-        except (KeyError, TypeError):
-            raise BaselineError(f"baseline {path}: findings[{i}] lacks code, path or fingerprint") from None
+        if not isinstance(rec, dict) or not all(isinstance(rec.get(k), str) for k in ("code", "path", "fingerprint")):
+            raise BaselineError(f"baseline {path}: findings[{i}] needs string code, path and fingerprint")
+        if not all(rec.get(k) is None or isinstance(rec.get(k), str) for k in ("pointer", "target", "message")):
+            raise BaselineError(f"baseline {path}: findings[{i}]: pointer, target and message must be strings")
+        out.append(BaselineRecord(code=rec["code"], path=rec["path"], pointer=rec.get("pointer"),
+                                  target=rec.get("target"), fingerprint=rec["fingerprint"],
+                                  message=rec.get("message") or ""))
     return out
 
 

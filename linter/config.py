@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from .readfile import DEFAULT_LIMIT, read_bytes
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -38,15 +40,22 @@ class Settings:
     respect_gitignore: bool = True
     estimator: str = "auto"
     estimator_margin: int = 4096
+    compile_timeout: int = 120  # seconds a compile may take (tilefit.smem.worker); then EST001
     extend_device_db: list[str] = field(default_factory=list)
     baseline: str | None = None
     output_format: str = "concise"
     triton_version: str | None = None
     fix_margin: int = 0
     unsafe_fixes: bool = False
+    # Tables and Python files larger than this are refused (IO001), never read into memory.
+    max_file_size: int = DEFAULT_LIMIT
     # [tool.tilefit.kernels."module:function"]: parameter -> dtypes (pointers) or values, for the
     # kernel call sites of Python files (tilefit.callsites).
     kernels: dict[str, dict[str, list]] = field(default_factory=dict)
+    # [tool.tilefit] scenario = [...]: the shape scenarios call sites are evaluated under;
+    # [tool.tilefit.scenarios.NAME]: a project's own (tilefit.callsites.scenarios.from_table).
+    scenario: list[str] = field(default_factory=list)
+    scenario_tables: dict[str, dict] = field(default_factory=dict)
     # [tool.tilefit.rules.CODE]: per-rule options, validated against the rule's declared ones.
     rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Where the config came from, for messages and for resolving relative paths.
@@ -72,15 +81,63 @@ _KEYS: dict[str, tuple[str, type]] = {
     "respect-gitignore": ("respect_gitignore", bool),
     "estimator": ("estimator", str),
     "estimator-margin": ("estimator_margin", int),
+    "compile-timeout": ("compile_timeout", int),
     "extend-device-db": ("extend_device_db", list),
     "baseline": ("baseline", str),
     "output-format": ("output_format", str),
     "triton-version": ("triton_version", str),
     "fix-margin": ("fix_margin", int),
     "unsafe-fixes": ("unsafe_fixes", bool),
+    "max-file-size": ("max_file_size", int),
     "kernels": ("kernels", dict),
+    "scenario": ("scenario", list),
+    "scenarios": ("scenario_tables", dict),
     "rules": ("rule_options", dict),
 }
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    """A pyproject.toml parsed; a file that cannot be read or decoded is an error, not skipped
+    (skipping it would silently lint with defaults a project thought it had configured)."""
+    try:
+        text = read_bytes(path).decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 (byte 0x{exc.object[exc.start]:02x} at offset {exc.start}); "
+                          "TOML files must be UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def _tilefit_table(data: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """``[tool.tilefit]`` of a parsed pyproject.toml, None when absent; an error when ``tool`` or
+    ``tool.tilefit`` is not a table."""
+    tool = data.get("tool")
+    if tool is None:
+        return None
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table, got {_toml_type(tool)}")
+    table = tool.get("tilefit")
+    if table is not None and not isinstance(table, dict):
+        raise ConfigError(f"{path}: `tool.tilefit` must be a table ([tool.tilefit]), got {_toml_type(table)}")
+    return table
+
+
+def _toml_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return type(value).__name__
 
 
 def find_config(start: Path | None = None) -> Path | None:
@@ -89,13 +146,7 @@ def find_config(start: Path | None = None) -> Path | None:
     for folder in (here, *here.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError):
-                continue
-            except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"{candidate}: invalid TOML: {exc}") from None
-            if "tilefit" in data.get("tool", {}):
+            if _tilefit_table(_read_toml(candidate), candidate) is not None:
                 return candidate
     return None
 
@@ -106,15 +157,7 @@ def load_settings(config_file: str | Path | None = None, isolated: bool = False)
     path = Path(config_file) if config_file else find_config()
     if path is None:
         return Settings()
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-    table = data.get("tool", {}).get("tilefit")
+    table = _tilefit_table(_read_toml(path), path)
     if table is None:
         if config_file:
             raise ConfigError(f"{path} has no [tool.tilefit] table")
@@ -132,6 +175,10 @@ def settings_from_table(table: dict[str, Any], source: str) -> Settings:
         attr, kind = _KEYS[key]
         if kind is int and isinstance(value, bool) or not isinstance(value, kind):
             raise ConfigError(f"{source}: [tool.tilefit] {key} must be a {kind.__name__}, got {type(value).__name__}")
+        if attr == "max_file_size" and value <= 0:
+            raise ConfigError(f"{source}: [tool.tilefit] max-file-size must be a positive number of bytes")
+        if attr == "compile_timeout" and value <= 0:
+            raise ConfigError(f"{source}: [tool.tilefit] compile-timeout must be a positive number of seconds")
         if kind is list and not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{source}: [tool.tilefit] {key} must be a list of strings")
         if attr == "per_file_ignores":

@@ -56,7 +56,8 @@ def discover(paths, exclude=(), force_exclude: bool = False, python: bool = Fals
                     d for d in dirnames if d not in DEFAULT_EXCLUDE
                     and not excluded(os.path.join(dirpath, d), is_dir=True)
                     and not (git is not None and git.ignored(os.path.join(dirpath, d), is_dir=True)))
-                for name in sorted(filenames):
+                # a folder named like a config file is one the engine would fail to open: IO001
+                for name in [d for d in dirnames if d.endswith(".json")] + sorted(filenames):
                     if not name.endswith(".json") and not (python and name.endswith(".py")):
                         continue
                     full = os.path.join(dirpath, name)

@@ -21,7 +21,7 @@ from .paths import project_path
 from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key
 from .serving.naming import device_for_file_name
-from .tables import ConfigTable
+from .tables import ConfigTable, batch_size_of
 from .variants import kernel_variants
 from tilefit.rules import RULES, Finding, Rule, Scope
 from tilefit.rules.base import ARCH, TARGETS, EntryContext, FileContext, TargetContext, format_targets
@@ -272,7 +272,7 @@ class Engine:
             targets_id, classes, class_ids = None, [], []
         once_seen: set[tuple] = set()
         intern = self._intern
-        for key, entry in table.entries():
+        for key, entry in table.live_entries():
             self.stats.entries += 1
             eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
             base = (key,)
@@ -291,7 +291,7 @@ class Engine:
                                            class_ids)
             if not merged:
                 continue
-            batch = int(key) if key.isascii() and key.isdigit() else None
+            batch = batch_size_of(key)
             for m in merged:
                 if m.once is not None:
                     if m.once in once_seen:

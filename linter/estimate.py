@@ -36,6 +36,11 @@ class EstimatorUnavailable(Exception):
     """No estimator can answer for this (spec, arch): the message says why."""
 
 
+class CompileTimedOut(EstimatorUnavailable):
+    """The compile ran out of time (``compile-timeout``): the figure is unknown, and ``auto``
+    does not fall back to a closed form it had asked a compile to confirm (EST001 says so)."""
+
+
 class Estimator:
     def __init__(self, mode: str = "auto", model: AnalyticModel | None = None, margin: int = DEFAULT_MARGIN,
                  exact: Callable[[KernelSpec, str], int] | None = None, triton_version: str | None = None,
@@ -130,6 +135,8 @@ class Estimator:
         if needs_check and self.exact_available():
             try:
                 return self._compile(spec, arch)
+            except CompileTimedOut:
+                raise
             except EstimatorUnavailable:
                 return analytic
         return analytic
@@ -168,7 +175,17 @@ class Estimator:
                                                   "is not at hand to compile")
 
     def _reference(self, spec: KernelSpec, arch: str, limit: int | None, why: str) -> Estimate:
-        ref = self.estimate(spec.reference, arch, limit)
+        try:
+            ref = self.estimate(spec.reference, arch, limit)
+        except EstimatorUnavailable:
+            extra = dict(spec.extra)
+            if "tma" not in extra:
+                raise
+            # SGLang's TMA launch on an arch no TMA form covers: our reference kernel's plain form,
+            # as before TMA launches were told apart (the descriptors' barriers add tens of bytes)
+            extra.pop("tma")
+            ref = self.estimate(spec.reference.evolve(extra=tuple(sorted(extra.items()))), arch, limit)
+            why += "; without the TMA descriptors' barriers, which no form covers on this arch"
         return Estimate(ref.shared_bytes, ref.estimator, ref.arch, ref.status,
                         f"our reference kernel's figure ({why})",
                         ref.max_error)
@@ -263,6 +280,9 @@ class Estimator:
         try:
             shared = fn(spec, arch)
         except Exception as exc:  # a compile error is an answer about this kernel, not a crash
+            if getattr(exc, "stage", None) == "timeout":
+                raise CompileTimedOut(f"{getattr(exc, 'message', exc)}: {spec.kernel} for {arch} was not "
+                                      "checked") from None
             raise EstimatorUnavailable(f"Triton could not compile {spec.kernel} for {arch}: {exc}") from None
         return Estimate(int(shared), "exact", arch, "exact")
 
@@ -280,6 +300,9 @@ class Estimator:
         if versions.installed_triton() is None:
             raise EstimatorUnavailable("--engine-kernels needs Triton: pip install 'tilefit[triton]'")
         result = self._engine.compile(spec, arch)
+        if result.error is not None and "(compile-timeout)" in result.error:
+            raise CompileTimedOut(f"{result.error}: the engine's {result.function or spec.kernel} for {arch} was "
+                                  "not checked")
         if result.error is not None:
             raise EstimatorUnavailable(f"the engine's {result.function or spec.kernel} could not be compiled for "
                                        f"{arch}: {result.error}")

@@ -82,24 +82,39 @@ _DECODER = json.JSONDecoder(object_pairs_hook=_object_hook)
 _PLAIN = json.JSONDecoder()
 
 
-def _count_keys(value) -> int:
-    """Keys of every object in ``value``."""
+# Deeper nesting is refused: json.load reads up to about the recursion limit, but nothing that
+# walks a value recursively (repr, json.dumps, jsonschema) is safe near it, and no tuning table
+# nests more than a few levels.
+MAX_DEPTH = 64
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _count_keys(value, depth: int = 1) -> int:
+    """Keys of every object in ``value``; raises :class:`_TooDeep` beyond ``MAX_DEPTH``."""
+    if depth > MAX_DEPTH:
+        raise _TooDeep()
     t = type(value)
     if t is dict:
         n = len(value)
         for v in value.values():
             tv = type(v)
             if tv is dict or tv is list:
-                n += _count_keys(v)
+                n += _count_keys(v, depth + 1)
         return n
     if t is list:
         n = 0
         for v in value:
             tv = type(v)
             if tv is dict or tv is list:
-                n += _count_keys(v)
+                n += _count_keys(v, depth + 1)
         return n
     return 0
+
+
+_LONG_NUMBER = re.compile(r"[0-9]{4000,}")
 
 
 def has_duplicates(obj: Any) -> bool:
@@ -144,16 +159,22 @@ class JsonDocument:
         _DUPLICATES_SEEN[0] = False
         try:
             # Fast path: the C decoder builds plain dicts. A duplicated key makes the text hold
-            # more "key": separators than the parsed objects have keys; only then is the file
-            # decoded again with a hook that keeps every pair (and marks the duplicates).
+            # more key separators (colons) than the parsed objects have keys; only then is the
+            # file decoded again with a hook that keeps every pair (and marks the duplicates).
+            # Colons inside strings only send a file down the slow path, never past a duplicate.
             value = _PLAIN.decode(text)
-            if text.count('":') + text.count('" :') > _count_keys(value):
+            if text.count(":") > _count_keys(value):
                 value = _DECODER.decode(text)
         except json.JSONDecodeError as exc:
             offset = len(text[: exc.pos].encode("utf-8"))
             raise JsonError(_describe(exc, text), offset) from None
-        except RecursionError:
-            raise JsonError("nesting too deep", 0) from None
+        except (RecursionError, _TooDeep):
+            raise JsonError(f"nesting deeper than {MAX_DEPTH} levels: no tuning table nests so deep", 0) from None
+        except ValueError as exc:  # int(): more digits than sys.get_int_max_str_digits()
+            m = _LONG_NUMBER.search(text)
+            offset = len(text[: m.start()].encode("utf-8")) if m else 0
+            raise JsonError(f"a number with {len(m.group()) if m else 'too many'} digits: json.load raises "
+                            f"ValueError ({exc})", offset) from None
         return cls(data, text, value, _DUPLICATES_SEEN[0])
 
     # -- offsets and positions ----------------------------------------------------------------

@@ -31,7 +31,7 @@ from tilefit.app import run_check, run_fix
 from tilefit.config import Settings
 from tilefit.fix import FixResult
 from tilefit.fix.prbody import FixedFinding, branch_name, commit_message, fixed_findings, pr_body, title
-from tilefit.fix.runner import FixVerificationError, atomic_write
+from tilefit.fix.runner import FixVerificationError, write_fixed
 from tilefit.gitops import GitError, Repo
 
 # The identity of commits made in GitHub Actions when the workflow configured none.
@@ -192,7 +192,7 @@ def _identity(repo: Repo, author: str | None) -> dict | None:
 
 def _write(changed) -> None:
     for ff in changed:
-        atomic_write(ff.path, ff.original, ff.new)
+        write_fixed(ff.path, ff.original, ff.new)
         ff.written = True
 
 

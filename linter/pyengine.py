@@ -22,15 +22,17 @@ from tilefit.model import Diagnostic, fingerprint_of
 from tilefit.callsites.checks import SiteChecks
 from tilefit.callsites.evaluate import CallsiteEvaluator
 from tilefit.callsites.project import Project
-from tilefit.callsites.sites import Sites, build_sites
+from tilefit.callsites.sites import Sites, build_scenario_sites
 
 
 @dataclass
 class CallsiteOptions:
-    """``[tool.tilefit.kernels]`` and ``--allow-import``."""
+    """``[tool.tilefit.kernels]``, ``--allow-import``, and whether to count coverage."""
 
     kernels: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     allow_import: bool = False
+    coverage: bool = False  # count the sites evaluated (PythonRun.coverage)
+    scenarios: Sequence = ()  # tilefit.callsites.scenarios.Scenario, each evaluated on its own
 
 
 @dataclass
@@ -40,6 +42,7 @@ class PythonRun:
     sites: Sites
     evaluator: CallsiteEvaluator | None
     errors: list[str] = field(default_factory=list)
+    coverage: Any = None  # tilefit.callsites.coverage.Coverage when options.coverage
 
 
 def _display(path: str) -> str:
@@ -52,10 +55,14 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
     estimator mode and selection."""
     options = options or CallsiteOptions()
     project = project or Project.scan(paths)
-    sites = build_sites(project)
     classes = engine._targets(None)
+    # one backend among the targets: platform tests fold (a ROCm-only branch is no NVIDIA launch)
+    backends = {"hip" if str(c.first.arch).lower().startswith("gfx") else "cuda" for c in classes}
+    backend = backends.pop() if len(backends) == 1 else None
+    sites = build_scenario_sites(project, options.scenarios, backend)
     evaluator = CallsiteEvaluator(project, kernels=options.kernels, mode=engine.estimator.mode,
-                                  allow_import=options.allow_import, estimator=engine.estimator)
+                                  allow_import=options.allow_import, estimator=engine.estimator,
+                                  scenarios=options.scenarios)
     checks = SiteChecks(evaluator, classes)
     from tilefit.rules.base import CallsiteContext, Planner
 
@@ -99,4 +106,9 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                                                finding.identity or finding.message),
                 ))
     out.sort(key=lambda d: d.sort_key)
-    return PythonRun(out, project, sites, evaluator, errors)
+    cov = None
+    if options.coverage:
+        from tilefit.callsites.coverage import coverage
+
+        cov = coverage(sites, checks)
+    return PythonRun(out, project, sites, evaluator, errors, cov)

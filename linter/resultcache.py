@@ -26,6 +26,7 @@ from pathlib import Path
 from .atomicfile import write_atomic
 from .cachedir import cache_root
 from .model import Diagnostic, Position, Severity, Span
+from .readfile import read_bytes
 
 FORMAT = 2
 _SEVERITY = {s.value: s for s in Severity}
@@ -38,8 +39,9 @@ def _code_fingerprint() -> str:
     import tilefit.rules
 
     h = hashlib.sha256(tilefit.__version__.encode())
-    for root in {Path(tilefit.__file__).parent, Path(tilefit.rules.__file__).parent,
-                 Path(tilefit.device_db.__file__).parent}:
+    # sorted: a set's order follows PYTHONHASHSEED, and identical runs got different keys
+    for root in sorted({Path(tilefit.__file__).parent, Path(tilefit.rules.__file__).parent,
+                        Path(tilefit.device_db.__file__).parent}):
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
             for name in sorted(filenames):
@@ -77,6 +79,27 @@ def run_key(engine, settings, opts) -> str:
 _MESSAGE, _POINTER, _DATA = 1, 9, 11
 
 
+def _valid_row(r, values: list) -> bool:
+    """A row as :meth:`ResultCache._row` writes it, naming values of the right types: a record
+    read back is checked before it is trusted (a damaged or hand-edited file is rebuilt)."""
+    if type(r) is not list or len(r) != 13:
+        return False
+    n = len(values)
+    m, p, d = r[_MESSAGE], r[_POINTER], r[_DATA]
+    if type(m) is not int or type(p) is not int or type(d) is not int or not (0 <= m < n and 0 <= p < n and 0 <= d < n):
+        return False
+    pointer = values[p]
+    return (type(r[0]) is str and type(values[m]) is str
+            and (pointer is None or type(pointer) is str and (not pointer or pointer[0] == "/"))
+            and type(values[d]) is dict and all(type(x) is int for x in r[2:8]) and type(r[8]) is str
+            and r[8] in _SEVERITY and (r[10] is None or type(r[10]) is str) and type(r[12]) is str)
+
+
+def _valid_hit(hit, values: list) -> bool:
+    return (type(hit) is list and len(hit) == 2 and type(hit[0]) is str and type(hit[1]) is list
+            and all(_valid_row(r, values) for r in hit[1]))
+
+
 def _fresh(data: dict) -> dict:
     """A diagnostic's own copy of a shared data object, its lists copied too (as the engine's)."""
     return {k: list(v) if type(v) is list else v for k, v in data.items()}
@@ -92,12 +115,12 @@ class ResultCache:
         self.changed = False
         if self.file is not None and self.file.is_file():
             try:
-                data = json.loads(self.file.read_text(encoding="utf-8"))
-                if (data.get("format") == FORMAT and isinstance(data["files"], dict)
-                        and isinstance(data["values"], list)):
-                    self.entries, self.values = data["files"], data["values"]
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                self.entries, self.values = {}, []
+                data = json.loads(read_bytes(self.file))
+            except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deep
+                data = None
+            if (type(data) is dict and data.get("format") == FORMAT and type(data.get("files")) is dict
+                    and type(data.get("values")) is list):
+                self.entries, self.values = data["files"], data["values"]
 
     @staticmethod
     def digest(data: bytes) -> str:
@@ -105,17 +128,16 @@ class ResultCache:
 
     def get(self, path: str, digest: str) -> list[Diagnostic] | None:
         hit = self.entries.get(path)
-        if hit is None or hit[0] != digest:
-            return None
         values = self.values
-        try:
-            return [Diagnostic(code=r[0], message=values[r[1]], path=path,
-                               span=Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7]),
-                               severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
-                               data=_fresh(values[r[11]]), fingerprint=r[12])
-                    for r in hit[1]]
-        except (TypeError, ValueError, IndexError, KeyError, AttributeError):
+        if hit is None or not _valid_hit(hit, values):  # a bad record is a miss, and is rewritten
             return None
+        if hit[0] != digest:
+            return None
+        return [Diagnostic(code=r[0], message=values[r[1]], path=path,
+                           span=Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7]),
+                           severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
+                           data=_fresh(values[r[11]]), fingerprint=r[12])
+                for r in hit[1]]
 
     def put(self, path: str, digest: str, diagnostics) -> None:
         self.entries[path] = [digest, [self._row(d) for d in diagnostics]]
@@ -129,7 +151,10 @@ class ResultCache:
 
     def _value(self, value) -> int:
         if self._index is None:
-            self._index = {json.dumps(v): i for i, v in enumerate(self.values)}
+            try:
+                self._index = {json.dumps(v): i for i, v in enumerate(self.values)}
+            except (TypeError, ValueError, RecursionError):  # a damaged file: start afresh
+                self.entries, self.values, self._index = {}, [], {}
         key = json.dumps(value, default=str)
         i = self._index.get(key)
         if i is None:
@@ -144,21 +169,20 @@ class ResultCache:
         values: list = []
         entries = {}
         for path, hit in self.entries.items():
-            try:
-                digest, rows = hit
-                new_rows = []
-                for r in rows:
-                    r = list(r)
-                    for col in (_MESSAGE, _POINTER, _DATA):
-                        i = used.get(r[col])
-                        if i is None:
-                            value = self.values[r[col]]
-                            i = used[r[col]] = len(values)
-                            values.append(value)
-                        r[col] = i
-                    new_rows.append(r)
-            except (TypeError, ValueError, IndexError):
+            if type(path) is not str or not _valid_hit(hit, self.values):
                 continue
+            digest, rows = hit
+            new_rows = []
+            for r in rows:
+                r = list(r)
+                for col in (_MESSAGE, _POINTER, _DATA):
+                    i = used.get(r[col])
+                    if i is None:
+                        value = self.values[r[col]]
+                        i = used[r[col]] = len(values)
+                        values.append(value)
+                    r[col] = i
+                new_rows.append(r)
             entries[path] = [digest, new_rows]
         return entries, values
 

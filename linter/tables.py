@@ -8,6 +8,7 @@ from typing import Any, Iterator
 
 from .families import TableMeta, classify
 from .jsonpos import JsonDocument, JsonError
+from .readfile import DEFAULT_LIMIT, read_bytes
 
 # Top-level keys that are not batch sizes but that an engine knowingly accepts.
 METADATA_KEYS = {"triton_version"}
@@ -45,14 +46,36 @@ class ConfigTable:
                 self._entries = [(k, v) for k, v in pairs if k not in METADATA_KEYS]
         return self._entries
 
+    def live_entries(self) -> list[tuple[str, Any]]:
+        """The entries ``json.load`` keeps: of a duplicated batch key only the last one (the
+        earlier ones are dead text, reported by KEY002, never launched, never fixed)."""
+        entries = self.entries()
+        if self.doc is None or not self.doc.has_duplicates or not getattr(self.value, "pairs", None):
+            return entries
+        last = {k: i for i, (k, _) in enumerate(entries)}
+        return [pair for i, pair in enumerate(entries) if last[pair[0]] == i]
+
     def iter_entries(self) -> Iterator[tuple[str, Any]]:
         return iter(self.entries())
 
 
+# int() refuses longer digit strings (sys.get_int_max_str_digits(); the engines' int(key) too)
+MAX_KEY_DIGITS = 4300
+
+
+def batch_size_of(key: str) -> int | None:
+    """The batch size a key names, as the engines read it with ``int(key)``: decimal ASCII digits
+    only (None for anything else, and for more digits than ``int()`` converts)."""
+    if key.isascii() and key.isdigit() and len(key) <= MAX_KEY_DIGITS:
+        return int(key)
+    return None
+
+
 def read_table(path: str, display_path: str | None = None, meta: TableMeta | None = None,
-               data: bytes | None = None) -> ConfigTable:
-    """Read (unless ``data`` is given) and parse one file. Never raises for bad content: the
-    table carries the error."""
+               data: bytes | None = None, limit: int | None = DEFAULT_LIMIT) -> ConfigTable:
+    """Read (unless ``data`` is given; only a regular file of at most ``limit`` bytes, see
+    :mod:`tilefit.readfile`) and parse one file. Never raises for bad content: the table
+    carries the error."""
     meta = meta or classify(path)
     if meta is None:
         raise ValueError(f"{path} is not a recognised tuning-config file name")
@@ -61,11 +84,7 @@ def read_table(path: str, display_path: str | None = None, meta: TableMeta | Non
         if data is not None:
             table.data = data
         else:
-            with open(path, "rb") as fh:
-                table.data = fh.read()
-    except IsADirectoryError:
-        table.read_error = "is a directory"
-        return table
+            table.data = read_bytes(path, limit)
     except OSError as exc:
         table.read_error = exc.strerror or str(exc)
         return table

@@ -20,6 +20,7 @@ from . import kernels
 from .dtypes import path_of_file_dtype
 from .families import TableMeta
 from .kernels.spec import Variant
+from .parameters import in_domain
 
 # Triton's launch defaults on CUDA (and on ROCm for num_warps).
 DEFAULT_NUM_WARPS = 4
@@ -59,6 +60,8 @@ def kernel_variants(meta: TableMeta, entry: Mapping, arch: str, vendor: str, eng
         return ()
     warps, stages = effective_launch(entry, vendor)
     if not is_int(warps) or not is_int(stages) or warps <= 0 or stages <= 0:
+        return ()
+    if not in_domain(meta.family, entry):  # VAL003's: never estimated, never compiled
         return ()
     if dtype_path(meta) is None:
         return ()

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from tilefit.estimate import EstimatorUnavailable
+from tilefit.estimate import CompileTimedOut, EstimatorUnavailable
 from tilefit.model import Severity
 
 from .base import ARCH, Example, Finding, Rule, Scope, TargetContext
+
+
+TIMEOUT_REASON = "compile-timeout"
+
+
+def timed_out(diagnostic) -> bool:
+    """Whether an EST001 diagnostic reports a compile that ran out of time."""
+    return diagnostic.code == "EST001" and diagnostic.data.get("reason") == TIMEOUT_REASON
 
 
 class EST001(Rule):
@@ -15,7 +23,9 @@ class EST001(Rule):
     Reports, once per file and target, that the per-block check was skipped: the device has
     no known shared-memory limit (Intel Arc), the analytic model has no calibrated form for
     its architecture (AMD before calibration) and Triton is not installed to compile exactly,
-    or the compiler rejected the kernel.
+    the compiler rejected the kernel, or the compile ran longer than ``compile-timeout``
+    (``--compile-timeout``, default 120 s; every compile runs in a child process that is
+    stopped then).
 
     ## Why is this bad?
     A clean result would be misleading: nothing was verified for this target. Install
@@ -43,6 +53,10 @@ class EST001(Rule):
         for variant in ctx.variants:
             try:
                 est = ctx.estimator.estimate(variant.spec, dev.arch, dev.smem_per_block_optin)
+            except CompileTimedOut as exc:  # about this run, not the file: never in the result cache
+                yield Finding(f"shared memory not checked on {ctx.target_names()}: {exc}", identity="unavailable",
+                              data={"reason": TIMEOUT_REASON})
+                return
             except EstimatorUnavailable as exc:
                 yield Finding(f"shared memory not checked on {ctx.target_names()}: {exc}", identity="unavailable")
                 return

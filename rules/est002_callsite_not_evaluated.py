@@ -76,11 +76,13 @@ class EST002(Rule):
         problems = list(getattr(site, "problems", ()))
         if not reasons:
             return
-        table = ctx.evaluator.table(site.kernel)
+        table = ctx.evaluator.user_table(site.kernel)
         hint = ""
         if any("no static value" in r for r in reasons):
             hint = (f"; give values in [tool.tilefit.kernels.\"{site.kernel.key}\"]" if table is None
                     else f"; [tool.tilefit.kernels.\"{site.kernel.key}\"] lacks them")
+        if not ctx.evaluator.scenarios and any(w in r for r in reasons for w in (".shape", ".size(", "without a default")):
+            hint += "; --scenario (e.g. deepseek-v2-lite, llama-gqa-128, or a model's config.json) binds run-time shapes"
         shown = reasons[:MAX_REASONS]
         more = f" (+{len(reasons) - MAX_REASONS} more)" if len(reasons) > MAX_REASONS else ""
         partial = ""

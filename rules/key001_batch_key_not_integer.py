@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tilefit.model import Severity
+from tilefit.tables import MAX_KEY_DIGITS
 
 from .base import Example, FileContext, Finding, Rule, Scope
 
@@ -48,3 +49,6 @@ class KEY001(Rule):
             if not (key.isascii() and key.isdigit()):
                 yield Finding(f"batch-size key {key!r} is not a decimal integer (the engine calls int() on it)",
                               at=(key,), at_key=True, identity=key)
+            elif len(key) > MAX_KEY_DIGITS:
+                yield Finding(f"batch-size key of {len(key)} digits: int() raises ValueError beyond {MAX_KEY_DIGITS}",
+                              at=(key,), at_key=True, identity=key[:40])

@@ -151,7 +151,8 @@ def _advice(s, case, over, path: str) -> str:
         labels = join_labels(sorted({v.variant.label for v in over if v.variant.label}))
         need = sorted({v.outcome.shared for v in over})
         when = f" when {labels}" if labels else ""
-        return (f"use {s.name}={s.new}{when} and the device has < {need[-1]} bytes of shared memory per block "
+        after = f" (then {max(s.required.values())} bytes)" if s.required else ""
+        return (f"use {s.name}={s.new}{when}{after} and the device has < {need[-1]} bytes of shared memory per block "
                 f"(a device-aware guard; other variants fit)")
     where = where_literal(s.literal)
     if literal_edit(s.literal, path, s.new) is None:

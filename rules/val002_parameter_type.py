@@ -2,12 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
 from tilefit.model import Severity
 from tilefit.parameters import family_parameters
 
 from .base import EntryContext, Example, Finding, Rule, Scope
 
 _TYPE_NAMES = {"int": "an integer", "bool": "true or false", "str": "a string"}
+
+
+def json_text(value, limit: int = 40) -> str:
+    """A value as the file spells it (``true``, ``null``, ``"64"``, ``64.0``), shortened."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (ValueError, TypeError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _type_ok(value, wanted: str) -> bool:
@@ -59,4 +70,4 @@ class VAL002(Rule):
             if spec is None:
                 continue
             if not _type_ok(value, spec["type"]):
-                yield Finding(f"{key} must be {_TYPE_NAMES[spec['type']]}, found {value!r}", at=(key,))
+                yield Finding(f"{key} must be {_TYPE_NAMES[spec['type']]}, found {json_text(value)}", at=(key,))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tilefit.model import Severity
-from tilefit.parameters import family_parameters, is_power_of_two
+from tilefit.parameters import domain_problems
 
 from .base import EntryContext, Example, Finding, Rule, Scope
 
@@ -12,8 +12,10 @@ class VAL003(Rule):
     """Launch parameter is outside its domain.
 
     ## What it does
-    Block sizes must be powers of two; ``num_warps`` a power of two from 1 to 32;
-    ``num_stages`` and ``GROUP_SIZE_M`` non-negative / positive.
+    Block sizes must be powers of two, at most 1048576 (Triton's largest tensor); ``num_warps``
+    a power of two from 1 to 32; ``num_stages`` and ``GROUP_SIZE_M`` non-negative / positive.
+    A ``num_stages`` above 8 (more than any shipped config or engine tuner uses) is a warning,
+    and such an entry is neither estimated nor compiled: Triton's pipeliner can take minutes.
 
     ## Why is this bad?
     ``tl.arange`` only takes power-of-two ranges, so a block of 48 fails to compile; Triton
@@ -45,16 +47,5 @@ class VAL003(Rule):
         entry = ctx.entry
         if not isinstance(entry, dict):
             return
-        known = family_parameters(ctx.meta.family).get("parameters", {})
-        for key, value in entry.items():
-            spec = known.get(key)
-            if spec is None or type(value) is not int:
-                continue
-            if spec.get("power_of_two") and not is_power_of_two(value):
-                yield Finding(f"{key}={value} is not a power of two", at=(key,))
-                continue
-            lo, hi = spec.get("minimum"), spec.get("maximum")
-            if lo is not None and value < lo:
-                yield Finding(f"{key}={value} is below the minimum {lo}", at=(key,))
-            elif hi is not None and value > hi:
-                yield Finding(f"{key}={value} is above the maximum {hi}", at=(key,))
+        for key, message, hard in domain_problems(ctx.meta.family, entry):
+            yield Finding(message, at=(key,), severity=None if hard else Severity.WARNING)

@@ -91,7 +91,7 @@ def test_mla_launch_reports_the_fp8_variant_with_a_guard_not_an_edit():
     (d,) = diags
     assert d.message.startswith("OutOfResources on rtx4090, sm_120 with kv_cache=fp8e4nv: shared memory, Required: ")
     assert "Hardware limit: 101376" in d.message and "num_stages=2" in d.message
-    assert "use num_stages=1 when kv_cache=fp8e4nv and the device has < " in d.message
+    assert "use num_stages=1 when kv_cache=fp8e4nv (then " in d.message and " and the device has < " in d.message
     assert d.fix is None  # bf16 fits: a device-aware guard, not an edit
     assert d.pointer is None and d.data["variant"] == "kv_cache=fp8e4nv" and d.data["archs"] == ["sm_89", "sm_120"]
     assert d.path.endswith("attention/mla_decode.py") and d.span.start.line == 128  # the num_stages literal
@@ -104,7 +104,7 @@ def test_mla_without_table_says_which_constexprs_are_missing():
     result = _check([ENGINE / "attention"], ["rtx4090"])
     (d,) = result.diagnostics
     assert d.code == "EST002" and d.severity.value == "info"
-    assert "kv_group_num (`q.shape` is computed at run time)" in d.message
+    assert "kv_group_num, q_head_num (`q.shape` is computed at run time)" in d.message  # one reason, said once
     assert "NUM_KV_SPLITS (num_kv_splits is a parameter of decode_grouped_stage1() without a default)" in d.message
     assert f'[tool.tilefit.kernels."{MLA_KEY}"]' in d.message
 

@@ -194,7 +194,8 @@ def test_duplicate_batch_key_with_a_dead_offender_is_not_touched(tmp_path):
     result = run_fix([str(path)], opts())
     assert path.read_bytes() == text
     assert not result.files and not result.errors
-    assert "SMEM001" in {d.code for d in result.check.diagnostics}
+    # json.load keeps the fitting one: the dead offender is KEY002's (the duplicate), no SMEM001
+    assert {d.code for d in result.check.diagnostics} == {"KEY002"}
 
 
 # -- verification -------------------------------------------------------------------------------
@@ -221,13 +222,13 @@ def test_file_changed_on_disk_is_not_overwritten(tmp_path, monkeypatch):
     import tilefit.fix.runner as runner
 
     path = write(tmp_path, FP8_H200, dump({"256": OFFENDING}, 4))
-    real = runner.atomic_write
+    real = runner.write_fixed
 
-    def racing(p, old, new):
+    def racing(p, old, new, *args):
         path.write_bytes(old + b" ")  # someone else edits the file meanwhile
-        real(p, old, new)
+        real(p, old, new, *args)
 
-    monkeypatch.setattr(runner, "atomic_write", racing)
+    monkeypatch.setattr(runner, "write_fixed", racing)
     result = run_fix([str(path)], opts())
     assert result.exit_code == 2 and path.read_bytes().endswith(b" ")
 

@@ -195,7 +195,9 @@ def test_picks_on_the_measured_sweep(sweep, tmp_path):
             naive = tm[moe_cases.ckey(moe_cases.naive(combo, starts[M][0]))]
             default = tm[moe_cases.ckey(moe_cases.vllm_default(combo, M))]
             scored.setdefault(combo.case.name, []).append((best / pick, best / naive, best / default))
-    assert len(scored) == 4 and sum(len(v) for v in scored.values()) >= 40
+    # 37 of the 42 picks are in the sweep (41 before issue 12: keeping a table's GROUP_SIZE_M where
+    # the model sees no gain from changing it picks four configs the sweep did not time)
+    assert len(scored) == 4 and sum(len(v) for v in scored.values()) >= 36
     for case, rows in scored.items():
         fixer = [r[0] for r in rows]
         assert statistics.median(fixer) >= 0.965, case

@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 
 from tilefit.atomicfile import write_atomic
-from tilefit.smem.cache import SCHEMA, _safe
+from tilefit.smem.cache import SCHEMA, _safe, read_record
 from tilefit import versions
 from tilefit.smem.exact import ExactResult
 
@@ -39,23 +39,12 @@ class ScratchCompileCache:
                 / f"scratch-{module_hash[:20]}" / name)
 
     def get(self, module_hash: str, key: str, arch: str) -> ExactResult | None:
-        path = self.path(module_hash, key, arch)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if (data.get("schema") != SCHEMA or data.get("key") != key or data.get("arch") != arch
-                    or data.get("triton") != self.triton or data.get("source_hash") != module_hash):
-                self.misses += 1
-                return None
-            result = ExactResult.from_json(data["result"])
-            if result.error is None and not isinstance(result.shared_bytes, int):
-                self.misses += 1
-                return None
-            self.hits += 1
-            return result
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        result = read_record(self.path(module_hash, key, arch), key, arch, self.triton, module_hash)
+        if result is None:
             self.misses += 1
-            return None
+        else:
+            self.hits += 1
+        return result
 
     def put(self, module_hash: str, key: str, arch: str, result: ExactResult, kernel: str = "") -> Path | None:
         path = self.path(module_hash, key, arch)

@@ -295,9 +295,10 @@ class CallsiteEvaluator:
 
     def __init__(self, project: Project, *, kernels: Mapping[str, Mapping[str, Any]] | None = None,
                  mode: str = "auto", allow_import: bool = False, estimator=None, cache=None,
-                 triton: bool | None = None):
+                 triton: bool | None = None, scenarios=()):
         self.project = project
         self.kernels = dict(kernels or {})
+        self.scenarios = tuple(scenarios)  # tilefit.callsites.scenarios.Scenario: dtypes of pointers
         self.mode = mode
         self.allow_import = allow_import
         self.estimator = estimator  # tilefit.estimate.Estimator, for the analytic fallback
@@ -353,12 +354,27 @@ class CallsiteEvaluator:
         key = id(kernel)
         hit = self._variants.get(key)
         if hit is None:
-            hit = kernel_variants(kernel, self.info(kernel), table_for(self.kernels, kernel))
+            hit = kernel_variants(kernel, self.info(kernel), self.table(kernel))
             self._variants[key] = hit
         return hit
 
-    def table(self, kernel: KernelDef):
+    def user_table(self, kernel: KernelDef):
+        """The kernel's ``[tool.tilefit.kernels]`` entry, or None."""
         return table_for(self.kernels, kernel)
+
+    def table(self, kernel: KernelDef):
+        """The kernel's ``[tool.tilefit.kernels]`` entry; without one, the dtypes the scenarios
+        give its pointer parameters (``k_buffer,v_buffer`` -> bf16, fp8e4nv), if any."""
+        table = table_for(self.kernels, kernel)
+        if table is not None or not self.scenarios:
+            return table
+        merged: dict[str, list] = {}
+        pointers = list(self.info(kernel).pointers)
+        for s in self.scenarios:
+            for names, dts in s.table_for(pointers).items():
+                have = merged.setdefault(names, [])
+                have.extend(d for d in dts if d not in have)
+        return merged or None
 
     def source(self, kernel: KernelDef) -> Source:
         key = id(kernel)
@@ -410,15 +426,9 @@ class CallsiteEvaluator:
                 return Source("none", reason=f"{why}; importing {name} gave no JITFunction for {kernel.name}")
         except Exception as exc:  # noqa: BLE001 - the user's module may fail in any way
             return Source("none", reason=f"{why}; importing {name} failed: {type(exc).__name__}: {exc}")
-        digest = hashlib.sha256(f"import:{path}:{kernel.name}:{os.stat(path).st_mtime_ns}".encode()).hexdigest()
-        shim_name = f"_tilefit_import_{digest[:20]}"
-        import types
-
-        shim = types.ModuleType(shim_name)
-        setattr(shim, kernel.name, fn)
-        sys.modules[shim_name] = shim
-        # the imported module's source may change between runs: do not cache on disk
-        return Source("import", shim_name, kernel.name, None, reason=why)
+        # the imported module's source may change between runs: do not cache on disk. The compile
+        # child imports the module itself (its code runs there too: --allow-import said so).
+        return Source("import", name, kernel.name, None, reason=why, scratch=("import", root, name))
 
     # -- one evaluation ----------------------------------------------------------------------
     def run(self, case: Case, variant: Variant, device) -> Outcome:
@@ -504,7 +514,8 @@ class CallsiteEvaluator:
                     args.append(Arg(name, "constexpr", value))
                 continue
             if name in info.pointers:
-                if value is None:
+                lit = case.literals.get(name)
+                if value is None and not (lit is not None and lit.via.startswith("default of")):
                     args.append(Arg(name, "none"))
                 else:
                     dt = variant.dtype_of(name) or default_dtype(info.pointers[name], variant, info)
@@ -542,7 +553,7 @@ class CallsiteEvaluator:
                     args.append(a)
                     known[name] = a
         if missing:
-            return Outcome("unknown", detail="no static value for " + ", ".join(missing))
+            return Outcome("unknown", detail="no static value for " + _grouped(missing))
         from tilefit.smem.exact import parse_arch
 
         try:
@@ -579,7 +590,8 @@ class CallsiteEvaluator:
         return None, v.reason if isinstance(v, Unknown) else "not static"
 
     def _compile(self, src: Source, case: Case, args, num_warps: int, num_stages: int, options, arch: str) -> Outcome:
-        from tilefit.smem.exact import ExactResult, compile_plan
+        from tilefit.smem.exact import ExactResult
+        from tilefit.smem.worker import compile_plan_limited
         from tilefit.kernels.plan import LaunchPlan
 
         key = json.dumps([src.function, [(a.name, a.kind, _jsonable(a.value)) for a in args], num_warps, num_stages,
@@ -589,25 +601,35 @@ class CallsiteEvaluator:
             result = self.cache.get(src.hash, key, arch)
         if result is None:
             if src.kind == "scratch":
+                from tilefit.pysource.extract import ExtractError
+
                 try:
-                    src.scratch.load()
+                    src.scratch.check()  # the child checks again before it loads
+                    src.scratch.write()  # the child loads it from there
+                except ExtractError as exc:  # a triton.language path that leaves Triton
+                    hint = "" if self.allow_import else "; --allow-import imports the module instead"
+                    return Outcome("unknown", detail=exc.reason + hint)
                 except Exception as exc:  # noqa: BLE001
                     return Outcome("failed", estimator="exact",
-                                   detail=f"the scratch module does not load: {type(exc).__name__}: {exc}")
+                                   detail=f"the scratch module cannot be written: {type(exc).__name__}: {exc}")
             plan = LaunchPlan(f"{case.kernel.key}", src.module, src.function, tuple(args), num_warps, num_stages,
                               options)
             import time
 
             t0 = time.perf_counter()
             try:
-                result = compile_plan(plan, arch, raise_on_error=False)
+                result = compile_plan_limited(plan, arch, source=src.scratch)
             except Exception as exc:  # noqa: BLE001 - unsupported arch, bad plan: data, not a crash
                 return Outcome("failed", estimator="exact", detail=f"{type(exc).__name__}: {exc}")
             finally:
                 self.compiles += 1
                 self.compile_seconds += time.perf_counter() - t0
-            if self.cache is not None and src.hash:
+            if self.cache is not None and src.hash and result.error_stage not in ("timeout", "crash", "setup",
+                                                                                      "blocked"):
                 self.cache.put(src.hash, key, arch, result, kernel=case.kernel.key)
+        if result.error_stage == "blocked":  # the allowlist refused a triton.language path (in the child)
+            hint = "" if self.allow_import else "; --allow-import imports the module instead"
+            return Outcome("unknown", detail=f"{result.error}{hint}")
         est = "exact" if src.kind == "scratch" else "import"
         if result.error is not None:
             status = "unsupported" if any(s in result.error for s in _UNSUPPORTED) else "failed"
@@ -633,6 +655,19 @@ class CallsiteEvaluator:
 
 
 _MISSING = object()
+
+
+def _grouped(missing: list[str]) -> str:
+    """``["A (why)", "B (why)", "C (other)"]`` -> ``"A, B (why), C (other)"``: names that share
+    a reason are listed once with it (a stopped evaluation leaves every name with the same)."""
+    order: dict[str, list[str]] = {}
+    for item in missing:
+        name, sep, reason = item.partition(" (")
+        key = sep + reason if sep and item.endswith(")") else ""
+        if not key:
+            name = item
+        order.setdefault(key, []).append(name)
+    return ", ".join(", ".join(names) + key for key, names in order.items())
 
 
 def _jsonable(v):

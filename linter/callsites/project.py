@@ -16,6 +16,8 @@ from typing import Iterable
 
 from tilefit.pysource.scan import Binding, KernelDef, ModuleScan, may_matter, module_name, scan_source
 from tilefit.pysource.source import SourceFile
+from tilefit.readfile import read_bytes
+
 from .values import Evaluator, Lit, Ref, Unknown, Val
 
 
@@ -65,8 +67,7 @@ class Project:
         for path in files:
             project.stats.files += 1
             try:
-                with open(path, "rb") as fh:
-                    data = fh.read()
+                data = read_bytes(path)
             except OSError as exc:
                 project.stats.errors.append(f"{path}: cannot read: {exc.strerror or exc}")
                 continue

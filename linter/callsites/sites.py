@@ -120,6 +120,7 @@ class Sites:
     launches: list[LaunchSite]
     autotunes: list[AutotuneSite]
     unresolved: list[tuple[LaunchCall, str]]  # subscript calls that are no known kernel, and why
+    off_platform: int = 0  # launches that cannot run on the targets' backend (under `if is_hip_:`)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -294,15 +295,25 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
     return span, (node.lineno,)
 
 
-def build_sites(project: Project) -> Sites:
+def build_sites(project: Project, only: set | None = None, used: set | None = None) -> Sites:
+    """Launch and autotune sites of the project's primary modules. ``only``: ids of the
+    launches to build (others skipped); ``used``: filled with the ids of the launches whose
+    values read a key of the evaluator's scenarios."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
     caller_cache: dict[int, list] = {}
     callee_cache: dict[int, Val] = {}
+    off_platform = 0
     for module in project.primary_modules():
         for launch in module.launches:
+            if only is not None and id(launch) not in only:
+                continue
+            ev.begin_site()  # each launch (with its callers) within its own budget
             frame = Frame(module, launch.scope, before_line=launch.line)
+            if ev.backend is not None and not ev.reachable(frame):
+                off_platform += 1  # e.g. the ROCm-only branch, on NVIDIA targets
+                continue
             callee = ev.expr(frame, launch.callee)
             scope = launch.scope
             callers = []
@@ -335,13 +346,16 @@ def build_sites(project: Project) -> Sites:
                     launches.append(LaunchSite(kernel, launch, caller_module, span, (rec.node.lineno,), inst,
                                                problems + cproblems, caller=rec,
                                                arg_exprs=_arg_exprs(launch, kernel)))
+            if used is not None and ev.scenario_hit:
+                used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
                 unresolved.append((launch, reason))
+    ev.end_site()
     autotunes = [_autotune_site(project, k, launches) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]
-    return Sites(launches, autotunes, unresolved)
+    return Sites(launches, autotunes, unresolved, off_platform)
 
 
 def _uses_params(project: Project, launch: LaunchCall, scope) -> bool:
@@ -419,3 +433,62 @@ def heuristics_of(project: Project, kernel: KernelDef) -> dict[str, ast.expr]:
                 for k, v in val.items:
                     out[k] = v  # type: ignore[assignment]
     return out
+
+
+def _instance_key(inst: Instance) -> tuple:
+    def one(v):
+        return ("L", repr(v.value)) if isinstance(v, Lit) else ("U", getattr(v, "reason", type(v).__name__))
+    return (tuple(sorted((k, one(v)) for k, v in inst.args.items() if k != "**")),
+            tuple(sorted((k, one(v)) for k, v in inst.options.items())))
+
+
+def build_scenario_sites(project: Project, scenarios, backend: str | None = None) -> Sites:
+    """:func:`build_sites` once per scenario (:mod:`.scenarios`; values of two scenarios never mix
+    in one launch), merged: a launch's instances carry ``scenario NAME`` in their label, and an
+    instance that another scenario already gave (same values) is kept once. Only the launches
+    whose values read a scenario's key in the first pass are built again for the others (the
+    rest do not depend on the scenario and carry no label). Without scenarios, one plain pass."""
+    from .values import Evaluator
+
+    if not scenarios:
+        project.evaluator.backend = backend
+        return build_sites(project)
+    merged: list[LaunchSite] = []
+    index: dict[tuple, LaunchSite] = {}
+    seen: dict[tuple, set] = {}
+    first: Sites | None = None
+    keys = frozenset(k for s in scenarios for k in s.values)
+    only: set | None = None  # after the first scenario: the launches that read a scenario key
+    for scenario in scenarios:
+        ev = Evaluator(project)
+        ev.backend = backend
+        ev.scenario = scenario
+        ev.scenario_keys = keys
+        project.evaluator = ev
+        used: set = set()
+        sites = build_sites(project, only=only, used=used)
+        if only is None:
+            only = used
+        first = first or sites
+        for site in sites.launches:
+            key = (id(site.launch), id(site.caller) if site.caller is not None else None, id(site.kernel))
+            have = index.get(key)
+            if have is None:
+                have = index[key] = site
+                merged.append(site)
+                seen[key] = set()
+                keep = list(site.instances)
+                site.instances = []
+            else:
+                keep = site.instances
+            for inst in keep:
+                k = _instance_key(inst)
+                if k in seen[key]:
+                    continue
+                seen[key].add(k)
+                if id(site.launch) in used:  # its values depend on the scenario
+                    inst.label = ", ".join(x for x in (f"scenario {scenario.name}", inst.label) if x)
+                have.instances.append(inst)
+    autotunes = [_autotune_site(project, k, merged) for m in project.primary_modules() for k in m.all_kernels
+                 if k.autotune is not None]
+    return Sites(merged, autotunes, first.unresolved, first.off_platform)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import itertools
 import operator
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -25,6 +26,8 @@ from tilefit.model import Span
 MAX_ARMS = 16
 MAX_ITEMS = 4096
 MAX_DEPTH = 12
+MAX_STEPS = 50_000  # expressions folded for one launch site (bounded evaluation)
+MAX_SECONDS = 2.0  # and seconds spent on it
 
 
 @dataclass(frozen=True)
@@ -294,15 +297,69 @@ class Evaluator:
         self.project = project
         self._globals: dict[tuple[int, str], Val] = {}  # module-level names do not depend on the frame
         self._locals: dict[tuple, Val] = {}  # locals of frames without explicit bindings
+        self._segs: dict[int, tuple] = {}  # id(node) -> (node, its source text): labels and reasons
+        self.max_steps = MAX_STEPS
+        self.max_seconds = MAX_SECONDS
+        self._steps = 0
+        self._deadline: float | None = None  # None: not inside a site (no time limit)
+        self._exhausted: str | None = None  # why the current site's budget ran out
+        # "cuda" / "hip" when every target runs that backend: platform tests (`is_hip()`,
+        # `current_platform.is_rocm()`, `torch.version.hip`) fold, a ROCm-only branch is no NVIDIA launch
+        self.backend: str | None = None
+        # tilefit.callsites.scenarios.Scenario: binds tensor shapes and parameters by name
+        self.scenario = None
+        self.scenario_keys: frozenset = frozenset()  # every key of the run's scenarios
+        self.scenario_hit = False  # did the current site read a scenario key (begin_site resets)
+
+    # -- the budget of one launch site (bounded evaluation) ----------------------------------
+    def begin_site(self) -> None:
+        """Start the budget of one launch site: :data:`MAX_STEPS` expressions and
+        :data:`MAX_SECONDS` seconds; past either, every value of the site is Unknown with the
+        reason (folding through helpers and branches can grow exponentially)."""
+        self._steps = 0
+        self._deadline = time.monotonic() + self.max_seconds
+        self._exhausted = None
+        self.scenario_hit = False
+
+    def end_site(self) -> None:
+        self._deadline = None
+        self._exhausted = None
+
+    @property
+    def exhausted(self) -> str | None:
+        return self._exhausted
+
+    def _spend(self) -> None:
+        if self._exhausted is not None:
+            raise _OutOfBudget()
+        if self._deadline is None:
+            return
+        self._steps += 1
+        if self._steps > self.max_steps:
+            self._exhausted = f"evaluation stopped after {self.max_steps} steps (bounded evaluation)"
+        elif self._steps % 128 == 0 and time.monotonic() > self._deadline:
+            self._exhausted = f"evaluation stopped after {self.max_seconds:g} s (bounded evaluation)"
+        if self._exhausted is not None:
+            raise _OutOfBudget()
 
     def loc(self, module, node: ast.AST) -> Loc:
         return Loc(module.path, module.source.span(node))
 
     def seg(self, module, node: ast.AST) -> str:
-        return module.source.segment(node, 60)
+        key = id(node)
+        hit = self._segs.get(key)
+        if hit is None or hit[0] is not node:
+            hit = self._segs[key] = (node, module.source.segment(node, 60))
+        return hit[1]
 
     # -- names -------------------------------------------------------------------------------
     def name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
+        if self.scenario is not None and frame.func is not None and name in function_params(frame.func):
+            found, value = self.scenario.parameter(name)
+            if found or name in self.scenario_keys:
+                self.scenario_hit = True
+            if found:  # the scenario's value wins over the default and over what a caller passes
+                return Lit(value, None, f"scenario {self.scenario.name}")
         if name in frame.bindings:
             return frame.bindings[name]
         if frame.depth > MAX_DEPTH:
@@ -312,6 +369,13 @@ class Evaluator:
             params = function_params(fn)
             assigns = [a for a in local_assignments(fn).get(name, ())
                        if frame.before_line is None or a.line < frame.before_line]
+            passed = name in params
+            if assigns and frame.before_line is not None:
+                assigns, passed = self._reaching(frame, fn, name, name in params)
+                if not assigns and passed:
+                    return self._param(frame, fn, name, params[name])
+                if not assigns:
+                    return self.global_name(frame.module, name, frame.depth)
             if len(assigns) > MAX_ARMS:
                 return Unknown(f"{name} is assigned {len(assigns)} times in {fn.name}()")
             memo_key = (id(fn), name, frame.before_line) if not frame.bindings else None
@@ -319,7 +383,7 @@ class Evaluator:
                 return self._locals[memo_key]
             if assigns:
                 arms: list[tuple[str, Val]] = []
-                if name in params:
+                if name in params and passed:
                     arms.append((f"{name} as passed", self._param(frame, fn, name, params[name])))
                 for a in assigns:
                     if a.value is None:
@@ -329,7 +393,7 @@ class Evaluator:
                     label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
                     arms.append((label, v))
                 out = arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
-                if memo_key is not None:
+                if memo_key is not None and self._exhausted is None:
                     self._locals[memo_key] = out
                 return out
             if name in params:
@@ -338,6 +402,75 @@ class Evaluator:
             if outer is not None:  # a closure: the enclosing function's locals and parameters
                 return self.name(Frame(frame.module, outer, {}, None, frame.depth + 1), name, node)
         return self.global_name(frame.module, name, frame.depth)
+
+    def _reaching(self, frame: Frame, fn, name: str, is_param: bool) -> tuple[list[_Assigned], bool]:
+        """The assignments of ``name`` that reach ``frame.before_line`` (branches whose test
+        folds are followed one way: :mod:`.flow`), and whether the value passed in reaches it."""
+        from .flow import PARAM, Definition, reaching
+
+        test = self._test_folder(frame, fn)
+        key = ("reach", id(fn), name, frame.before_line, self.backend) if not frame.bindings else None
+        hit = self._locals.get(key) if key is not None else None
+        if hit is None:
+            fast = _straight_line(fn, name, frame.before_line)
+            if fast is not None:  # every assignment is a plain statement of the body: the last one wins
+                defs = (Definition(fast.value, fast.line),)
+            else:
+                defs, _alive = reaching(fn, name, frame.before_line, test, is_param)
+            hit = ([_Assigned(d.value, d.line, d.why) for d in defs if d.kind != PARAM],
+                   any(d.kind == PARAM for d in defs))
+            if key is not None and self._exhausted is None:
+                self._locals[key] = hit
+        return hit
+
+    def _test_folder(self, frame: Frame, fn):
+        """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings)."""
+        bound = bool(frame.bindings)
+
+        def test(node: ast.expr, line: int):
+            key = ("test", id(node), line) if not bound else None
+            if key is not None and key in self._locals:
+                return self._locals[key]
+            v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1), node)
+            out = bool(v.value) if isinstance(v, Lit) else None
+            if key is not None and self._exhausted is None:
+                self._locals[key] = out
+            return out
+
+        return test
+
+    def reachable(self, frame: Frame) -> bool:
+        """Can ``frame.before_line`` of ``frame.func`` run (a launch under ``if is_hip_:`` cannot
+        on NVIDIA targets)?"""
+        from .flow import reaching
+
+        if frame.func is None or frame.before_line is None:
+            return True
+
+        if not any(isinstance(s, (ast.If, ast.While)) and s.lineno < frame.before_line for s in ast.walk(frame.func)):
+            return True  # no branch above the line: it runs whenever the function does
+        return reaching(frame.func, "\0", frame.before_line, self._test_folder(frame, frame.func), False)[1]
+
+    def platform(self, node: ast.expr, frame: Frame) -> Val | None:
+        """``is_hip()``, ``current_platform.is_rocm()``, ``torch.version.hip``, ``is_cuda()``:
+        a boolean of the backend, folded when :attr:`backend` is known."""
+        if self.backend is None:
+            return None
+        if isinstance(node, ast.Call) and not node.args and not node.keywords:
+            f = node.func
+            fname = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            key = fname.strip("_").lower()
+            if key in _HIP_PREDICATES:
+                return Lit(self.backend == "hip", self.loc(frame.module, node))
+            if key in _CUDA_PREDICATES:
+                return Lit(self.backend == "cuda", self.loc(frame.module, node))
+        if isinstance(node, ast.Attribute) and node.attr in ("hip", "cuda") and \
+                isinstance(node.value, ast.Attribute) and node.value.attr == "version" and \
+                isinstance(node.value.value, ast.Name) and node.value.value.id == "torch":
+            # truthiness only: `torch.version.hip` is None on CUDA builds (a string otherwise)
+            return Lit("hip" if self.backend == node.attr == "hip" else "cuda" if self.backend == node.attr
+                       else None, self.loc(frame.module, node))
+        return None
 
     def _param(self, frame: Frame, fn, name: str, default: ast.expr | None) -> Val:
         if default is None:
@@ -353,8 +486,15 @@ class Evaluator:
         if depth > MAX_DEPTH:
             return Unknown(f"{name}: names nest too deeply")
         self._globals[key] = Unknown(f"{name} refers to itself")  # cycle guard while evaluating
-        out = self._global_name(module, name, depth)
-        self._globals[key] = out
+        try:
+            out = self._global_name(module, name, depth)
+        except BaseException:
+            self._globals.pop(key, None)
+            raise
+        if self._exhausted is not None:  # cut short: not this name's value, do not remember it
+            self._globals.pop(key, None)
+        else:
+            self._globals[key] = out
         return out
 
     def _global_name(self, module, name: str, depth: int = 0) -> Val:
@@ -390,8 +530,11 @@ class Evaluator:
             return self._expr(frame, node)
         except RecursionError:
             return Unknown("expression nests too deeply")
+        except _OutOfBudget:
+            return Unknown(self._exhausted or "evaluation stopped (bounded evaluation)")
 
     def _expr(self, frame: Frame, node: ast.expr) -> Val:
+        self._spend()
         m = frame.module
         if isinstance(node, ast.Constant):
             return Lit(node.value, self.loc(m, node))
@@ -461,6 +604,12 @@ class Evaluator:
             return DictVal(tuple(pairs))
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self._comprehension(frame, node)
+        if isinstance(node, ast.Subscript) and self.scenario is not None:
+            found, value = self.scenario.expression(node)
+            if found or self.scenario_keys:
+                self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
+            if found:
+                return Lit(value, None, f"scenario {self.scenario.name}")
         if isinstance(node, ast.Subscript):
             base = self._expr(frame, node.value)
             index = self._expr(frame, node.slice)
@@ -474,6 +623,9 @@ class Evaluator:
                     return Unknown(f"index {index.value} out of range")
             return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
         if isinstance(node, ast.Attribute):
+            folded = self.platform(node, frame)
+            if folded is not None:
+                return folded
             base = self._expr(frame, node.value)
             if isinstance(base, Ref) and base.kind == "module":
                 return self.global_name(base.target, node.attr, frame.depth + 1)
@@ -481,6 +633,15 @@ class Evaluator:
                 return Ref("triton", f"{base.target}.{node.attr}")
             return Unknown(f"`{self.seg(m, node)}` is computed at run time")
         if isinstance(node, ast.Call):
+            folded = self.platform(node, frame)
+            if folded is not None:
+                return folded
+            if self.scenario is not None:
+                found, value = self.scenario.expression(node)
+                if found or self.scenario_keys:
+                    self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
+                if found:
+                    return Lit(value, None, f"scenario {self.scenario.name}")
             return self._call(frame, node)
         if isinstance(node, ast.JoinedStr):
             return Unknown("an f-string")
@@ -662,7 +823,45 @@ class Evaluator:
         return ConfigVal(kwargs_val.items, tuple(options), self.loc(m, node))
 
 
+# zero-argument calls that say the backend (their name, underscores stripped, lower case)
+_HIP_PREDICATES = frozenset({"is_hip", "is_rocm", "is_hip_available", "is_rocm_available", "use_rocm",
+                             "is_amd", "is_hip_or_rocm"})
+_CUDA_PREDICATES = frozenset({"is_cuda", "is_nvidia", "is_cuda_available"})
+
 _BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list", "tuple", "sorted", "dict"}
+
+
+class _OutOfBudget(Exception):
+    """The current site's budget ran out (:meth:`Evaluator.begin_site`)."""
+
+
+def _key_in(node: ast.expr, keys) -> bool:
+    from .scenarios import expression_key
+
+    return expression_key(node) in keys
+
+
+def _straight_line(fn, name: str, line: int) -> "_Assigned | None":
+    """When every assignment of ``name`` in ``fn`` is a plain statement of its body (no branch,
+    loop or ``with`` around it) and one of them is above ``line``: the last such one (the
+    only one that reaches ``line``, whatever branch ``line`` is in). Else None."""
+    assigns = local_assignments(fn).get(name, ())
+    if not assigns:
+        return None
+    top = getattr(fn, "_tilefit_top_lines", None)
+    if top is None:
+        top = {s.lineno for s in fn.body if isinstance(s, (ast.Assign, ast.AnnAssign))}
+        try:
+            fn._tilefit_top_lines = top
+        except AttributeError:  # pragma: no cover
+            pass
+    if not all(a.line in top and a.value is not None for a in assigns):
+        return None
+    before = [a for a in assigns if a.line < line]
+    if not before:
+        return None
+    # the launch's own top-level statement must come after the assignment (not be it)
+    return before[-1]
 
 
 def _owner(fn, ret) -> bool:

@@ -29,7 +29,8 @@ from .common import fail, settings_or_exit, split_codes
 @click.option("--output-format", type=click.Choice(list(FORMATS)), default=None, help="Output format. [default: concise]")
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to a file instead of stdout.")
-@click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics.")
+@click.option("--statistics", is_flag=True, help="Print counts per rule instead of the diagnostics, and how many kernel call sites of "
+              "Python files were evaluated (not evaluated: by reason).")
 @click.option("--exit-zero", is_flag=True, help="Exit 0 even when diagnostics remain.")
 @click.option("-q", "--quiet", is_flag=True, help="Print diagnostics only, no summary.")
 @click.option("--baseline", type=click.Path(dir_okay=False), default=None,
@@ -49,6 +50,11 @@ from .common import fail, settings_or_exit, split_codes
 @click.option("--no-cache", is_flag=True, help="Do not reuse the results of unchanged files.")
 @click.option("--allow-import", is_flag=True,
               help="Python files: import a kernel's module when its source cannot be extracted (runs its code).")
+@click.option("--scenario", "scenarios", multiple=True, metavar="NAME|config.json",
+              help="Python files: bind launch values computed at run time (tensor shapes, wrapper parameters) "
+                   "by a shape scenario: a shipped one (deepseek-v2-lite, llama-gqa-128, qwen3-moe-30b, ...; "
+                   "`all`), a [tool.tilefit.scenarios.NAME] table, or a model's config.json or folder. "
+                   "Repeatable: each is evaluated on its own. [default: [tool.tilefit] scenario]")
 @click.option("--engine-kernels", default=None, metavar="PATH|installed",
               help="Compile the engine's own kernels (a source file or tree, or `installed`/`vllm`/`sglang`) "
                    "instead of tilefit's reference kernels (needs Triton).")
@@ -62,10 +68,15 @@ from .common import fail, settings_or_exit, split_codes
               help="Bytes of shared memory a fix keeps free below every target's limit. [default: fix-margin, 0]")
 @click.option("--fix-report", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write a Markdown summary of the fixes (for a pull-request body).")
+@click.option("--compile-timeout", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Time a compile may take before it is stopped and reported (EST001). "
+                   "[default: compile-timeout, 120]")
+@click.option("--follow-symlinks", is_flag=True,
+              help="Let --fix write through a symlink to a file outside the checked paths (refused by default).")
 def check(paths, targets, select, extend_select, ignore, estimator, output_format, output_file, statistics,
           exit_zero, quiet, baseline, update_baseline, device_files, triton_version, config_file, isolated,
-          force_exclude, respect_gitignore, no_cache, allow_import, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
-          fix_report):
+          force_exclude, respect_gitignore, no_cache, allow_import, scenarios, engine_kernels, fix, unsafe_fixes, diff, show_fixes, exit_non_zero_on_fix, fix_margin,
+          fix_report, follow_symlinks, compile_timeout):
     """Check tuning-config files against device limits.
 
     Each table is checked against the device its file name names, plus every --target.
@@ -93,6 +104,10 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         unsafe_fixes=unsafe_fixes,
         fix_margin=fix_margin,
         use_cache=not no_cache,
+        follow_symlinks=follow_symlinks,
+        compile_timeout=compile_timeout,
+        coverage=statistics,
+        scenarios=_scenario_args(scenarios) if scenarios else None,
     )
     fmt = output_format or settings.output_format
     if fmt not in FORMATS:
@@ -170,6 +185,28 @@ def _required(unsafe_fixes, settings) -> int:
     return int(Applicability.UNSAFE if unsafe else Applicability.SAFE)
 
 
+def _scenario_args(values) -> list:
+    """``--scenario`` values: names stay names; a model's ``config.json`` (or its folder)
+    becomes a scenario of its own (read without downloading anything)."""
+    import os
+
+    from tilefit.callsites.scenarios import ScenarioError, from_model_shape
+
+    out = []
+    for value in values:
+        if value.endswith(".json") or os.path.isdir(value):
+            from tilefit.doctor.model import ModelConfigError, load_model_config
+
+            try:
+                shape = load_model_config(value)
+                out.append(from_model_shape(shape, os.path.basename(os.path.abspath(value).rstrip(os.sep)) or value))
+            except (ModelConfigError, ScenarioError, OSError) as exc:
+                fail(f"--scenario {value}: {exc}")
+        else:
+            out.append(value)
+    return out
+
+
 def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: bool,
            fix_applicability: int | None = None, summary_lines: list[str] | None = None,
            fix_result=None) -> None:
@@ -181,6 +218,9 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
     try:
         if statistics:
             write_statistics(result.diagnostics, stream)
+            if getattr(result, "coverage", None) is not None:
+                for line in result.coverage.lines():
+                    stream.write(line + "\n")
         else:
             ctx = RenderContext(tool_version=__version__, fix_applicability=fix_applicability,
                                 root=str(result.root) if result.root is not None else None,

@@ -10,7 +10,9 @@ from tilefit.config import ConfigError, Settings, load_settings
 
 
 def fail(message: str, code: int = 2) -> None:
-    click.echo(f"error: {message}", err=True)
+    from tilefit.reporters.common import printable
+
+    click.echo(printable(f"error: {message}"), err=True)
     sys.exit(code)
 
 

@@ -14,6 +14,7 @@ import click
 
 from tilefit.api import print_errors
 from tilefit.model import Applicability
+from tilefit.reporters.common import printable
 
 from .check import check as _check
 
@@ -54,9 +55,11 @@ def run_fix_flow(opts, settings, paths, *, fmt: str, output_file, statistics: bo
         except OSError as exc:
             click.echo(f"error: cannot write the fix report: {exc}", err=True)
             return 2
+    for note in result.notes:
+        click.echo(printable(f"note: {note}"), err=True)
     print_errors(result.check)
     for e in result.errors:
-        click.echo(f"error: {e}", err=True)
+        click.echo(printable(f"error: {e}"), err=True)
     if result.exit_code == 2:
         return 2
     if diff:
@@ -128,7 +131,7 @@ def write_show_fixes(result, stream, would: bool = False) -> None:
     from tilefit.fix.report import explain
 
     for ff in result.files:
-        stream.write(f"- {ff.path}:\n")
+        stream.write(f"- {printable(ff.path)}:\n")
         for code, count in sorted(ff.fixed.items(), key=lambda kv: (-kv[1], kv[0])):
             name = RULES[code].name if code in RULES else ""
             stream.write(f"    {count} \N{MULTIPLICATION SIGN} {code} ({name})\n")

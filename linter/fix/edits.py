@@ -139,7 +139,8 @@ def _overlaps(a: tuple[int, int], b: tuple[int, int]) -> bool:
 
 
 def same_json(a: Any, b: Any) -> bool:
-    """Equality as JSON sees it: 1, 1.0 and true differ; objects compare by members."""
+    """Equality as JSON sees it: 1, 1.0 and true differ; objects compare by members; NaN equals
+    NaN (``json.load`` reads ``NaN`` as a float that equals nothing, itself included)."""
     if type(a) is not type(b):
         if isinstance(a, dict) and isinstance(b, dict):
             pass
@@ -149,7 +150,8 @@ def same_json(a: Any, b: Any) -> bool:
         return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
     if isinstance(a, list):
         return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
-    return a == b
+    # NaN is no number but the same text: an entry the fix leaves alone stays equal to itself
+    return a == b or (type(a) is float and a != a and b != b)
 
 
 def resolve(value: Any, parts: Sequence[str]) -> Any:

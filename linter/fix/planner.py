@@ -42,6 +42,7 @@ from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.families import has_down_tables
 from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix
+from tilefit.parameters import in_domain
 from tilefit.rules import Planner, fixable_codes
 from tilefit.tables import ConfigTable
 from tilefit.variants import TILE_KEYS, effective_launch, is_int, kernel_variants
@@ -57,6 +58,15 @@ COMPILE_FAILS = 1 << 40
 GROUP_REFINE_TOP = 3
 # how many ranked candidates are re-checked with the engine's rules before giving up
 RULE_CHECK_TRIES = 12
+# A changed GROUP_SIZE_M (no effect on shared memory) is kept only when the model predicts a gain
+# from it larger than this (in log time); else the entry's own value stays.
+GROUP_GAIN = 1e-6
+# A table of more entries than this (no shipped table has more than 37) is planned per batch-size
+# bucket: one search for each batch size rounded to BUCKET_BITS significant bits, whose choice and
+# predicted times (those of the rounded size) every entry of the bucket with the same config
+# shares. A 50 MB table of 270000 entries searched once per key took hours (issue 12).
+LARGE_TABLE_ENTRIES = 512
+BUCKET_BITS = 3
 # On the file's own device the original entry was measured best by a tuner: a predicted gain
 # over it counts this fraction (in log space).
 TUNED_PRIOR = 0.5
@@ -248,6 +258,7 @@ class FixPlanner:
         if not keys:
             return result
         ctx = self._table_context(table)
+        ctx.bucketed = len(table.value) > LARGE_TABLE_ENTRIES
         for key in keys:
             entry = table.value.get(key)
             try:
@@ -345,6 +356,8 @@ class FixPlanner:
         return hit
 
     def _fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
+        if not in_domain(ctx.meta.family, entry):  # no estimate is no fit (a table's 2**1100 block)
+            return False
         for g in ctx.groups:
             if g.max_threads is not None:
                 warps, _ = effective_launch(entry, g.vendor)
@@ -373,12 +386,13 @@ class FixPlanner:
         max_warps = min((g.max_threads for g in ctx.groups if g.max_threads), default=32)
         space = ConfigSpace.for_entry(meta, entry, vendor, max_warps, lock_block_m=shares_block_m(table),
                                       table=ctx.values)
+        search_key = bucket_key(key) if ctx.bucketed else key
         memo_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.E, meta.N,
-                    meta.K, meta.down, key, freeze(entry), ctx.groups, tuple(d.key for d, _ in ctx.ranking),
+                    meta.K, meta.down, search_key, freeze(entry), ctx.groups, tuple(d.key for d, _ in ctx.ranking),
                     self.unsafe, space.domain, space.groups)
         found = self._plan_memo.get(memo_key)
         if found is None:
-            found = self._search(table, ctx, key, entry, space)
+            found = self._search(table, ctx, search_key, entry, space)
             self._plan_memo[memo_key] = found
         if isinstance(found, str):
             return found
@@ -462,7 +476,7 @@ class FixPlanner:
                 for g in space.group_values(cand["GROUP_SIZE_M"]):
                     alt = dict(cand)
                     alt["GROUP_SIZE_M"] = g
-                    if cfg_key(alt) not in depth_of:
+                    if cfg_key(alt) not in depth_of and in_domain(ctx.meta.family, alt):
                         depth_of[cfg_key(alt)] = depth_of[cfg_key(cand)] + 1
                         extra.append(alt)
             if extra:
@@ -483,11 +497,44 @@ class FixPlanner:
             return "no fitting candidate passes the other rules"
         if self.rank and ANCHOR_MARGIN > 0:
             chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order, original_sig)
+        kept = self._keep_group(table, ctx, key, M, entry, chosen, default, original_sig)
+        if kept is not chosen:
+            depth_of[cfg_key(kept)] = depth_of[cfg_key(chosen)]
+            chosen = kept
         hidden = None
         if self.rank and not self.unsafe and unsafe_first is not None and safe and unsafe_first[0] is not chosen:
             hidden = unsafe_first[0]
+        preds = self._predictions(ctx, key, M, entry, chosen, naive, default)
+        source = "search"
+        if naive is not None and cfg_key(chosen) == cfg_key(naive):
+            source = "naive fix"
+        elif default is not None and cfg_key(chosen) == cfg_key(default):
+            source = "engine default"
+        return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds, source, default
+
+    def _keep_group(self, table, ctx, key, M, entry, chosen, default, original_sig):
+        """``chosen`` with the entry's own GROUP_SIZE_M when the model predicts no gain from the
+        change (GROUP_SIZE_M never changes shared memory: the ranking's trust region alone moved
+        it; issue 12), else ``chosen``. The engine's default is left whole."""
+        group = entry.get("GROUP_SIZE_M")
+        if (not self.rank or not ctx.space.has_group or group is None or chosen.get("GROUP_SIZE_M") == group
+                or (default is not None and cfg_key(chosen) == cfg_key(default))
+                or not ctx.ranking or ctx.shape(key, M) is None):
+            return chosen
+        back = dict(chosen)
+        back["GROUP_SIZE_M"] = group
+        if not in_domain(ctx.meta.family, back) or not self.fits(ctx, back):
+            return chosen
+        if self._model_log_time(ctx, key, M, back) > self._model_log_time(ctx, key, M, chosen) + GROUP_GAIN:
+            return chosen
+        return back if self._rules_accept(table, key, back, original_sig) else chosen
+
+    def _predictions(self, ctx, key, M, entry, chosen, naive, default) -> dict:
+        """device key -> predicted microseconds of the original, the chosen, the naive fix and
+        the engine default at batch size ``M``."""
         preds = {}
-        for dev, _w in (ctx.ranking if self.rank else ()):
+        # a key that is no batch size ("1e3", "abc") has no shape to predict: nearest fit, unranked
+        for dev, _w in (ctx.ranking if self.rank and ctx.shape(key, M) is not None else ()):
             row = {"chosen": self._predict(ctx, key, M, chosen, dev),
                    "original": self._predict(ctx, key, M, entry, dev)}
             if naive is not None:
@@ -495,12 +542,7 @@ class FixPlanner:
             if default is not None:
                 row["engine_default"] = self._predict(ctx, key, M, default, dev)
             preds[dev.key] = row
-        source = "search"
-        if naive is not None and cfg_key(chosen) == cfg_key(naive):
-            source = "naive fix"
-        elif default is not None and cfg_key(chosen) == cfg_key(default):
-            source = "engine default"
-        return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds, source, default
+        return preds
 
     def _anchored(self, table, ctx, key, M, chosen, anchors, order, original_sig):
         """``chosen``, or the anchor (engine default or naive fix) the model predicts fastest when
@@ -672,6 +714,7 @@ class _TableContext:
     default_trust: float = 0.0  # cost of an edit step away from it (DEFAULT_TRUST x predicted DRAM share)
     space: object = None  # the ConfigSpace of the entry being planned
     naive: Mapping | None = None  # the naive fix of the entry being planned
+    bucketed: bool = False  # plan per batch-size bucket (a table of over LARGE_TABLE_ENTRIES entries)
     _shapes: dict = field(default_factory=dict)
 
     def shape(self, key: str, M: int | None):
@@ -728,6 +771,16 @@ def engine_default(meta, M: int | None, entry: Mapping, space: ConfigSpace) -> d
     if not space.has_group or not space.in_domain(out):
         return None
     return out
+
+
+def bucket_key(key: str) -> str:
+    """The batch size of ``key`` rounded to ``BUCKET_BITS`` significant bits, as a key (a key
+    that is no batch size is its own bucket)."""
+    M = batch_size(key)
+    if M is None or M.bit_length() <= BUCKET_BITS:
+        return key
+    shift = M.bit_length() - BUCKET_BITS
+    return str(((M + (1 << (shift - 1))) >> shift) << shift)
 
 
 def batch_size(key: str) -> int | None:

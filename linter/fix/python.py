@@ -30,7 +30,9 @@ class PythonFix:
 def fix_python(diagnostics: Iterable[Diagnostic], required: Applicability = Applicability.UNSAFE,
                read=None) -> dict[str, PythonFix]:
     """New contents of the ``.py`` files whose diagnostics carry fixes at ``required`` or above."""
-    read = read or (lambda p: open(p, "rb").read())
+    from tilefit.readfile import read_bytes
+
+    read = read or read_bytes
     by_path: dict[str, list[Fix]] = {}
     for d in diagnostics:
         if d.pointer is None and d.path.endswith(".py") and d.fix is not None and d.fix.applies(required):

@@ -6,8 +6,11 @@ For each file with applicable fixes (SAFE, or UNSAFE too with ``unsafe_fixes``):
 2. verify: the result parses, every edited entry equals the planned dict (key order included),
    every other value is unchanged, the edited entries raise none of the fixable diagnostics for
    any target, and no diagnostic appears that the original did not have;
-3. write it through a temporary file in the same folder and ``os.replace`` (permissions kept;
-   a file that changed on disk since it was read is not overwritten).
+3. write it in place (:func:`tilefit.atomicfile.rewrite_in_place`: the file keeps its inode,
+   owner, mode and links; a read-only file, a file that changed on disk since it was read, and
+   a symlink to outside the checked paths without ``--follow-symlinks`` are refused with a
+   message). Temporary files a killed run left in the checked folders are removed first, and a
+   file it left half written is completed.
 
 A file whose fix does not verify is left untouched and reported (exit code 2, as ruff's
 "Fix introduced a syntax error. Reverting all changes."). A second run finds nothing to do.
@@ -18,11 +21,10 @@ from __future__ import annotations
 import collections
 import difflib
 import os
-import stat
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from tilefit.atomicfile import write_atomic
+from tilefit.atomicfile import WriteRefused, rewrite_in_place
 from tilefit.config import Settings, resolve_relative
 from tilefit.jsonpos import JsonDocument, JsonError, parse_pointer
 from tilefit.model import Applicability, Diagnostic, Fix
@@ -65,6 +67,7 @@ class FixResult:
     required: Applicability
     # The diagnostics before fixing (fixes attached): what ``tilefit pr`` reports as crashed.
     found: list[Diagnostic] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # temporary files removed, interrupted fixes completed
 
     @property
     def changed(self) -> bool:
@@ -102,11 +105,15 @@ def required_applicability(opts: Any, settings: Settings) -> Applicability:
 
 
 def fix_checked(result: "CheckResult", opts: Any, settings: Settings, *, recheck: Recheck,
-                write: bool = True) -> FixResult:
+                write: bool = True, roots: Sequence[str] | None = None,
+                notes: Sequence[str] = ()) -> FixResult:
     """Apply the applicable fixes of a check's ``result`` (planned: ``result.planner``) and
-    (``write``) write the files back; ``recheck`` checks a fixed Python file again. The check
-    itself is the caller's (``tilefit.app.run_fix`` composes both)."""
+    (``write``) write the files back, never outside ``roots`` (real folders; see
+    :func:`tilefit.atomicfile.checked_roots`) unless ``opts.follow_symlinks``; ``recheck`` checks
+    a fixed Python file again; ``notes`` (what the caller cleaned up first) are passed on. The
+    check itself is the caller's (``tilefit.app.run_fix`` composes both)."""
     required = required_applicability(opts, settings)
+    notes = list(notes)
     found = list(result.diagnostics)
     planner: FixPlanner = result.planner
     by_path: dict[str, list[Diagnostic]] = collections.defaultdict(list)
@@ -115,9 +122,14 @@ def fix_checked(result: "CheckResult", opts: Any, settings: Settings, *, recheck
     files: list[FileFix] = []
     errors: list[str] = []
     final: dict[str, list[Diagnostic]] = {}
+    written_as: dict[str, str] = {}  # real path -> the path it was fixed as (a symlink and its target)
     for path, table in result.tables.items():
         diags = by_path.get(path, [])
         if not any(d.fix is not None and d.fix.applies(required) for d in diags):
+            continue
+        real = os.path.realpath(path)
+        if real in written_as:  # the same file under a second name: fixed once, reported as it is now
+            final[path] = [replace(d, path=path) for d in final.get(written_as[real], [])]
             continue
         try:
             ff, remaining = fix_table(planner, table, diags, required)
@@ -128,14 +140,15 @@ def fix_checked(result: "CheckResult", opts: Any, settings: Settings, *, recheck
             continue
         if write:
             try:
-                atomic_write(path, ff.original, ff.new)
-            except (OSError, FixVerificationError) as exc:
-                errors.append(f"{path}: cannot write the fixed file: {exc}")
+                write_fixed(path, ff.original, ff.new, roots, opts.follow_symlinks)
+            except OSError as exc:
+                errors.append(f"{path}: {_why(exc)}")
                 continue
             ff.written = True
+        written_as[real] = path
         files.append(ff)
         final[path] = remaining
-    _fix_python_files(result, required, write, files, errors, final, recheck)
+    _fix_python_files(result, required, write, files, errors, final, recheck, roots, opts.follow_symlinks)
     if final:
         diagnostics = [d for d in result.diagnostics if d.path not in final]
         fresh = [d for p in final for d in final[p]]
@@ -143,10 +156,17 @@ def fix_checked(result: "CheckResult", opts: Any, settings: Settings, *, recheck
         diagnostics.extend(fresh)
         diagnostics.sort(key=lambda d: d.sort_key)
         result = replace(result, diagnostics=diagnostics, baselined=result.baselined + hidden)
-    return FixResult(check=result, files=files, errors=errors, required=required, found=found)
+    return FixResult(check=result, files=files, errors=errors, required=required, found=found, notes=notes)
 
 
-def _fix_python_files(result, required, write, files, errors, final, recheck: Recheck) -> None:
+def _why(exc: OSError) -> str:
+    if isinstance(exc, WriteRefused):
+        return exc.strerror
+    return f"cannot write the fixed file: {exc.strerror or exc}"
+
+
+def _fix_python_files(result, required, write, files, errors, final, recheck: Recheck, roots=None,
+                      follow_symlinks: bool = False) -> None:
     """Call-site fixes (literal num_stages / BLOCK values in .py files): splice, check that the
     file still parses, write atomically, and re-check the file for what remains."""
     from tilefit.fix.python import fix_python
@@ -163,9 +183,9 @@ def _fix_python_files(result, required, write, files, errors, final, recheck: Re
                 ff.fixed[d.code] += 1
         if write:
             try:
-                atomic_write(path, pf.original, pf.fixed)
-            except (OSError, FixVerificationError) as exc:
-                errors.append(f"{path}: cannot write the fixed file: {exc}")
+                write_fixed(path, pf.original, pf.fixed, roots, follow_symlinks)
+            except OSError as exc:
+                errors.append(f"{path}: {_why(exc)}")
                 continue
             ff.written = True
             final[path] = [d for d in recheck([path]) if d.path == path]
@@ -269,14 +289,11 @@ def verify(checker, old: ConfigTable, new: ConfigTable, fixes: Sequence[Fix], be
     return raw
 
 
-def atomic_write(path: str, expected_old: bytes, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and ``os.replace``,
-    keeping the permission bits. Refuses when the file changed since it was read."""
-    real = os.path.realpath(path)
-    with open(real, "rb") as fh:
-        if fh.read() != expected_old:
-            raise FixVerificationError("the file changed on disk since it was read")
-    write_atomic(real, data, mode=stat.S_IMODE(os.stat(real).st_mode), durable=True)
+def write_fixed(path: str, expected_old: bytes, data: bytes, roots=None, follow_symlinks: bool = False) -> None:
+    """Write the fixed ``data`` over ``path`` in place (:func:`tilefit.atomicfile.rewrite_in_place`);
+    refuses (``WriteRefused``) when the file changed since it was read (``expected_old``), is
+    read-only, or is a symlink to outside ``roots`` without ``follow_symlinks``."""
+    rewrite_in_place(path, data, expected=expected_old, roots=roots, follow_symlinks=follow_symlinks)
 
 
 def unified_diff(path: str, old: bytes, new: bytes) -> str:

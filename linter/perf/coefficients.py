@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from tilefit.atomicfile import write_atomic
+from tilefit.readfile import read_bytes
 
 FORMAT = 1
 KIND = "perf_coefficients"
@@ -113,9 +114,10 @@ def parse_file(data: Mapping, source: str) -> CoefficientFile:
 
 def _read(path: Path) -> dict | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise CoefficientError(f"cannot read {path}: {exc}") from None
+        data = json.loads(read_bytes(path).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = "nesting too deep" if isinstance(exc, RecursionError) else (getattr(exc, "strerror", None) or exc)
+        raise CoefficientError(f"cannot read {path}: {reason}") from None
     return data if isinstance(data, dict) and data.get("kind") == KIND else None
 
 
@@ -140,12 +142,15 @@ def user_folder() -> Path | None:
     return Path(platformdirs.user_data_dir("tilefit")) / "perf_model"
 
 
-def _user_paths(extra: Iterable[str | os.PathLike]) -> list[Path]:
-    paths = [Path(p) for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
+def _user_paths(extra: Iterable[str | os.PathLike], env: str = "") -> list[Path]:
+    """The user's coefficient files: the user folder, ``$TILEFIT_PERF_MODEL`` (``env``) and
+    ``extra``. Only what is named is read: an empty name is no folder (it once read the current
+    folder's ``*.json``)."""
+    paths = [Path(p) for p in env.split(os.pathsep) if p.strip()]
     folder = user_folder()
     if folder is not None and folder.is_dir() and not os.environ.get("TILEFIT_ISOLATED_PERF"):
         paths.insert(0, folder)
-    paths += [Path(p) for p in extra]
+    paths += [Path(p) for p in extra if str(p).strip()]
     files: list[Path] = []
     for p in paths:
         if p.is_dir():
@@ -156,12 +161,12 @@ def _user_paths(extra: Iterable[str | os.PathLike]) -> list[Path]:
 
 
 @lru_cache(maxsize=None)
-def _files(extra: tuple[str, ...]) -> tuple[CoefficientFile, ...]:
+def _files(extra: tuple[str, ...], env: str = "") -> tuple[CoefficientFile, ...]:
     files = _bundled()
     defaults = [f for f in files if f.layer == 0]
     if not defaults:
         raise CoefficientError("no default perf-model coefficients are installed")
-    for path in _user_paths(extra):
+    for path in _user_paths(extra, env):
         data = _read(path)
         if data is not None:
             files.append(parse_file(data, str(path)))
@@ -175,7 +180,7 @@ def _files(extra: tuple[str, ...]) -> tuple[CoefficientFile, ...]:
 
 def load_coefficients(device=None, extra_files: Iterable[str | os.PathLike] = ()) -> Coefficients:
     """The coefficients for ``device`` (a ``device_db.Device``; None: the defaults)."""
-    files = _files(tuple(str(p) for p in extra_files) + (os.environ.get(ENV_VAR, ""),))
+    files = _files(tuple(str(p) for p in extra_files), os.environ.get(ENV_VAR, ""))
     values: dict[str, float] = {}
     origin: dict[str, str] = {}
     # stable sort: layer order, and within a layer bundled before user files
@@ -189,7 +194,7 @@ def load_coefficients(device=None, extra_files: Iterable[str | os.PathLike] = ()
 
 def coefficient_files(extra_files: Iterable[str | os.PathLike] = ()) -> tuple[CoefficientFile, ...]:
     """Every coefficient file the loader sees (for ``tilefit calibrate perf --show``)."""
-    return _files(tuple(str(p) for p in extra_files) + (os.environ.get(ENV_VAR, ""),))
+    return _files(tuple(str(p) for p in extra_files), os.environ.get(ENV_VAR, ""))
 
 
 def write_coefficients(path: str | os.PathLike, values: Mapping[str, float], provenance: Mapping[str, object], *,

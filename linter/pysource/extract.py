@@ -17,11 +17,19 @@ not read anything else at compile time. What cannot be carried is reported as
 ``triton.constexpr_function`` (Python that Triton runs while compiling), a global computed by
 code, a name imported from outside the tree, a helper defined differently in two files.
 
+Nothing of the file is copied as text: every function and constant is validated against the
+allowlist of :mod:`tilefit.pysource.allowlist` (names that resolve to parameters, locals,
+``triton.language`` members, other carried jit functions and literal constants; literal defaults
+and decorator arguments) and the module is written by ``ast.unparse`` of the validated nodes,
+so no source line, comment or file name reaches it. A kernel that does not pass is an
+:class:`ExtractError` naming what blocked it.
+
 A wheel is read straight from its zip (:func:`mount_archive`: ``<wheel path>/<member>`` then names
 a member), never unpacked.
 
 Loading the scratch module (:meth:`ScratchModule.load`) executes only the generated text:
-Triton imports, literal constants and ``def`` statements.
+Triton imports, literal constants and ``def`` statements, after the ``triton.language`` paths
+the kernel uses are resolved against the installed Triton (:func:`~.allowlist.check_members`).
 
 This module imports neither triton nor torch (only :meth:`ScratchModule.load` does, through the
 generated code).
@@ -38,11 +46,13 @@ import sys
 import tempfile
 import textwrap
 import threading
+
+from .allowlist import Blocked, Scope, check_constant, check_function, check_members
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-EXTRACT_VERSION = "1"
+EXTRACT_VERSION = "2"
 SCRATCH_PREFIX = "_tilefit_scratch_"
 _TRITON = "_tilefit_triton"  # the scratch module's own name for triton (decorators)
 _ALLOWED_EXTERNAL = ("math",)  # modules besides triton a kernel may use (as Triton does)
@@ -75,17 +85,31 @@ class ScratchModule:
     origin: str  # the source file of the kernel
     hash: str  # sha256 of ``source`` (hex)
     files: tuple[str, ...] = ()  # every source file something was taken from
+    members: tuple[str, ...] = ()  # the triton.language paths it uses (checked before loading)
+
+    def check(self) -> None:
+        """Resolve :attr:`members` against the installed Triton (raises :class:`ExtractError`)."""
+        why = check_members(self.members)
+        if why is not None:
+            raise ExtractError(self.origin, self.kernel, f"{why}: it blocks compiling the kernel without importing its file")
 
     def write(self, folder: str | os.PathLike | None = None) -> Path:
-        """Write the module to ``folder`` (default: the tilefit cache, else a temp folder) as
-        ``<name>.py``; an existing file of that name has the same content by construction."""
+        """Write the module to ``folder`` (default: the tilefit cache, else a private temporary
+        folder) as ``<name>.py``. An existing file is used only if it holds exactly this text
+        (its name is the text's hash): a truncated or altered one is rewritten, never loaded."""
+        from tilefit.atomicfile import write_atomic
+        from tilefit.readfile import read_bytes
+
         base = Path(folder) if folder is not None else scratch_dir()
         base.mkdir(parents=True, exist_ok=True)
         path = base / f"{self.name}.py"
-        if not path.is_file():
-            tmp = base / f".{self.name}.{os.getpid()}.{threading.get_ident()}.tmp"
-            tmp.write_text(self.source, encoding="utf-8")
-            os.replace(tmp, path)
+        want = self.source.encode("utf-8")
+        try:
+            ok = read_bytes(path, len(want)) == want
+        except OSError:
+            ok = False
+        if not ok:
+            write_atomic(path, want)
         return path
 
     def load(self, folder: str | os.PathLike | None = None):
@@ -95,6 +119,7 @@ class ScratchModule:
             mod = sys.modules.get(self.name)
             if mod is not None:
                 return mod
+            self.check()
             path = self.write(folder)
             spec = importlib.util.spec_from_file_location(self.name, path)
             assert spec is not None and spec.loader is not None
@@ -111,7 +136,14 @@ class ScratchModule:
 _load_lock = threading.Lock()
 
 
+_private: list[Path] = []
+_private_lock = threading.Lock()
+
+
 def scratch_dir() -> Path:
+    """``<cache root>/scratch``; with caching off (``TILEFIT_CACHE_DIR=""``) or an unwritable
+    cache, a private folder of this process (``mkdtemp``: no other user can plant a module in
+    it, as they could in a shared ``/tmp/tilefit-scratch``), removed at exit."""
     from tilefit.cachedir import cache_root
 
     root = cache_root()
@@ -121,7 +153,15 @@ def scratch_dir() -> Path:
             return root / "scratch"
         except OSError:
             pass
-    return Path(tempfile.gettempdir()) / "tilefit-scratch"
+    with _private_lock:
+        if not _private:
+            import atexit
+            import shutil
+
+            folder = Path(tempfile.mkdtemp(prefix="tilefit-scratch-"))
+            atexit.register(shutil.rmtree, folder, True)
+            _private.append(folder)
+        return _private[0]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -281,9 +321,14 @@ def free_names(fn: ast.FunctionDef) -> list[tuple[str, int]]:
 @dataclass
 class _Emitted:
     key: tuple  # what the name stands for (for clash detection)
-    text: str
-    kind: str  # import | const | def
+    text: str  # import/const/alias: the statement (def: empty; its AST is compared)
+    kind: str  # import | const | def | alias
     order: int
+    node: ast.AST | None = None  # def: the FunctionDef
+    jit: ast.expr | None = None  # def: its jit decorator
+    targets: tuple[str, ...] = ()  # import: the modules or members it binds (one per home)
+    alias_of: str = ""  # alias: the name it stands for
+    path: str = ""
 
 
 @dataclass
@@ -297,19 +342,24 @@ class _State:
     counter: int = 0
     future: bool = False
     visiting: set = field(default_factory=set)
+    members: set = field(default_factory=set)  # triton.language paths the module uses
 
     def fail(self, reason: str, line: int | None = None, path: str | None = None) -> ExtractError:
         return ExtractError(path or self.root_path, self.root_fn, reason, line)
 
-    def emit(self, name: str, key: tuple, text: str, kind: str, path: str, line: int | None) -> None:
+    def emit(self, name: str, key: tuple, text: str, kind: str, path: str, line: int | None, **extra) -> None:
         have = self.names.get(name)
         if have is not None:
-            if have.key != key and have.text != text:
-                raise self.fail(f"the name {name} stands for two different things ({have.text.splitlines()[0]!r} "
-                                f"and {text.splitlines()[0]!r})", line, path)
+            if kind == "def" and have.kind == "def" and have.key != key:
+                same = ast.dump(have.node) == ast.dump(extra["node"])
+            else:
+                same = have.key == key or have.text == text
+            if not same:
+                raise self.fail(f"the name {name} stands for two different things (in {os.path.basename(have.path)} "
+                                f"and {os.path.basename(path)})", line, path)
             return
         self.counter += 1
-        self.names[name] = _Emitted(key, text, kind, self.counter)
+        self.names[name] = _Emitted(key, text, kind, self.counter, path=path, **extra)
 
 
 def extract_kernel(source_path: str | os.PathLike, function_name: str, *,
@@ -342,29 +392,23 @@ def extract_kernel(source_path: str | os.PathLike, function_name: str, *,
     return _assemble(st, module, function_name)
 
 
-def _jit_kwargs(module, jit: ast.expr) -> str:
-    if not isinstance(jit, ast.Call):
-        return ""
-    parts = []
-    for kw in jit.keywords:
-        if kw.arg in _JIT_KEEP:
-            try:
-                ast.literal_eval(kw.value)
-            except ValueError:
-                continue
-            parts.append(f"{kw.arg}={ast.unparse(kw.value)}")
-    return f"({', '.join(parts)})" if parts else ""
-
-
-def _function_text(module, fn: ast.FunctionDef, local_name: str, jit: ast.expr) -> str:
-    src = module.source
-    lines = src.text.splitlines(keepends=True)
-    body = "".join(lines[fn.lineno - 1: fn.end_lineno])
-    body = textwrap.dedent(body)
-    if local_name != fn.name:
-        raise AssertionError("renamed functions are emitted as aliases")
-    rel = os.path.basename(module.path)
-    return f"# {rel}:{fn.lineno}\n@{_TRITON}.jit{_jit_kwargs(module, jit)}\n{body.rstrip()}\n"
+def _jit_decorator(jit: ast.expr, fn_name: str) -> ast.expr:
+    """Our ``@_tilefit_triton.jit(...)`` with the literal options that decide the compile
+    (``do_not_specialize``, ...); a non-literal one blocks the kernel, other options are dropped
+    (``launch_metadata``, ``repr``: hooks Python runs, no effect on the compile)."""
+    keywords = []
+    if isinstance(jit, ast.Call):
+        for kw in jit.keywords:
+            if kw.arg in _JIT_KEEP:
+                try:
+                    value = ast.literal_eval(kw.value)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    raise Blocked(f"{kw.arg}=", f"the jit decorator of {fn_name} passes {kw.arg} a non-literal",
+                                  kw.value.lineno) from None
+                keywords.append(ast.keyword(kw.arg, ast.Constant(value) if not isinstance(value, (list, tuple))
+                                            else ast.parse(repr(value), mode="eval").body))
+    func = ast.Attribute(ast.Name(_TRITON, ast.Load()), "jit", ast.Load())
+    return ast.Call(func, [], keywords) if keywords else func
 
 
 def _jit_function(st: _State, module, fn: ast.FunctionDef, local_name: str, jit: ast.expr) -> None:
@@ -373,12 +417,12 @@ def _jit_function(st: _State, module, fn: ast.FunctionDef, local_name: str, jit:
         return
     st.visiting.add(key)
     st.files.add(module.path)
-    st.emit(fn.name, key, _function_text(module, fn, fn.name, jit), "def", module.path, fn.lineno)
+    st.emit(fn.name, key, "", "def", module.path, fn.lineno, node=fn, jit=jit)
     if fn.name not in st.functions:
         st.functions.append(fn.name)
     if local_name != fn.name:  # imported under another name
         st.emit(local_name, ("alias", module.path, fn.name), f"{local_name} = {fn.name}", "alias",
-                module.path, fn.lineno)
+                module.path, fn.lineno, alias_of=fn.name)
     for name, line in free_names(fn):
         _name(st, module, name, line)
 
@@ -439,10 +483,20 @@ def _triton_import_text(module, name: str, b) -> str | None:
     return None
 
 
+def _import_target(b) -> str:
+    """The dotted module or member an import of Triton (or ``math``) binds."""
+    mod = b.module or ""
+    if b.level == 0 and mod.split(".")[0] in ("triton",) + _ALLOWED_EXTERNAL:
+        if b.attr is None:
+            return mod
+        return f"{mod}.{b.attr}"
+    return "triton.language" if b.attr == "tl" else "triton"
+
+
 def _import(st: _State, module, name: str, b, line: int | None) -> None:
     text = _triton_import_text(module, name, b)
     if text is not None:
-        st.emit(name, ("import", text), text, "import", module.path, line)
+        st.emit(name, ("import", text), text, "import", module.path, line, targets=(_import_target(b),))
         return
     # an import from the scanned tree: follow it into its file
     target_path = _resolve_import_file(module, b)
@@ -469,13 +523,15 @@ def _import(st: _State, module, name: str, b, line: int | None) -> None:
     if name != b.attr:
         # a constant or a re-export under another name: carry it under its own name, then alias
         _name(st, target, b.attr, tb.node.lineno if hasattr(tb.node, "lineno") else line)
-        st.emit(name, ("alias", target.path, b.attr), f"{name} = {b.attr}", "alias", module.path, line)
+        st.emit(name, ("alias", target.path, b.attr), f"{name} = {b.attr}", "alias", module.path, line,
+                alias_of=b.attr)
         return
     _name(st, target, b.attr, line)
 
 
 def _conditional_import(st: _State, module, name: str, alternatives, line: int | None) -> None:
     texts = []
+    targets = tuple(dict.fromkeys(_import_target(b) for b in alternatives))
     for b in alternatives:
         text = _triton_import_text(module, name, b)
         if text is None:
@@ -484,11 +540,11 @@ def _conditional_import(st: _State, module, name: str, alternatives, line: int |
         if text not in texts:
             texts.append(text)
     if len(texts) == 1:
-        st.emit(name, ("import", texts[0]), texts[0], "import", module.path, line)
+        st.emit(name, ("import", texts[0]), texts[0], "import", module.path, line, targets=targets)
         return
     # try each home in the file's order (libdevice moved between Triton releases)
     block = _try_chain(texts)
-    st.emit(name, ("import", block), block, "import", module.path, line)
+    st.emit(name, ("import", block), block, "import", module.path, line, targets=targets)
 
 
 def _try_chain(texts: list[str]) -> str:
@@ -508,74 +564,63 @@ def _resolve_import_file(module, b) -> str | None:
     return _module_file(root, b.module or "")
 
 
-_SAFE_CALLS = {"triton.language.constexpr", "triton.language.core.constexpr", "triton.constexpr",
-               "int", "float", "bool", "min", "max", "abs"}
+def _scope(st: _State) -> Scope:
+    """What the scratch module binds so far, as the allowlist sees it."""
+    scope = Scope()
+    for name, e in st.names.items():
+        if e.kind == "import":
+            scope.modules[name] = e.targets
+        elif e.kind == "def":
+            scope.functions.add(name)
+        elif e.kind == "const":
+            scope.constants.add(name)
+    for name, e in st.names.items():
+        if e.kind == "alias":
+            (scope.functions if e.alias_of in scope.functions else scope.constants).add(name)
+    return scope
 
 
-def _check_safe(st: _State, module, node: ast.expr, name: str) -> list[tuple[str, int]]:
-    """Names a constant's expression reads; raises when it is computed by code."""
-    names: list[tuple[str, int]] = []
-
-    def bad(what: str):
-        return st.fail(f"uses the global {name} = `{module.source.segment(node, 60)}`, which is computed by "
-                       f"{what}", node.lineno, module.path)
-
-    def walk(n: ast.AST) -> None:
-        if isinstance(n, ast.Constant):
-            return
-        if isinstance(n, ast.Name):
-            names.append((n.id, n.lineno))
-            return
-        if isinstance(n, ast.Attribute):
-            root = n
-            while isinstance(root, ast.Attribute):
-                root = root.value
-            if isinstance(root, ast.Name) and module.triton_name(n) is not None or \
-                    isinstance(root, ast.Name) and root.id in _ALLOWED_EXTERNAL:
-                names.append((root.id, root.lineno))
-                return
-            raise bad(f"Python code (an attribute of {ast.unparse(root)})")
-        if isinstance(n, (ast.BinOp, ast.UnaryOp, ast.BoolOp, ast.Compare, ast.IfExp, ast.Tuple, ast.List)):
-            for child in ast.iter_child_nodes(n):
-                if isinstance(child, (ast.expr_context, ast.operator, ast.unaryop, ast.boolop, ast.cmpop)):
-                    continue
-                walk(child)
-            return
-        if isinstance(n, ast.Call):
-            fname = module.dotted(n.func) or ""
-            if fname.startswith("triton.") and fname.rsplit(".", 1)[-1] == "constexpr" or \
-                    fname in _SAFE_CALLS and isinstance(n.func, ast.Name):
-                if isinstance(n.func, ast.Attribute):
-                    walk(n.func)
-                for a in n.args:
-                    walk(a)
-                for kw in n.keywords:
-                    walk(kw.value)
-                return
-            raise bad(f"Python code (a call of {ast.unparse(n.func)})")
-        raise bad(f"Python code (a {type(n).__name__} expression)")
-
-    walk(node)
-    return names
+def _blocked(st: _State, exc: Blocked, path: str, fallback_line: int | None) -> ExtractError:
+    return st.fail(f"{exc.why}: `{exc.name}` blocks compiling it without importing the file", exc.line or fallback_line,
+                   path)
 
 
 def _constant(st: _State, module, name: str, b, line: int | None) -> None:
     value = b.node
     if value is None:
         raise st.fail(f"{name} is unpacked from an expression", getattr(b.stmt, "lineno", line), module.path)
-    reads = _check_safe(st, module, value, name)
+    roots = [value] + ([b.annotation] if b.annotation is not None else [])
+    for root in roots:
+        # an attribute is read from an import of Triton (or math) or from nothing the file binds
+        for n in ast.walk(root):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                ib = module.binding(n.value.id)
+                if ib is None or ib.kind != "import" or _triton_import_text(module, n.value.id, ib) is None:
+                    raise st.fail(f"uses the global {name} = `{module.source.segment(value, 60)}`, which is computed "
+                                  f"by Python code (an attribute of {n.value.id})", getattr(b.stmt, "lineno", line),
+                                  module.path)
+        for n in ast.walk(root):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                if n.id == name:
+                    raise st.fail(f"{name} refers to itself", n.lineno, module.path)
+                if n.id not in ("True", "False", "None"):
+                    _name(st, module, n.id, n.lineno)
+    scope = _scope(st)
+    try:
+        reads = check_constant(name, value, scope, b.annotation)
+    except Blocked as exc:
+        raise _blocked(st, exc, module.path, getattr(b.stmt, "lineno", line)) from None
+    for dep in reads:
+        if dep not in scope.constants:
+            raise st.fail(f"the global {name} reads {dep}, which is not a literal constant",
+                          getattr(b.stmt, "lineno", line), module.path)
     if b.annotation is not None:
-        reads += _check_safe(st, module, b.annotation, name)
-    for dep, dep_line in reads:
-        if dep == name:
-            raise st.fail(f"{name} refers to itself", dep_line, module.path)
-        _name(st, module, dep, dep_line)
-    text = ast.unparse(value)
-    if b.annotation is not None:
-        stmt = f"{name}: {ast.unparse(b.annotation)} = {text}"
+        node = ast.AnnAssign(ast.Name(name, ast.Store()), b.annotation, value, 1)
     else:
-        stmt = f"{name} = {text}"
+        node = ast.Assign([ast.Name(name, ast.Store())], value, lineno=1)
+    stmt = ast.unparse(ast.fix_missing_locations(ast.Module([node], [])))
     st.emit(name, ("const", module.path, name), stmt, "const", module.path, getattr(b.stmt, "lineno", line))
+    st.members.update(scope.members)
 
 
 def _assemble(st: _State, module, kernel_name: str) -> ScratchModule:
@@ -587,10 +632,19 @@ def _assemble(st: _State, module, kernel_name: str) -> ScratchModule:
     # depth-first, a dependency finishes first, so the counter order of completion is reversed:
     # sort by emission counter, which is assigned on completion)
     import_lines = sorted({e.text for e in imports}, key=lambda t: (not t.startswith("import"), t))
-    header = [
-        f'"""tilefit scratch module: {kernel_name} from {os.path.basename(st.root_path)}, with the Triton '
-        f'helpers and constants it uses (generated; do not edit)."""',
-    ]
+    scope = _scope(st)
+    texts: dict[int, str] = {}
+    for e in defs:
+        try:
+            decorator = _jit_decorator(e.jit, e.node.name)
+            clean = check_function(e.node, scope, decorator)
+        except Blocked as exc:
+            raise _blocked(st, exc, e.path, e.node.lineno) from None
+        texts[id(e)] = ast.unparse(ast.fix_missing_locations(clean))
+    st.members.update(scope.members)
+    # no file name, path or source line reaches the module: only unparsed, validated nodes
+    header = ['"""tilefit scratch module: a Triton kernel with the helpers and constants it uses '
+              '(generated from validated AST nodes; do not edit)."""']
     if st.future:
         header.insert(0, "from __future__ import annotations")
     body = header + [f"import triton as {_TRITON}"] + import_lines + [""]
@@ -599,7 +653,7 @@ def _assemble(st: _State, module, kernel_name: str) -> ScratchModule:
     ordered_defs = sorted(defs, key=lambda e: (e.key[2] != kernel_name, e.order))
     for e in ordered_defs:
         body.append("")
-        body.append(e.text)
+        body.append(texts[id(e)])
     if aliases:
         body.append("")
         body.extend(e.text for e in sorted(aliases, key=lambda e: e.order))
@@ -610,4 +664,4 @@ def _assemble(st: _State, module, kernel_name: str) -> ScratchModule:
     return ScratchModule(name=name, source=source, kernel=kernel_name, functions=functions,
                          constants=tuple(n for n, e in st.names.items() if e.kind == "const"),
                          imports=tuple(import_lines), origin=st.root_path, hash=digest,
-                         files=tuple(sorted(st.files)))
+                         files=tuple(sorted(st.files)), members=tuple(sorted(st.members)))

@@ -43,9 +43,10 @@ class SourceFile:
 
     @classmethod
     def read(cls, path: str, parse: bool = True) -> "SourceFile":
+        from tilefit.readfile import read_bytes
+
         try:
-            with open(path, "rb") as fh:
-                data = fh.read()
+            data = read_bytes(path)
         except OSError as exc:
             return cls(path, b"", error=f"cannot read: {exc.strerror or exc}")
         return cls.from_bytes(path, data, parse=parse)

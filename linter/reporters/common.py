@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence, TextIO
 
+from tilefit.textsafe import printable  # noqa: F401 - the reporters' name for it
+
 
 @dataclass(frozen=True)
 class Needs:

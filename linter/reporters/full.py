@@ -2,23 +2,23 @@
 
 from __future__ import annotations
 
-from .common import Needs, RenderContext, Reporter, fixable_mark
+from .common import Needs, RenderContext, Reporter, fixable_mark, printable
 
 
 def render(diagnostics, stream, ctx: RenderContext) -> None:
     for d in diagnostics:
         s, e = d.span.start, d.span.end
-        stream.write(f"{d.path}:{s.line}:{s.column}: {d.code} {fixable_mark(d, ctx)}{d.message}\n")
+        stream.write(printable(f"{d.path}:{s.line}:{s.column}: {d.code} {fixable_mark(d, ctx)}{d.message}") + "\n")
         text = ctx.sources.get(d.path)
         if text is not None:
             lines = text.splitlines()
             if 0 < s.line <= len(lines):
                 line = lines[s.line - 1]
                 width = max(1, (e.column - s.column) if e.line == s.line else len(line) - s.column + 1)
-                stream.write(f"  {s.line:>5} | {line}\n")
+                stream.write(f"  {s.line:>5} | {printable(line)}\n")
                 stream.write(f"        | {' ' * (s.column - 1)}{'^' * width}\n")
         if d.fix is not None:
-            stream.write(f"  = help: {d.fix.title} ({d.fix.applicability.label} fix)\n")
+            stream.write(printable(f"  = help: {d.fix.title} ({d.fix.applicability.label} fix)") + "\n")
         stream.write("\n")
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from .common import RenderContext, Reporter
+from .common import RenderContext, Reporter, printable
 
 
 def _escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return printable(s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_prop(s: str) -> str:

@@ -10,17 +10,17 @@ repeats the key, and a record whose content does not match, or does not parse, i
 rewritten. Writes go to a temporary file in the same folder, then ``os.replace``: readers see the
 old record or the new one, never half of one, and any number of processes may write at once (the
 last same-content write wins). Compile failures are cached too: they are deterministic for a
-(kernel source, Triton, arch, spec).
+(kernel source, Triton, arch, spec); a compile that ran out of time or crashed is not.
 
-The cache folder is, in order: the ``cache_dir`` argument, ``$TILEFIT_CACHE_DIR``,
-``platformdirs.user_cache_dir("tilefit")``.
+The cache folder is, in order: the ``cache_dir`` argument, ``$TILEFIT_CACHE_DIR`` (empty: no
+cache), ``platformdirs.user_cache_dir("tilefit")``.
 
 A lookup needs neither triton nor torch (the Triton version is read from the installed
 distribution's metadata), so a warm cache answers without importing the compiler.
 
 :class:`ExactEstimator` puts the pieces together: ``shared_bytes(spec, arch)`` and
-``many(items, jobs, progress)``, which compiles what the cache lacks in a spawn-safe
-``ProcessPoolExecutor`` over all cores.
+``many(items, jobs, progress)``, which compiles what the cache lacks on child processes over all
+cores (:mod:`tilefit.smem.worker`), each compile under the time limit.
 """
 
 from __future__ import annotations
@@ -28,19 +28,21 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import queue
 import threading
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from ..atomicfile import write_atomic
+from ..readfile import read_bytes
 from .. import versions
 from .exact import CompileFailed, ExactResult
 from ..kernels import registry
 from ..kernels.spec import KernelSpec
 
 SCHEMA = 1
+RECORD_LIMIT = 1 << 20  # a record is a few hundred bytes; a compiler message at most 4000
 ENV_VAR = "TILEFIT_CACHE_DIR"
 
 _PACKAGE_ROOT = Path(__file__).resolve().parent.parent  # linter/ == tilefit
@@ -51,16 +53,13 @@ Item = tuple[KernelSpec, str]
 Progress = Callable[[int, int], None]
 
 
-def default_cache_dir() -> Path:
-    """``$TILEFIT_CACHE_DIR`` or the platform's user cache folder for tilefit."""
-    env = os.environ.get(ENV_VAR)
-    if env:
-        return Path(env).expanduser()
-    try:
-        from platformdirs import user_cache_dir
-    except ImportError:  # pragma: no cover - platformdirs is a dependency
-        return Path.home() / ".cache" / "tilefit"
-    return Path(user_cache_dir("tilefit"))
+def default_cache_dir() -> Path | None:
+    """The one cache root (:func:`tilefit.cachedir.cache_root`): ``$TILEFIT_CACHE_DIR`` or the
+    platform's user cache folder; None when ``TILEFIT_CACHE_DIR`` is empty (caching off)."""
+    from ..cachedir import cache_root
+
+    root = cache_root()
+    return root.expanduser() if root is not None else None
 
 
 def kernel_source_hash(kernel: str) -> str:
@@ -86,6 +85,20 @@ def kernel_source_hash(kernel: str) -> str:
         return digest
 
 
+def read_record(path: Path, key: str, arch: str, triton: str, source_hash: str) -> ExactResult | None:
+    """The result of a compile record, or None: absent, unreadable, not JSON, for another key,
+    or with any field of the wrong type (:meth:`ExactResult.from_record`). A None makes the
+    caller compile again and rewrite the record, so a bad record is never trusted twice."""
+    try:
+        data = json.loads(read_bytes(path, RECORD_LIMIT))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if (type(data) is not dict or data.get("schema") != SCHEMA or data.get("key") != key
+            or data.get("arch") != arch or data.get("triton") != triton or data.get("source_hash") != source_hash):
+        return None
+    return ExactResult.from_record(data.get("result"))
+
+
 def _safe(text: str) -> str:
     return "".join(c if c.isalnum() or c in "._-+" else "_" for c in text)
 
@@ -94,6 +107,7 @@ class CompileCache:
     """JSON records of compile results; see the module docstring for layout and guarantees."""
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, triton: str | None = None):
+        # None (TILEFIT_CACHE_DIR=""): nothing is read or written
         self.root = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
         self.triton = triton or versions.installed_triton() or "none"
 
@@ -105,23 +119,14 @@ class CompileCache:
 
     def get(self, spec: KernelSpec, arch: str) -> ExactResult | None:
         """The cached result, or ``None`` (absent, unreadable, corrupt, or for another key)."""
-        path = self.path(spec, arch)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                data = json.load(fh)
-            if (data.get("schema") != SCHEMA or data.get("key") != spec.key() or data.get("arch") != arch
-                    or data.get("triton") != self.triton
-                    or data.get("source_hash") != kernel_source_hash(spec.kernel)):
-                return None
-            result = ExactResult.from_json(data["result"])
-            if result.error is None and not isinstance(result.shared_bytes, int):
-                return None
-            return result
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        if self.root is None:
             return None
+        return read_record(self.path(spec, arch), spec.key(), arch, self.triton, kernel_source_hash(spec.kernel))
 
-    def put(self, spec: KernelSpec, arch: str, result: ExactResult) -> Path:
-        """Write a record atomically (temporary file + ``os.replace``)."""
+    def put(self, spec: KernelSpec, arch: str, result: ExactResult) -> Path | None:
+        """Write a record atomically (temporary file + ``os.replace``); None when caching is off."""
+        if self.root is None:
+            return None
         path = self.path(spec, arch)
         path.parent.mkdir(parents=True, exist_ok=True)
         record = {
@@ -137,23 +142,7 @@ class CompileCache:
 # compiles in worker processes
 
 
-def _compile_worker(spec: KernelSpec, arch: str, stop: str) -> dict:
-    """Top-level (picklable) worker: compile one point, always return a result record."""
-    import warnings
-
-    warnings.filterwarnings("ignore")
-    from .exact import compile_spec
-
-    try:
-        return compile_spec(spec, arch, stop=stop, raise_on_error=False).to_json()
-    except Exception as exc:  # noqa: BLE001 - e.g. a spec our kernels cannot express
-        return _error_result(arch, spec, f"{type(exc).__name__}: {exc}", "setup").to_json()
-
-
-def _error_result(arch: str, spec: KernelSpec, message: str, stage: str) -> ExactResult:
-    return ExactResult(arch=arch, shared_bytes=None, num_warps=spec.num_warps, threads=spec.num_warps * 32,
-                       stage=stage, seconds=0.0, triton_version=versions.installed_triton() or "", error=message,
-                       error_stage=stage)
+_UNCACHED_STAGES = ("timeout", "crash", "setup", "blocked")  # about this run, not about the kernel
 
 
 class ExactEstimator:
@@ -161,14 +150,21 @@ class ExactEstimator:
 
     ``cache_dir``: cache folder (see :func:`default_cache_dir`); ``use_cache=False`` keeps results
     in memory only. ``stop``: the compile's stopping point (``alloc``, ``llir``, ``full``).
+    ``timeout``: seconds each compile may take (:mod:`tilefit.smem.worker`: compiles run in child
+    processes; ``"default"``: the process-wide limit; None: in this process, unlimited). A compile
+    that runs out of time or crashes comes back as a result with ``error_stage`` ``"timeout"`` /
+    ``"crash"``, kept for this run and never written to the cache.
     ``stats`` counts ``hits`` (memory or disk), ``compiles`` and ``errors``.
     """
 
     def __init__(self, cache_dir: str | os.PathLike | None = None, *, use_cache: bool = True,
-                 stop: str = "alloc", triton: str | None = None):
+                 stop: str = "alloc", triton: str | None = None, timeout: float | str | None = "default"):
         self.cache = CompileCache(cache_dir, triton) if use_cache else None
         self.stop = stop
+        self.timeout = timeout
         self._memo: dict[Item, ExactResult] = {}
+        # compiles that ran out of time, with the limit they had: a later, longer limit retries
+        self._timed_out: dict[Item, tuple[float, ExactResult]] = {}
         self._lock = threading.Lock()
         self.stats = {"hits": 0, "compiles": 0, "errors": 0}
 
@@ -187,13 +183,21 @@ class ExactEstimator:
             self.stats["hits"] += 1
         return hit
 
+    def _limit(self) -> float | None:
+        from .worker import default_timeout
+
+        return default_timeout() if self.timeout == "default" else self.timeout
+
     def _store(self, spec: KernelSpec, arch: str, result: ExactResult, persist: bool = True) -> None:
         with self._lock:
-            self._memo[(spec, arch)] = result
+            if result.error_stage == "timeout":
+                self._timed_out[(spec, arch)] = (self._limit() or 0.0, result)
+            else:
+                self._memo[(spec, arch)] = result
         self.stats["compiles"] += 1
         if result.error is not None:
             self.stats["errors"] += 1
-        if persist and self.cache is not None:
+        if persist and self.cache is not None and result.error_stage not in _UNCACHED_STAGES:
             try:
                 self.cache.put(spec, arch, result)
             except OSError:
@@ -208,9 +212,23 @@ class ExactEstimator:
         hit = self.lookup(spec, arch)
         if hit is not None:
             return hit
-        from .exact import compile_spec
+        limit = self._limit()
+        with self._lock:
+            tried = self._timed_out.get((spec, arch))
+        if tried is not None and limit is not None and limit <= tried[0]:
+            return tried[1]  # ran out of this much time already: not again in this run
+        from .exact import parse_arch
+        from ..kernels import launch_plan
+        from .worker import compile_spec_limited
 
-        result = compile_spec(spec, arch, stop=self.stop, raise_on_error=False)
+        if self.timeout is not None:  # what compile_spec would raise, raised here, not in the child
+            launch_plan(spec)
+            parse_arch(arch)
+            if versions.installed_triton() is None:
+                from .exact import TritonUnavailable
+
+                raise TritonUnavailable("the exact estimator needs triton (pip install 'tilefit[triton]')")
+        result = compile_spec_limited(spec, arch, stop=self.stop, timeout=self.timeout)
         self._store(spec, arch, result)
         return result
 
@@ -259,50 +277,56 @@ class ExactEstimator:
         workers = min(workers, len(missing))
         counter = [done]
 
-        def finished(item: Item, result: ExactResult, persist: bool = True) -> None:
-            self._store(item[0], item[1], result, persist=persist)
+        def finished(item: Item, result: ExactResult) -> None:
+            self._store(item[0], item[1], result)
             out[item] = result
             counter[0] += 1
             if progress:
                 progress(counter[0], total)
 
-        if workers <= 1:
+        if workers <= 1 and self.timeout is None:
             from .exact import compile_spec
 
             for spec, arch in missing:
                 finished((spec, arch), compile_spec(spec, arch, stop=self.stop, raise_on_error=False))
             return out
-
-        crashed = self._run_pool(missing, workers, finished)
-        for item in crashed:  # a worker died: retry each point alone to find the culprit
-            for lost in self._run_pool([item], 1, finished):
-                finished(lost, _error_result(lost[1], lost[0], "the compiler process died", "crash"),
-                         persist=False)  # may be a resource problem, not the kernel's
+        self._run_workers(missing, workers, finished)
         return out
 
-    def _run_pool(self, items: list[Item], workers: int,
-                  finished: Callable[[Item, ExactResult], None]) -> list[Item]:
-        """Compile ``items`` in a spawn pool; returns the items a crashed pool left unfinished."""
-        import multiprocessing
+    def _run_workers(self, items: list[Item], workers: int, finished: Callable[[Item, ExactResult], None]) -> None:
+        """Compile ``items`` on ``workers`` child processes, each compile under the time limit; a
+        child that dies or runs out of time costs only its own item (the next item gets a fresh
+        child). ``finished`` is called in this thread, as results come in."""
+        from .worker import CompileWorker, compile_spec_limited
 
-        ctx = multiprocessing.get_context("spawn")
-        crashed: list[Item] = []
-        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(_compile_worker, spec, arch, self.stop): (spec, arch) for spec, arch in items}
+        pool: queue.Queue = queue.Queue()
+        children = [CompileWorker() for _ in range(workers)]
+        for child in children:
+            pool.put(child)
+        limit = self.timeout
+
+        def one(item: Item) -> ExactResult:
+            child = pool.get()
             try:
-                for fut in as_completed(futures):
-                    item = futures[fut]
-                    try:
-                        data = fut.result()
-                    except BrokenProcessPool:
-                        crashed.append(item)
-                        continue
-                    finished(item, ExactResult.from_json(data))
-            except BaseException:
-                for fut in futures:
-                    fut.cancel()
-                raise
-        return crashed
+                return compile_spec_limited(item[0], item[1], stop=self.stop, timeout=limit, worker=child)
+            finally:
+                pool.put(child)
+
+        try:
+            with ThreadPoolExecutor(max_workers=workers) as threads:
+                futures = {threads.submit(one, item): item for item in items}
+                try:
+                    for fut in as_completed(futures):
+                        finished(futures[fut], fut.result())
+                except BaseException:
+                    for fut in futures:
+                        fut.cancel()
+                    for child in children:  # unblocks the threads waiting on them
+                        child.close()
+                    raise
+        finally:
+            for child in children:
+                child.close()
 
 
 _default: ExactEstimator | None = None

@@ -219,7 +219,10 @@ def _engine_compile_worker(scratch, plan: LaunchPlan, arch: str, stop: str, meta
 
 
 def _compile_loaded(scratch, plan: LaunchPlan, arch: str, stop: str, meta: dict) -> EngineCompile:
-    from .exact import compile_plan
+    """One engine launch compiled under the compile time limit (:mod:`tilefit.smem.worker`: a
+    child process that loads the scratch module itself); a timeout, a crashed or refused child
+    is an error that is not a compile failure, so it is never cached."""
+    from .worker import compile_plan_limited
 
     base = dict(guessed=tuple(meta.get("guessed", ())), dropped=tuple(meta.get("dropped", ())),
                 source=meta.get("source", ""), function=plan.function, launch=meta.get("launch", ""))
@@ -228,9 +231,11 @@ def _compile_loaded(scratch, plan: LaunchPlan, arch: str, stop: str, meta: dict)
     except Exception as exc:  # noqa: BLE001 - a scratch module that does not load is an answer
         return EngineCompile(None, f"the engine kernel does not load: {type(exc).__name__}: {exc}", **base)
     try:
-        result = compile_plan(plan, arch, stop=stop, raise_on_error=False)
+        result = compile_plan_limited(plan, arch, stop=stop, source=scratch)
     except Exception as exc:  # noqa: BLE001 - e.g. a parameter the mapping could not satisfy
         return EngineCompile(None, f"{type(exc).__name__}: {exc}", **base)
+    if result.error_stage in ("timeout", "crash", "blocked", "setup"):  # not the compiler's verdict
+        return EngineCompile(None, result.error or result.error_stage, **base)
     if result.error is not None:
         return EngineCompile(None, f"compile failed ({result.error_stage}): {_error_line(result.error)}",
                              stage=result.error_stage or "", **base)
@@ -395,13 +400,22 @@ class EngineKernels:
     def _cache_get(self, path: Path | None, spec: KernelSpec) -> EngineCompile | None:
         if path is None:
             return None
+        from tilefit.readfile import read_bytes
+
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("engine") != self.engine or data.get("stop") != self.stop:
+            data = json.loads(read_bytes(path, 1 << 20))
+            if type(data) is not dict or data.get("engine") != self.engine or data.get("stop") != self.stop:
                 return None
-            return EngineCompile.from_json(data["result"])
-        except (OSError, ValueError, KeyError, TypeError):
+            r = data.get("result") if data.get("key") == spec.key() else None
+            hit = EngineCompile.from_json(r)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
+        shared, error = hit.shared_bytes, hit.error
+        if (not (type(shared) is int and shared >= 0 and error is None or shared is None and type(error) is str)
+                or not all(type(x) is str for x in (*hit.guessed, *hit.dropped, hit.source, hit.function,
+                                                    hit.launch, hit.stage))):
+            return None  # a damaged record: compiled again and rewritten
+        return hit
 
     def _cache_put(self, path: Path | None, spec: KernelSpec, result: EngineCompile) -> None:
         if path is None:

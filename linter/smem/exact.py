@@ -117,6 +117,30 @@ class ExactResult:
         fields = {f for f in cls.__dataclass_fields__}
         return cls(**{k: v for k, v in data.items() if k in fields})
 
+    @classmethod
+    def from_record(cls, data) -> "ExactResult | None":
+        """A result read back from a cache file, or None when any field has the wrong type or
+        the record contradicts itself (no error and no byte count): never trusted unchecked."""
+        if type(data) is not dict:
+            return None
+        try:
+            result = cls.from_json(data)
+        except TypeError:  # a field missing
+            return None
+        ints = (result.num_warps, result.threads)
+        if (not all(type(v) is int and v > 0 for v in ints) or type(result.arch) is not str
+                or type(result.stage) is not str or type(result.triton_version) is not str
+                or type(result.seconds) not in (int, float)
+                or result.error is not None and type(result.error) is not str
+                or result.error_stage is not None and type(result.error_stage) is not str):
+            return None
+        if result.error is None:
+            if type(result.shared_bytes) is not int or result.shared_bytes < 0:
+                return None
+        elif result.shared_bytes is not None or result.error_stage in ("timeout", "crash"):
+            return None  # a timeout or a crash says nothing about the kernel: never cached
+        return result
+
 
 # ------------------------------------------------------------------------------------------------
 # archs
@@ -174,6 +198,10 @@ def load_kernel(module: str, function: str):
             if module.startswith(registry.EXTERNAL_PACKAGE + "."):
                 registry.families()  # a $TILEFIT_KERNEL_PATH family: its package is made importable
             fn = getattr(importlib.import_module(module), function)
+            for _ in range(8):  # @triton.autotune / @triton.heuristics wrap the JITFunction
+                if isinstance(fn, triton.runtime.JITFunction) or not hasattr(fn, "fn"):
+                    break
+                fn = fn.fn
             if not isinstance(fn, triton.runtime.JITFunction):
                 from triton.runtime.jit import JITFunction
 

@@ -22,6 +22,8 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping, Sequence
 
+from tilefit.tables import batch_size_of
+
 from .results_log import MeasurementLog
 from .scheduler import AllWorkersLost, JobResult, Scheduler, Stats
 from .search import config_key
@@ -288,10 +290,10 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
     if not candidates:
         raise TuneError(f"{table.path}: no config of the tuning grid fits {target.key}")
     jobs = []
-    for key, entry in table.entries():
-        if not (key.isascii() and key.isdigit()) or not isinstance(entry, dict):
+    for key, entry in table.live_entries():
+        M = batch_size_of(key)
+        if M is None or not isinstance(entry, dict):
             continue
-        M = int(key)
         if opts.batch_sizes and M not in opts.batch_sizes:
             continue
         if not opts.all_entries and key not in offending:
@@ -315,7 +317,7 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
 def write_winners(table, engine, winners: Mapping[str, Mapping], write: bool):
     """Apply the winners through the fixer's edit path; returns (FileFix or None, error or None)."""
     from tilefit.fix.edits import apply_fixes, entry_edits
-    from tilefit.fix.runner import FileFix, FixVerificationError, atomic_write, signature, verify
+    from tilefit.fix.runner import FileFix, FixVerificationError, signature, verify, write_fixed
     from tilefit.jsonpos import pointer_to_str
     from tilefit.model import Applicability, Fix
     from tilefit.tables import ConfigTable
@@ -337,7 +339,7 @@ def write_winners(table, engine, winners: Mapping[str, Mapping], write: bool):
     try:
         verify(engine, table, new_table, chosen, signature(engine.check_table(table)))
         if write:
-            atomic_write(table.path, table.data, data)
+            write_fixed(table.path, table.data, data)
     except FixVerificationError as exc:
         return None, f"{table.path}: left unchanged: {exc}"
     except OSError as exc:

@@ -35,9 +35,30 @@ def fill(name: str, parts: Mapping[str, str]) -> str:
 
 def embed_json(data: Any) -> str:
     """JSON that is safe inside a ``<script>`` element: no ``</script>``, ``<!--`` or line
-    separators that end a JavaScript string."""
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    separators that end a JavaScript string. A table's NaN or Infinity (``json.load`` reads them;
+    JSON has no such values) is shown as the string the file spells it with; a lone surrogate
+    (a ``\\ud800`` escape in a key) stays an escape, as the page's UTF-8 cannot hold it."""
+    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    text = _SURROGATE.sub(lambda m: "\\u%04x" % ord(m.group()), text)
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by its JSON-ish spelling (NaN, Infinity)."""
+    if isinstance(value, float):
+        if value != value:
+            return "NaN"
+        if value in (float("inf"), float("-inf")):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def render_page(data: Any, title: str, generator: str = "tilefit") -> str:

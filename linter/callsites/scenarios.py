@@ -1,0 +1,294 @@
+"""Shape scenarios: named model facts that bind the run-time values of kernel launches.
+
+A launch's tile sizes often come from tensors (``Lk = k_buffer.shape[-1]``, ``kv_group_num =
+q.shape[1] // k_buffer.shape[-2]``) or from a wrapper's parameters without defaults
+(``num_kv_splits``): nothing static says what they are. A :class:`Scenario` says it for one
+model: ``values`` binds expressions by their text (``"k_buffer.shape[-1]"``; ``x.size(i)`` is
+read as ``x.shape[i]``) and parameters of the scanned functions by name (``num_kv_splits``,
+``is_mla``: a scenario's value wins over the parameter's default and over what a caller passes),
+and ``dtypes`` gives the dtype variants of a kernel's pointer parameters by name
+(``"k_buffer,v_buffer"`` vary together; names match case-insensitively, so ``K_Buffer`` too).
+
+Shipped scenarios (``linter/data/scenarios/models.json``) are model facts (heads per rank, KV
+heads, head sizes or MLA's ``kv_lora_rank + qk_rope_head_dim``, KV dtypes, MoE experts and sizes)
+that :func:`from_facts` turns into bindings of the tensor names the engines use (``q``,
+``k_buffer``, ``kv_cache``, ``key_cache``, ...). A project adds its own as
+``[tool.tilefit.scenarios.NAME]`` tables (:func:`from_table`); ``tilefit check --scenario
+config.json`` builds one from a model's ``config.json`` (the CLI passes the facts).
+
+Each scenario is evaluated on its own (values of two scenarios never mix in one launch); the
+launch's instances are labelled ``scenario NAME``, and a finding names the scenario and the
+dtype variant it failed for.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Mapping
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "models.json"
+
+Q_NAMES = ("q", "query", "Q", "q_nope", "q_input")
+K_NAMES = ("k_buffer", "k_cache", "key_cache", "kv_cache", "kv_buffer", "K_Buffer", "kv_c_and_k_pe_cache", "k")
+V_NAMES = ("v_buffer", "v_cache", "value_cache", "V_Buffer", "v")
+KV_POINTERS = ("k_buffer", "v_buffer", "k_cache", "v_cache", "key_cache", "value_cache", "kv_cache",
+               "kv_buffer", "kv_c_and_k_pe_cache")
+Q_POINTERS = ("q", "query")
+_FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "tp", "kv_dtypes",
+          "activation_dtype", "num_kv_splits", "page_size", "experts", "moe_intermediate", "hidden", "top_k",
+          "logit_cap"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class ScenarioError(ValueError):
+    """An unknown scenario name or a malformed scenario table (exit code 2)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    values: Mapping[str, Any] = field(default_factory=dict)  # expression text or parameter name -> value
+    dtypes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # "a,b" -> dtypes (vary together)
+    description: str = ""
+    source: str = ""
+
+    def expression(self, node: ast.expr) -> tuple[bool, Any]:
+        """(found, value) for a tensor-shape expression (``q.shape[1]``, ``k.size(-1)``)."""
+        text = expression_key(node)
+        if text is not None and text in self.values:
+            return True, self.values[text]
+        return False, None
+
+    def parameter(self, name: str) -> tuple[bool, Any]:
+        if name in self.values:
+            return True, self.values[name]
+        return False, None
+
+    def table_for(self, pointer_names) -> dict[str, list]:
+        """A ``[tool.tilefit.kernels]``-style table of a kernel whose pointer parameters are
+        ``pointer_names``: the scenario's dtypes of the ones it names (case-insensitively)."""
+        lower = {p.lower(): p for p in pointer_names}
+        out: dict[str, list] = {}
+        for key, dts in self.dtypes.items():
+            names = [lower[n.strip().lower()] for n in key.split(",") if n.strip().lower() in lower]
+            if names:
+                out[",".join(dict.fromkeys(names))] = list(dts)
+        return out
+
+
+def expression_key(node: ast.expr) -> str | None:
+    """``q.shape[1]`` -> ``"q.shape[1]"``; ``k.size(-1)`` -> ``"k.shape[-1]"``; else None."""
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
+            and isinstance(node.value.value, ast.Name):
+        index = _index(node.slice)
+        return f"{node.value.value.id}.shape[{index}]" if index is not None else None
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "size" \
+            and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and not node.keywords:
+        index = _index(node.args[0])
+        return f"{node.func.value.id}.shape[{index}]" if index is not None else None
+    return None
+
+
+def _index(node: ast.expr) -> int | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) \
+            and isinstance(node.operand.value, int):
+        return -node.operand.value
+    return None
+
+
+def from_facts(name: str, facts: Mapping[str, Any], description: str = "", source: str = "") -> Scenario:
+    """Bindings of the tensor names engines use, from model facts (sizes per rank)."""
+    unknown = set(facts) - _FACTS
+    if unknown:
+        raise ScenarioError(f"scenario {name}: unknown facts {', '.join(sorted(unknown))} "
+                            f"(known: {', '.join(sorted(_FACTS))})")
+    values: dict[str, Any] = {}
+    dtypes: dict[str, tuple[str, ...]] = {}
+    heads, kv_heads = facts.get("heads"), facts.get("kv_heads")
+    mla = facts.get("kv_lora_rank") is not None and facts.get("qk_rope_head_dim") is not None
+    if mla:
+        hk = int(facts["kv_lora_rank"]) + int(facts["qk_rope_head_dim"])
+        hv = int(facts["kv_lora_rank"])
+        kv_heads = 1 if kv_heads is None else kv_heads
+    else:
+        hk = facts.get("head_dim")
+        hv = facts.get("v_head_dim", hk)
+    if heads is not None:
+        for q in Q_NAMES:
+            values[f"{q}.shape[1]"] = values[f"{q}.shape[-2]"] = int(heads)
+            if hk is not None:
+                values[f"{q}.shape[2]"] = values[f"{q}.shape[-1]"] = int(hk)
+        values.update(num_heads=int(heads), num_q_heads=int(heads), q_head_num=int(heads))
+    for names, dim in ((K_NAMES, hk), (V_NAMES, hv)):
+        for t in names:
+            if kv_heads is not None:
+                values[f"{t}.shape[-2]"] = int(kv_heads)
+            if dim is not None:
+                values[f"{t}.shape[-1]"] = int(dim)
+    if kv_heads is not None:
+        values.update(num_kv_heads=int(kv_heads))
+    if hk is not None:
+        values.update(head_dim=int(hk), head_size=int(hk))
+    if mla:
+        values.update(kv_lora_rank=int(facts["kv_lora_rank"]), qk_rope_head_dim=int(facts["qk_rope_head_dim"]))
+    if heads is not None or mla:
+        values["is_mla"] = bool(mla)
+    for key in ("num_kv_splits", "page_size"):
+        if facts.get(key) is not None:
+            values[key] = int(facts[key])
+    if heads is not None:  # attention soft-capping: off unless the model has it (Gemma 2: 50.0)
+        values["logit_cap"] = float(facts.get("logit_cap", 0.0))
+    if facts.get("experts"):
+        e, n, k, top = (int(facts[x]) if facts.get(x) is not None else None
+                        for x in ("experts", "moe_intermediate", "hidden", "top_k"))
+        values.update(num_experts=e, E=e)
+        for w in ("w1", "w13", "w13_weight"):
+            values[f"{w}.shape[0]"] = e
+            if n is not None:
+                values[f"{w}.shape[1]"] = 2 * n
+            if k is not None:
+                values[f"{w}.shape[2]"] = values[f"{w}.shape[-1]"] = k
+        for w in ("w2", "w2_weight"):
+            values[f"{w}.shape[0]"] = e
+            if k is not None:
+                values[f"{w}.shape[1]"] = k
+            if n is not None:
+                values[f"{w}.shape[2]"] = values[f"{w}.shape[-1]"] = n
+        if top is not None:
+            values.update(top_k=top, topk=top)
+            for t in ("topk_ids", "topk_weights"):
+                values[f"{t}.shape[1]"] = top
+        if k is not None:
+            values.update(hidden_size=k)
+            for a in ("hidden_states", "A", "a"):
+                values[f"{a}.shape[1]"] = values[f"{a}.shape[-1]"] = k
+    kv = facts.get("kv_dtypes")
+    if kv:
+        dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
+    act = facts.get("activation_dtype", "bf16")
+    dtypes[",".join(Q_POINTERS)] = (str(act),)
+    return Scenario(name, values, dtypes, description, source)
+
+
+def from_model_shape(shape, name: str, tp: int = 1) -> Scenario:
+    """A scenario from a model's shape (:class:`tilefit.doctor.model.ModelShape`, read from its
+    ``config.json``): heads and MoE sizes divided by ``tp``."""
+    facts: dict[str, Any] = {"tp": tp}
+    heads = getattr(shape, "num_attention_heads", None)
+    if heads:
+        facts["heads"] = max(1, heads // tp)
+    kv = getattr(shape, "num_key_value_heads", None)
+    if getattr(shape, "kv_lora_rank", None) and getattr(shape, "qk_rope_head_dim", None) is not None:
+        facts.update(kv_lora_rank=shape.kv_lora_rank, qk_rope_head_dim=shape.qk_rope_head_dim, kv_heads=1)
+    else:
+        if kv:
+            facts["kv_heads"] = max(1, kv // tp)
+        head_dim = getattr(shape, "head_dim", None)
+        if head_dim is None and heads and getattr(shape, "hidden_size", None):
+            head_dim = shape.hidden_size // heads
+        if head_dim:
+            facts["head_dim"] = head_dim
+    kv_dtype = getattr(shape, "kv_cache_dtype", None)
+    facts["kv_dtypes"] = [kv_dtype] if kv_dtype else ["bf16", "fp8e4nv"]
+    facts["num_kv_splits"] = 4 if "kv_lora_rank" in facts else 8
+    facts["page_size"] = 1
+    if getattr(shape, "is_moe", False):
+        facts.update(experts=shape.num_experts, moe_intermediate=max(1, shape.moe_intermediate_size // tp),
+                     hidden=shape.hidden_size)
+        if shape.top_k:
+            facts["top_k"] = shape.top_k
+    return from_facts(name, facts, f"from {getattr(shape, 'source', name)}", str(getattr(shape, "source", "")))
+
+
+@lru_cache(maxsize=None)
+def builtin() -> dict[str, Scenario]:
+    """The shipped scenarios, by name."""
+    data = json.loads(DATA.read_text(encoding="utf-8"))
+    if data.get("version") != 1 or not isinstance(data.get("scenarios"), dict):
+        raise ScenarioError(f"{DATA}: not a version-1 scenarios file")
+    return {name: from_facts(name, entry["facts"], entry.get("description", ""), str(DATA))
+            for name, entry in data["scenarios"].items()}
+
+
+def from_table(name: str, table: Mapping[str, Any], source: str = "pyproject.toml") -> Scenario:
+    """``[tool.tilefit.scenarios.NAME]``: ``facts = {...}`` (as the shipped ones), ``extends =
+    "shipped-name"``, expression or parameter bindings (``"q.shape[1]" = 16``, ``num_kv_splits =
+    4``) and ``dtypes = {"k_buffer,v_buffer" = ["bf16", "fp8e4nv"]}``."""
+    where = f"{source}: [tool.tilefit.scenarios.{name}]"
+    if not isinstance(table, Mapping):
+        raise ScenarioError(f"{where} must be a table")
+    base = Scenario(name, source=source)
+    if "extends" in table:
+        parent = builtin().get(str(table["extends"]))
+        if parent is None:
+            raise ScenarioError(f"{where}: extends {table['extends']!r}, not a shipped scenario "
+                                f"({', '.join(sorted(builtin()))})")
+        base = parent
+    if "facts" in table:
+        if not isinstance(table["facts"], Mapping):
+            raise ScenarioError(f"{where}: facts must be a table")
+        base = from_facts(name, {**_facts_of(base), **table["facts"]}, source=source)
+    values = dict(base.values)
+    dtypes = dict(base.dtypes)
+    for key, value in table.items():
+        if key in ("extends", "facts", "description"):
+            continue
+        if key == "dtypes":
+            if not isinstance(value, Mapping):
+                raise ScenarioError(f"{where}: dtypes must be a table of \"pointer,names\" = [dtypes]")
+            for names, dts in value.items():
+                dts = dts if isinstance(dts, list) else [dts]
+                if not dts or not all(isinstance(d, str) for d in dts):
+                    raise ScenarioError(f"{where}: dtypes.{names} must be a dtype name or a list of them")
+                dtypes[names] = tuple(dts)
+            continue
+        if not isinstance(value, (int, float, bool, str)):
+            raise ScenarioError(f"{where}: {key} must be a number, a boolean or a string")
+        if not _IDENT.match(key):
+            try:
+                node = ast.parse(key, mode="eval").body
+            except SyntaxError:
+                node = None
+            norm = expression_key(node) if node is not None else None
+            if norm is None:
+                raise ScenarioError(f"{where}: {key!r} is neither a parameter name nor a shape expression "
+                                    "(`tensor.shape[i]`, `tensor.size(i)`)")
+            key = norm
+        values[key] = value
+    return Scenario(name, values, dtypes, str(table.get("description", base.description)), source)
+
+
+def _facts_of(s: Scenario) -> dict:
+    data = json.loads(DATA.read_text(encoding="utf-8"))["scenarios"]
+    entry = data.get(s.name)
+    return dict(entry["facts"]) if entry else {}
+
+
+def resolve(names, tables: Mapping[str, Any] | None = None, extra: Mapping[str, Scenario] | None = None,
+            source: str = "pyproject.toml") -> list[Scenario]:
+    """The scenarios ``names`` (a project's tables first, then ``extra``, then the shipped ones);
+    ``"all"`` is every shipped scenario."""
+    tables = tables or {}
+    out: list[Scenario] = []
+    for name in names:
+        if name == "all":
+            out.extend(s for s in builtin().values() if s.name not in {x.name for x in out})
+            continue
+        if name in tables:
+            out.append(from_table(name, tables[name], source))
+        elif extra and name in extra:
+            out.append(extra[name])
+        elif name in builtin():
+            out.append(builtin()[name])
+        else:
+            known = sorted(set(builtin()) | set(tables) | set(extra or {}))
+            raise ScenarioError(f"unknown scenario {name!r}; choose from {', '.join(known)}, all, or a model's "
+                                "config.json")
+    return out

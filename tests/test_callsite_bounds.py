@@ -1,0 +1,48 @@
+"""Bounded evaluation (issue 18): folding a launch's values stops within a budget per site (steps
+and seconds), says so in the reason, and the next site starts with a fresh budget. vLLM's
+``lora_shrink_op.py`` (one 420-line file) had ``tilefit check`` run for over 300 s."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tilefit.api import CheckOptions, run_check
+from tilefit.callsites.project import Project
+from tilefit.callsites.sites import build_sites
+from tilefit.callsites.values import Lit, Unknown, branches
+from tilefit.config import Settings
+
+FIXTURE = Path(__file__).parent / "fixtures" / "callsites" / "bounded" / "widening.py"
+
+
+def _block_values(sites):
+    out = []
+    for s in sites.launches:
+        for inst in s.instances:
+            out.append((s.launch.scope_name, s.caller is not None, inst.args.get("BLOCK")))
+    return out
+
+
+def test_a_widening_fold_stops_within_its_budget_and_the_next_site_is_evaluated():
+    project = Project.scan([str(FIXTURE)])
+    project.evaluator.max_seconds = 1.0
+    t0 = time.monotonic()
+    sites = build_sites(project)
+    assert time.monotonic() - t0 < 30
+    by_caller = {(s.launch.scope_name, s.caller is not None): s for s in sites.launches}
+    stopped = by_caller[("launch", True)]
+    values = [v for inst in stopped.instances for _, v in branches(inst.args["BLOCK"])]
+    assert values and all(isinstance(v, Unknown) and "bounded evaluation" in v.reason for v in values), values
+    plain = by_caller[("plain", False)]
+    assert [inst.args["BLOCK"].value for inst in plain.instances] == [128]
+    assert all(isinstance(inst.args["BLOCK"], Lit) for inst in plain.instances)
+
+
+def test_check_reports_the_stopped_site_as_est002_with_the_reason():
+    t0 = time.monotonic()
+    result = run_check([str(FIXTURE)], CheckOptions(targets=["rtx4090"], estimator="analytic",
+                                                    extend_select=["EST002"]), Settings())
+    assert time.monotonic() - t0 < 60
+    notes = [d.message for d in result.diagnostics if d.code == "EST002"]
+    assert any("bounded evaluation" in m and "BLOCK" in m for m in notes), notes
