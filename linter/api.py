@@ -186,12 +186,42 @@ def _collector_paused():
 
 
 def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None,
-              engine: Engine | None = None, *, planner=None) -> CheckResult:
+              engine: Engine | None = None, *, planner=None, progress=None) -> CheckResult:
     """Check ``paths``. ``planner`` (anything with ``attach(table, diagnostics)``, e.g. the fixer's
     ``tilefit.fix.FixPlanner``) attaches planned fixes; this module does not know the fixer --
-    ``tilefit.app.run_check`` composes the two (``opts.fix``)."""
+    ``tilefit.app.run_check`` composes the two (``opts.fix``).
+
+    With ``--estimator auto`` and Triton installed, kernels without a proven closed form are
+    compiled: the first pass only collects them, they are compiled in parallel over all cores
+    (``progress(done, total)``; by default a bar with an ETA on a terminal's stderr), and a
+    second pass gives the verdicts (the planner's memos forgotten in between: ``forget()``). A
+    run whose kernels all have proven forms -- the engines' own tables -- is one pass that
+    compiles nothing."""
     with _collector_paused():
-        return _run_check(paths, opts, settings, engine, planner)
+        opts = opts or CheckOptions()
+        settings = settings or Settings()
+        engine = engine or build_engine(settings, opts)
+        est = engine.estimator
+        if not hasattr(est, "deferred"):  # an estimator of the caller's own
+            return _run_check(paths, opts, settings, engine, planner)
+        est.defer = est.mode == "auto" and est.exact_available()
+        try:
+            result = _run_check(paths, opts, settings, engine, planner)
+            if not est.deferred:
+                return result
+            if progress is None:
+                from .progress import EtaProgress
+
+                progress = EtaProgress("tilefit: compiling kernels without a proven closed form")
+            est.precompile(progress=progress)
+            if planner is not None and hasattr(planner, "forget"):
+                planner.forget()
+            from dataclasses import replace
+
+            return _run_check(paths, opts, settings, replace(engine), planner)
+        finally:
+            est.defer = False
+            est.deferred = {}
 
 
 def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settings | None,
@@ -234,6 +264,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                     continue
         table = read_table(path, meta=meta, data=data, limit=settings.max_file_size)
         tables[table.path] = table
+        pending = len(getattr(engine.estimator, "deferred", ()))
         try:
             found_here = engine.check_table(table)
         except Exception as exc:  # a rule bug must not hide the other files' results
@@ -244,7 +275,8 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                 found_here = planner.attach(table, found_here)
             except Exception as exc:  # a planner bug leaves the diagnostics without fixes
                 errors.append(f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}")
-        if digest is not None and not any(timed_out(d) for d in found_here):  # a timeout is this run's
+        if (digest is not None and len(getattr(engine.estimator, "deferred", ())) == pending  # no answers awaiting compiles
+                and not any(timed_out(d) for d in found_here)):  # a timeout is this run's
             cache.put(path, digest, found_here)
         diagnostics.extend(found_here)
     coverage = None

@@ -28,7 +28,8 @@ if TYPE_CHECKING:  # pragma: no cover - the fixer is imported when used (network
     from .fix import FixResult
     from .fix.compare import FixComparison
 
-__all__ = ["CheckOptions", "CheckResult", "compare_fixes", "run_check", "run_check_source", "run_fix"]
+__all__ = ["CheckOptions", "CheckResult", "compare_fixes", "run_check", "run_check_source", "run_fix",
+           "touched_items"]
 
 
 def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None,
@@ -94,3 +95,23 @@ def compare_fixes(table, targets: Sequence[str] = (), *, estimator: str = "analy
     settings = settings or Settings()
     engine = api.build_engine(settings, CheckOptions(targets=list(targets), estimator=estimator))
     return compare_with(engine, table, margin=margin, unsafe=unsafe)
+
+
+def touched_items(roots: Sequence[str], target_sets: Sequence[Sequence[str]] = ((), ("consumer",))) -> set:
+    """Every ``(spec, arch)`` a ``tilefit check`` of ``roots`` estimates (with each file's own
+    device, then with each target set), found by running the check with a recording estimator."""
+    seen: set = set()
+    for targets in target_sets:
+        opts = CheckOptions(targets=list(targets), use_cache=False, estimator="analytic")
+        settings = Settings()
+        engine = api.build_engine(settings, opts)
+        est = engine.estimator
+        real = est.estimate
+
+        def record(spec, arch, limit=None, _real=real):
+            seen.add((spec, arch))
+            return _real(spec, arch, limit)
+
+        est.estimate = record
+        api.run_check(list(roots), opts, settings, engine)
+    return seen

@@ -56,10 +56,17 @@ def _freeze(entry) -> str:
     return repr(entry)
 
 
+# where a figure comes from (an arch's compile, form or proof) is not what a merge compares: two
+# device classes with the same message and figures share one diagnostic (its data: the first's)
+_PROVENANCE_KEYS = ("figure_from", "estimator", "estimate_status", "max_error_bytes")
+
+
 def _finding_key(rule, finding) -> tuple:
-    """Findings of two device classes merge when everything but the targets is equal."""
+    """Findings of two device classes merge when everything but the targets (and the figures'
+    provenance) is equal."""
+    data = {k: v for k, v in finding.data.items() if k not in _PROVENANCE_KEYS} if finding.data else finding.data
     return (rule.code, finding.message, tuple(finding.at), finding.at_key, finding.severity,
-            json.dumps(finding.data, sort_keys=True, default=str), finding.identity)
+            json.dumps(data, sort_keys=True, default=str), finding.identity)
 
 
 class MergedFinding(NamedTuple):
@@ -291,7 +298,8 @@ class Engine:
 
     def _check_entries(self, table: ConfigTable, fctx: FileContext, emit) -> None:
         meta = table.meta
-        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine)
+        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+                      meta.triton_folder)
         entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
         target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
         if target_rules:

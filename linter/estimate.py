@@ -8,6 +8,16 @@ whatever lies within ``margin`` bytes of a limit, or has no calibrated form.
 ``engine_kernels`` (``--engine-kernels PATH|installed``): kernels the engine's source provides are
 compiled from the engine's own ``@triton.jit`` function (:mod:`tilefit.smem.engine_kernels`)
 instead of our reference kernel, in every mode but ``analytic``; the others as usual.
+
+**The engine of record.** A spec that names an engine (``spec.engine``: the engine that loads
+the table) is answered from the forms calibrated on that engine's own kernel
+(:mod:`tilefit.smem.engine_model`), for the Triton release the spec names or the installed one.
+A form proven exact on held-out compiles of the arch is final: ``auto`` never re-checks it, so
+the common path compiles nothing. Where no proven form exists, ``auto`` compiles the engine's
+kernel (its wheel in the cache, or the installed engine) -- deferred, so that a whole check's
+compiles run in parallel over all cores with a progress bar (:meth:`Estimator.precompile`) --
+and without the engine's source our reference kernel's figure is used and says so. Configs the
+engine's kernel does not compile for an arch are facts (:meth:`Estimator.compile_failure`).
 """
 
 from __future__ import annotations
@@ -48,6 +58,13 @@ class Estimator:
         self._exact = exact
         self._exact_tried = exact is not None
         self._memo: dict[tuple, Estimate] = {}
+        self._engine_model = None
+        self._engine_sources: dict[tuple, object] = {}
+        self._engine_failures: dict[tuple, str] = {}
+        # deferred compiles (auto): (kind, spec, arch) recorded instead of compiled; see precompile()
+        self.defer = False
+        self.deferred: dict[tuple, None] = {}
+        self.compiles = 0  # points this estimator compiled (or asked the compile cache for)
 
     @property
     def model(self) -> AnalyticModel:
@@ -80,9 +97,29 @@ class Estimator:
         self._memo[key] = result
         return result
 
+    @property
+    def engine_model(self):
+        if self._engine_model is None:
+            from .smem.engine_model import EngineModel
+
+            self._engine_model = EngineModel(self._triton_version or versions.installed_triton())
+        return self._engine_model
+
+    def compile_failure(self, spec: KernelSpec, arch: str) -> str | None:
+        """The compiler's words when the engine's kernel is known not to compile ``spec`` on ``arch``
+        (from the engine calibration, or from a compile of this run); None otherwise."""
+        if not spec.engine:
+            return None
+        hit = self._engine_failures.get((spec, arch))
+        if hit is not None:
+            return hit
+        return self.engine_model.compile_failure(spec, arch)
+
     def _estimate(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
         if self.engine_kernels and self._engine_has(spec.kernel):
             return self._compile_engine(spec, arch)
+        if spec.engine:
+            return self._estimate_engine(spec, arch, limit)
         if self.mode == "exact":
             return self._compile(spec, arch)
         try:
@@ -104,10 +141,142 @@ class Estimator:
                 return analytic
         return analytic
 
+    # -- the engines' kernels ----------------------------------------------------------------------
+    def _estimate_engine(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
+        answer = self.engine_model.answer(spec, arch)
+        est = None
+        if answer is not None:
+            if answer.compiled:  # the engine's kernel's compiled figure (stored by the calibration)
+                return Estimate(answer.shared_bytes, "exact", arch, "exact", answer.detail)
+            est = Estimate(answer.shared_bytes, "analytic", arch, "calibrated" if answer.proven else "uncalibrated",
+                           answer.detail, answer.max_error)
+            if not answer.proven and answer.max_error is None:
+                est = None  # a form with no held-out compile on this arch: no error bound, no answer
+            elif self.mode == "analytic" or (answer.proven and self.mode != "exact"):
+                return est
+        if self.mode == "exact":  # a compile, always: the engine's kernel where its source is at hand
+            source = self._engine_source(spec) if self.exact_available() else None
+            if source is not None:
+                return self._compile_engine_kernel(source, spec, arch)
+            return self._reference(spec, arch, limit, "--estimator exact without the engine's source: our "
+                                                      "reference kernel compiled")
+        if self.mode != "analytic" and self.exact_available():
+            source = self._engine_source(spec)
+            if source is not None:
+                if self.defer:
+                    self.deferred[("engine", spec, arch)] = None
+                    if est is not None:
+                        return est
+                    return self._reference(spec, arch, limit, "compile pending")
+                return self._compile_engine_kernel(source, spec, arch)
+        if est is not None:
+            return est
+        return self._reference(spec, arch, limit, "no calibrated form of the engine's kernel, and its source "
+                                                  "is not at hand to compile")
+
+    def _reference(self, spec: KernelSpec, arch: str, limit: int | None, why: str) -> Estimate:
+        try:
+            ref = self.estimate(spec.reference, arch, limit)
+        except EstimatorUnavailable:
+            extra = dict(spec.extra)
+            if "tma" not in extra:
+                raise
+            # SGLang's TMA launch on an arch no TMA form covers: our reference kernel's plain form,
+            # as before TMA launches were told apart (the descriptors' barriers add tens of bytes)
+            extra.pop("tma")
+            ref = self.estimate(spec.reference.evolve(extra=tuple(sorted(extra.items()))), arch, limit)
+            why += "; without the TMA descriptors' barriers, which no form covers on this arch"
+        return Estimate(ref.shared_bytes, ref.estimator, ref.arch, ref.status,
+                        f"our reference kernel's figure ({why})",
+                        ref.max_error)
+
+    def _engine_source(self, spec: KernelSpec):
+        """An :class:`~tilefit.smem.engine_kernels.EngineKernels` for the spec's engine: its wheel
+        in the cache (as ``calibrate smem --engine`` fetched it) or the installed engine; None.
+        Only when the spec's Triton release is the installed one (a compile answers for that)."""
+        installed = versions.installed_triton()
+        if spec.triton and installed and versions.major_minor(installed) != versions.major_minor(spec.triton):
+            return None
+        from .smem.engine_model import pick_engine_version
+
+        version = pick_engine_version(spec.kernel, spec.engine, None)
+        key = (spec.engine, version)
+        if key not in self._engine_sources:
+            from .smem.engine_kernels import EngineKernels
+            from .smem.engine_source import local_source
+
+            found = local_source(spec.engine, version)
+            self._engine_sources[key] = EngineKernels(found, engine=spec.engine) if found else None
+        return self._engine_sources[key]
+
+    def _compile_engine_kernel(self, ek, spec: KernelSpec, arch: str) -> Estimate:
+        self.compiles += 1
+        result = ek.compile(spec, arch)
+        return self._engine_estimate(result, spec, arch, ek)
+
+    def _engine_estimate(self, result, spec: KernelSpec, arch: str, ek) -> Estimate:
+        if result.error is not None:
+            if result.failed_to_compile:
+                self._engine_failures[(spec, arch)] = result.error
+            raise EstimatorUnavailable(f"the engine's {result.function or spec.kernel} could not be compiled for "
+                                       f"{arch}: {result.error}")
+        return Estimate(int(result.shared_bytes), "exact", arch, "exact",
+                        f"{spec.engine} {ek.tree.version or ''} {result.function} compiled".replace("  ", " "))
+
+    # -- deferred compiles --------------------------------------------------------------------------
+    def precompile(self, jobs: int | None = None, progress=None) -> int:
+        """Compile everything the deferred estimates asked for, in parallel over ``jobs`` processes
+        (default: all cores), then forget the deferred answers so the next estimates use the
+        compiles. ``progress(done, total)``. Returns the number of points."""
+        items = list(self.deferred)
+        self.deferred = {}
+        self.defer = False
+        if not items:
+            return 0
+        total = len(items)
+        self.compiles += total
+        done = [0]
+
+        def tick(_d=None, _t=None):
+            done[0] += 1
+            if progress:
+                progress(done[0], total)
+
+        ref = [(spec, arch) for kind, spec, arch in items if kind == "reference"]
+        eng: dict[int, tuple] = {}
+        for kind, spec, arch in items:
+            if kind == "engine":
+                ek = self._engine_source(spec)
+                if ek is not None:
+                    eng.setdefault(id(ek), (ek, []))[1].append((spec, arch))
+        if ref:
+            from .kernels import launch_plan
+            from .smem.exact import default_estimator
+
+            def expressible(item) -> bool:
+                try:
+                    launch_plan(item[0])
+                except ValueError:  # a spec our kernels cannot run: its estimate says so, later
+                    tick()
+                    return False
+                return True
+
+            ref = [item for item in ref if expressible(item)]
+
+            default_estimator().many(ref, jobs=jobs, progress=lambda d, t: tick())
+        for ek, pairs in eng.values():
+            ek.many(pairs, jobs=jobs, progress=lambda d, t: tick())
+        self._memo.clear()
+        return total
+
     def _compile(self, spec: KernelSpec, arch: str) -> Estimate:
+        if self.defer and self.mode == "auto":
+            self.deferred[("reference", spec, arch)] = None
+            raise EstimatorUnavailable("compile pending")
         fn = self._exact_fn()
         if fn is None:
             raise EstimatorUnavailable("the exact estimator needs Triton: pip install 'tilefit[triton]'")
+        self.compiles += 1
         try:
             shared = fn(spec, arch)
         except Exception as exc:  # a compile error is an answer about this kernel, not a crash

@@ -69,4 +69,5 @@ def kernel_variants(meta: TableMeta, entry: Mapping, arch: str, vendor: str, eng
     group = family.group_name
     if group:
         tile[group] = entry.get(group, 1) if is_int(entry.get(group, 1)) else 1
-    return family.table_variants(meta, tile, warps, stages, arch, engine)
+    variants = family.table_variants(meta, tile, warps, stages, arch, engine)
+    return family.engine_variants(variants, entry, meta, engine, arch)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from .base import Example, FixAvailability, Finding, Option, Planner, Rule, Scope
+from .cmp001_kernel_does_not_compile import CMP001
 from .dev001_unknown_device import DEV001
 from .dev002_dtype_unsupported import DEV002
 from .est001_no_estimate import EST001
@@ -37,7 +38,7 @@ from .val005_foreign_launch_option import VAL005
 
 _ALL: tuple[type[Rule], ...] = (
     IO001, SCH001, SCH002, SCH003, KEY001, KEY002, NAME001, NAME002, DEV001, DEV002,
-    VAL001, VAL002, VAL003, VAL004, VAL005, SMEM001, OCC001, THR001, EST001,
+    VAL001, VAL002, VAL003, VAL004, VAL005, SMEM001, CMP001, OCC001, THR001, EST001,
     # kernel call sites in Python sources (scope CALLSITE)
     SMEM002, SMEM003, EST002,
 )

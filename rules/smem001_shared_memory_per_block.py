@@ -75,6 +75,7 @@ class SMEM001(Rule):
         if limit is None:
             return
         worst = None
+        over = []
         for variant in ctx.variants:
             try:
                 est = ctx.estimator.estimate(variant.spec, ctx.device.arch, limit)
@@ -84,17 +85,23 @@ class SMEM001(Rule):
                 continue
             # An uncalibrated form counts only when even its largest calibration error cannot
             # bring it under the limit (EST001 reports the undecidable ones).
-            if est.certainly_over(limit) and (worst is None or est.shared_bytes > worst[1].shared_bytes):
-                worst = (variant, est)
+            if est.certainly_over(limit):
+                over.append(est.shared_bytes)
+                if worst is None or est.shared_bytes > worst[1].shared_bytes:
+                    worst = (variant, est)
         if worst is None:
             return
         variant, est = worst
-        label = f" [{variant.label}]" if variant.label else ""
+        # the variants are assumptions (which kernel path, which engine's kernel): name the one the
+        # verdict rests on, unless every variant gives the same figure
+        same = len(over) == len(ctx.variants) and len(set(over)) == 1
+        label = f" [{variant.label}]" if variant.label and not same else ""
         yield Finding(
             f"OutOfResources on {ctx.target_names()}: shared memory, Required: {est.shared_bytes}, "
             f"Hardware limit: {limit} ({describe_tile(variant.spec)}, {ARCH}){label}",
             at=("num_stages",) if "num_stages" in ctx.entry else (),
             data={"required_bytes": est.shared_bytes, "limit_bytes": limit, "estimator": est.estimator,
-                  "estimate_status": est.status, "variant": variant.label or None,
+                  "estimate_status": est.status, "variant": (variant.label or None) if label else None,
+                  **({"figure_from": est.detail} if est.detail else {}),
                   **({"max_error_bytes": est.max_error} if est.status == "uncalibrated" else {})},
         )

@@ -249,7 +249,7 @@ def test_result_cache_gives_the_same_results_and_misses_on_change(cli, tmp_path,
     (folder / RTX_FP8).write_text(OVER.replace('"num_stages": 4}}', '"num_stages": 3}}'))
     assert cli(*args).output.count("SMEM001") == 1
     r = cli("check", folder, "--isolated", "-t", "consumer", "--estimator", "analytic", "--ignore", "SMEM,DEV")
-    assert r.exit_code == 0  # a different selection is a different cache key
+    assert r.exit_code == 0, r.output  # a different selection is a different cache key
     _shutil.rmtree(tmp_path / "cache")
 
 

@@ -131,6 +131,8 @@ def test_swap_ab_is_one_rule():
     assert serving_launch.swap_ab_applies("fp8_w8a8", "sm_90a", 16, 128)
     assert not serving_launch.swap_ab_applies("fp8_w8a8", "sm_89", 16, 128)
     assert serving_launch.swaps_ab("vllm", "fp8_w8a8", "sm_90", 16, 128)
-    assert not serving_launch.swaps_ab("sglang", "fp8_w8a8", "sm_90", 16, 128)  # its kernel has no swap
+    # SGLang 0.5.23 swaps too (should_enable_swap_ab: fp8, sm_90, BLOCK_SIZE_M < 64 <= BLOCK_SIZE_N)
+    assert serving_launch.swaps_ab("sglang", "fp8_w8a8", "sm_90", 16, 128)
+    assert not serving_launch.swaps_ab("sglang", "fp8_w8a8", "sm_90", 64, 128)
     assert serving_launch.launch_block_k("vllm", 256, (128, 128)) == 128
     assert serving_launch.launch_block_k("sglang", 256, (128, 128)) == 256

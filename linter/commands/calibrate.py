@@ -23,7 +23,7 @@ def calibrate() -> None:
 @click.option("--jobs", "-j", type=click.IntRange(min=1), default=None,
               help="Compiler processes. [default: all cores]")
 @click.option("--scale", type=click.FloatRange(min=0.05), default=1.0, show_default=True,
-              help="Multiply the points of the fit grid per path and arch.")
+              help="Multiply the points of the fit grid per path and arch (with --engine: of every design).")
 @click.option("--family", "families", multiple=True, metavar="FAMILY",
               help="Calibrate only these arch families (mma_v2, wgmma, tcgen05, ...). Repeatable.")
 @click.option("--kernel", "kernels", multiple=True, metavar="KERNEL",
@@ -47,9 +47,27 @@ def calibrate() -> None:
 @click.option("--proof-only", is_flag=True, help="Only compile and write the proof set.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
               help="Compile cache folder. [default: $TILEFIT_CACHE_DIR or the user cache]")
+@click.option("--engine", "engine", default=None, metavar="SOURCE",
+              help="Calibrate against an engine's own kernels instead of ours: vllm==0.33.0 or sglang==0.5.23 "
+                   "(the wheel is fetched with pip download --no-deps into the cache and read from its zip), a "
+                   ".whl file, or a source tree. The forms, the compiled points and their provenance go into "
+                   "each kernel family's smem/<engine>-<version>/ folder.")
+@click.option("--corpus", "corpus", multiple=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
+              help="With --engine: tuning tables whose kernels (each file's own device and the consumer cards) "
+                   "join the held-out points. Repeatable.")
+@click.option("--arch", "archs", multiple=True, metavar="ARCH",
+              help="With --engine: prove the forms on these archs only (default: every calibrated arch). Repeatable.")
+@click.option("--probe-from", "probe_from", default=None, metavar="X.Y",
+              help="With --engine: prove that the installed Triton gives the bytes of the calibration for Triton "
+                   "X.Y on a probe set drawn from its held-out points; groups that agree reuse its forms (the "
+                   "file says so), groups that differ are calibrated afresh.")
+@click.option("--candidates", is_flag=True,
+              help="With --engine: prove the kernel family's written candidate forms (calibration.engine_candidates "
+                   "in its family.json) on a fresh held-out design; one replaces a group's form only where it is "
+                   "exact on every fresh point and every point compiled before.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_points, proof_corpus, proof_per_arch,
-         proof_only, cache_dir, quiet):
+         proof_only, cache_dir, engine, corpus, archs, probe_from, candidates, quiet):
     """Regenerate the analytic shared-memory model for the installed Triton.
 
     Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
@@ -78,6 +96,13 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
             click.echo(msg, err=True)
 
     command = "tilefit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "tilefit calibrate smem"
+    if engine is not None:
+        _engine(engine, kernels=list(kernels) or None, corpus=list(corpus), archs=list(archs) or None, jobs=jobs,
+                scale=scale, cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from,
+                candidates=candidates, quiet=quiet)
+        return
+    if corpus or archs or probe_from or candidates:
+        fail("--corpus, --arch, --probe-from and --candidates go with --engine")
     if out and into_package:
         fail("--out and --package name two places; give one")
     try:
@@ -104,6 +129,77 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
             click.echo(f"wrote {len(doc['points'])} proof points to {proof_points}")
     except (TritonUnavailable, cal.CalibrationError) as exc:
         fail(str(exc))
+
+
+def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, command, log, probe_from, quiet,
+            candidates=False) -> None:
+    from tilefit import progress
+    from tilefit.smem import calibrate as cal
+    from tilefit.smem import engine_calibrate as ec
+    from tilefit.smem.engine_source import EngineSourceError
+    from tilefit.smem.exact import TritonUnavailable
+
+    unknown = sorted(set(archs or ()) - set(cal.ARCH_FAMILIES))
+    if unknown:
+        fail(f"unknown arch {', '.join(unknown)}; known: {', '.join(cal.ARCH_FAMILIES)}")
+    make = None if quiet else progress.factory(log=log if not sys.stderr.isatty() else None)
+    try:
+        if candidates:
+            from tilefit.app import touched_items
+
+            items = touched_items(corpus) if corpus else None
+            results = [ec.candidate_round(source, k, archs=archs, jobs=jobs, cache_dir=cache_dir, items=items,
+                                          scale=scale, write=write, command=command, log=log, progress_factory=make)
+                       for k in (kernels or registry_kernels()) if ec.engine_candidates(k, _engine_name(source))]
+        elif probe_from:
+            results = ec.probe_version(source, probe_from, kernels=kernels, archs=archs, jobs=jobs, scale=scale,
+                                       cache_dir=cache_dir, write=write, command=command, log=log,
+                                       progress_factory=make)
+        else:
+            items = None
+            if corpus:
+                from tilefit.app import touched_items
+
+                log(f"reading the tables under {', '.join(corpus)}")
+                items = touched_items(corpus)
+            results = ec.calibrate_engine(source, kernels=kernels, items=items, archs=archs, jobs=jobs,
+                                          scale=scale, cache_dir=cache_dir, write=write, command=command, log=log,
+                                          progress_factory=make)
+    except (TritonUnavailable, EngineSourceError, ValueError) as exc:
+        fail(str(exc))
+    _engine_report(results)
+
+
+def registry_kernels() -> list[str]:
+    from tilefit import kernels as registry
+
+    return registry.names()
+
+
+def _engine_name(source: str) -> str:
+    from tilefit.smem.engine_source import open_source
+
+    return open_source(source).engine or ""
+
+
+def _engine_report(results) -> None:
+    rows = [("arch family", "kernel", "dtype", "form", "proven on", "held-out exact")]
+    for kc in results:
+        for (family, kernel, dtype), r in sorted(kc.results.items()):
+            exact = sum(p.exact for p in r.proofs.values())
+            total = sum(p.points for p in r.proofs.values())
+            reuse = (kc.doc.get("reused") or {}).get("groups", {}).get(f"{family}/{dtype}")
+            form = f"reused from Triton {kc.doc['reused']['from']}" if reuse else r.origin
+            rows.append((family, kernel, dtype, form, ",".join(r.proven_archs()) or "-", f"{exact}/{total}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    for kc in results:
+        prov = kc.doc["provenance"]
+        where = f" -> {', '.join(str(p) for p in kc.written)}" if kc.written else " (not written)"
+        fails = sum(len(v["points"]) for per in kc.failures.values() for v in per.values())
+        click.echo(f"{prov.get('engine')} {prov.get('engine_version')} {kc.kernel}, Triton {prov.get('triton')}: "
+                   f"{prov.get('compiled')} points compiled, {fails} do not compile{where}")
 
 
 def _report(result, default_out: bool = False) -> None:

@@ -61,6 +61,9 @@ class KernelName(click.Choice):
 @click.option("--engine-kernels", default=None, metavar="PATH|installed",
               help="Also compile the engine's own kernel (a file, a source tree, or `installed`/`vllm`/`sglang`) "
                    "and show where it differs from ours.")
+@click.option("--engine", "engine", type=click.Choice(["vllm", "sglang"]), default=None,
+              help="The figures of this engine's own kernel (its calibrated forms; its compile where no form is "
+                   "proven and its source is at hand) instead of our reference kernel's.")
 @click.option("--launch", is_flag=True, help="Also launch every point on the local GPU and report the outcome.")
 @click.option("--device-file", "device_files", multiple=True, type=click.Path(dir_okay=False),
               help="Extra device database file (JSON). Repeatable.")
@@ -70,7 +73,7 @@ class KernelName(click.Choice):
 @click.option("-o", "--output-file", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Write the report to a file instead of stdout.")
 def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sweeps, archs, targets, heads, swap_ab,
-          estimator, triton_version, jobs, engine_kernels, launch, device_files, output_format, output_file):
+          estimator, triton_version, jobs, engine, engine_kernels, launch, device_files, output_format, output_file):
     """Compile KERNEL over a sweep and show its shared memory per arch, and which devices fit.
 
     \b
@@ -130,6 +133,8 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
             sweeps=P.parse_sweep(sweeps, kernel), archs=arch_list, swap_ab=swap_ab, heads=(hk[0], hk[1]))
         P.validate_request(req)
         points = P.build_points(req)
+        if engine:
+            points = [P.ProbePoint(p.spec.with_(engine=engine), p.arch, p.labels) for p in points]
         devices = P.arch_devices(db, arch_list, list(targets))
     except (P.ProbeError, ValueError, UnknownTarget) as exc:
         fail(str(exc))
@@ -144,14 +149,17 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
 
     bar = for_terminal(sys.stderr)  # on a terminal only: a sweep compiles for seconds to minutes
     try:
-        mode = P.estimate_points(points, estimator, jobs=jobs, triton_version=triton_version, progress=bar)
+        if engine:
+            mode = _estimate_engine_points(points, estimator, triton_version)
+        else:
+            mode = P.estimate_points(points, estimator, jobs=jobs, triton_version=triton_version, progress=bar)
     except (TritonUnavailable, UnsupportedArch, ValueError) as exc:
         fail(str(exc))
         return
     finally:
         if bar is not None:
             bar.close()
-    if mode == "analytic" and estimator == "auto":
+    if mode == "analytic" and estimator == "auto" and versions.installed_triton() is None:
         click.echo("note: Triton is not installed; figures come from the analytic model, not from compiles",
                    err=True)
     engine_desc = None
@@ -215,3 +223,27 @@ def _sweep_page(points, devices, mode: str, triton: str | None, text: str, fmt: 
                         subtitle=head[1] if len(head) > 1 else "", estimator=mode, triton=triton, text=text,
                         command=command_line(), tool=f"tilefit {__version__}")
     return sweep_svg(model) if fmt == "svg" else render_sweep_page(model)
+
+
+def _estimate_engine_points(points: Sequence[ProbePoint], mode: str, triton_version: str | None) -> str:
+    """``--engine``: the engine's kernel's figures -- its calibrated forms (proven ones final), its
+    compile where no proven form exists and its source is at hand (auto, exact)."""
+    from tilefit.estimate import Estimator, EstimatorUnavailable
+
+    est = Estimator(mode, triton_version=triton_version)
+    used = set()
+    for p in points:
+        failure = est.compile_failure(p.spec, p.arch)
+        if failure:
+            p.error = f"does not compile: {failure}"
+            p.source = "engine calibration"
+            continue
+        try:
+            e = est.estimate(p.spec, p.arch)
+        except EstimatorUnavailable as exc:
+            p.error = str(exc)
+            continue
+        p.shared = e.shared_bytes
+        p.source = f"{e.estimator} ({e.status}): {e.detail}" if e.detail else f"{e.estimator} ({e.status})"
+        used.add(e.estimator)
+    return "engine"

@@ -225,6 +225,8 @@ class Judge:
         """Strict test for configs the doctor writes: fits under the doctor's estimator and under
         the closed form alone (what ``tilefit check`` uses when it cannot compile)."""
         for target in targets:
+            if any(self.estimator.compile_failure(spec, target.device.arch) for spec in specs):
+                return False  # the engine's kernel does not compile it there: never written
             verdict = self.judge(specs, target)[0]
             if verdict != FITS:
                 return False
@@ -276,6 +278,14 @@ def config_text(cfg: Mapping, vendor: str | None = None) -> str:
 def _meta(family: str, dtype: str, quant, block: tuple[int, int] | None) -> TableMeta:
     return TableMeta(family=family, stem="", dtype=file_dtype_of(dtype), block_shape=block,
                      per_channel_quant=quant.scheme == "per_channel")
+
+
+def registry_engines(kernel: str) -> tuple[str, ...]:
+    """The engines whose launch of ``kernel`` is modelled (their own kernel answers for them)."""
+    from tilefit.kernels import registry
+
+    fam = registry.find(kernel)
+    return tuple(fam.engine_launchers()) if fam is not None else ()
 
 
 def moe_specs(model: ModelShape, entry: Mapping, target: Target, engine: str) -> tuple[KernelSpec, ...]:
@@ -611,7 +621,8 @@ class Doctor:
                 "BLOCK_DMODEL": blocks["BLOCK_DMODEL"], "BLOCK_DPE": blocks["BLOCK_DPE"]}
         act = model.activation_dtype if model.activation_dtype in ("bf16", "fp16") else "bf16"
         spec = make_spec("mla_decode", act, tile, num_warps=params["num_warps"], num_stages=params["num_stages"],
-                         kv_dtype=kv, problem={"Lk": lk, "Lv": lv, "num_heads": heads, "num_kv_heads": 1})
+                         kv_dtype=kv, problem={"Lk": lk, "Lv": lv, "num_heads": heads, "num_kv_heads": 1},
+                         engine=profile.engine if profile.engine in registry_engines("mla_decode") else None)
         cfg = {**tile, "num_warps": params["num_warps"], "num_stages": params["num_stages"]}
         return cfg, spec
 

@@ -51,6 +51,8 @@ from .edits import EditError, entry_edits
 from .space import ConfigSpace, table_values
 
 FIXABLE = fixable_codes(Planner.ENTRY)
+# what need() answers for a config the engine's kernel does not compile (more than any limit)
+COMPILE_FAILS = 1 << 40
 
 # every GROUP_SIZE_M value of the space is tried on this many of the best-ranked candidates
 GROUP_REFINE_TOP = 3
@@ -290,10 +292,22 @@ class FixPlanner:
             fit_groups.append(FitGroup(arch, vendor, tuple(d.key for d in devs), min(limits) if limits else None,
                                        min(threads) if threads else None,
                                        max((d.warp_size or 32) for d in devs)))
-        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine)
+        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+                      meta.triton_folder)
         return _TableContext(meta=meta, kernel_key=kernel_key, named=named, devices=tuple(devices), groups=tuple(fit_groups),
                              ranking=ranking_devices(named, devices, meta),
                              values=table_values(table.value.values() if isinstance(table.value, dict) else ()))
+
+    def forget(self) -> None:
+        """Drop every memoised answer (after the estimator's deferred compiles ran: the answers
+        of the first pass may rest on figures awaiting a compile)."""
+        from dataclasses import replace
+
+        for memo in (self._need_memo, self._pred_memo, self._plan_memo, self._sig_memo, self._fit_memo,
+                     self._by_fix):
+            memo.clear()
+        self.checker = replace(self.checker)
+        self.prober = replace(self.prober)
 
     # -- fitting -------------------------------------------------------------------------------
     def need(self, meta, entry: Mapping, arch: str, vendor: str) -> int | None:
@@ -305,12 +319,15 @@ class FixPlanner:
         fam = self._families.get(arch)
         if fam is None:
             fam = self._families[arch] = self.search_estimator.model.family_of(arch) or arch
-        k = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, fam, vendor,
-             c[0], c[1], c[2], c[4], c[5])
+        k = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+             meta.triton_folder, fam, vendor, c[0], c[1], c[2], c[4], c[5], entry.get("USE_TMA"))
+        variants = kernel_variants(meta, entry, arch, vendor, meta.engine)
+        if any(self.search_estimator.compile_failure(v.spec, arch) for v in variants):
+            return COMPILE_FAILS  # the engine's kernel does not compile it: never a candidate
         if k in self._need_memo:
             return self._need_memo[k]
         worst = None
-        for variant in kernel_variants(meta, entry, arch, vendor, meta.engine):
+        for variant in variants:
             try:
                 est = self.search_estimator.estimate(variant.spec, arch)
             except EstimatorUnavailable:

@@ -239,12 +239,16 @@ def fix_table(planner: FixPlanner, table: ConfigTable, diagnostics: Sequence[Dia
 
 def signature(diagnostics: Sequence[Diagnostic]) -> set[tuple]:
     """(code, entry, target) of every diagnostic: what "no new diagnostic" compares."""
+    from tilefit.rules import RULES
+
     out = set()
     for d in diagnostics:
         parts = parse_pointer(d.pointer)
+        # a once-per-file finding (EST001) points at its first entry: moving is not appearing
+        once = getattr(RULES.get(d.code), "once_per_file", False)
         targets = d.data.get("targets") if hasattr(d.data, "get") else None
         for t in targets or [d.target]:
-            out.add((d.code, parts[0] if parts else None, t))
+            out.add((d.code, None if once else (parts[0] if parts else None), t))
     return out
 
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FORMAT = 1
 DTYPE_KINDS = ("path", "query")
+ENGINE_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
 _REQUIRED = ("format", "name", "reference", "dtype", "tile")
 
 
@@ -201,6 +202,74 @@ class KernelFamily:
         ``ValueError`` for a spec the kernel cannot run."""
         raise self._missing("launch_plan")
 
+    # the engines' own kernels (tilefit.smem.engine_kernels, the engine calibration)
+    @property
+    def engines(self) -> Mapping[str, Mapping[str, Any]]:
+        """``family.json``'s ``engines``: per engine (``vllm``, ``sglang``) the files its kernels live
+        in (relative to the package's parent folder) and its launcher's name."""
+        return self.data.get("engines") or {}
+
+    def engine_launchers(self) -> Mapping[str, Any]:
+        """``engines.py``'s ``LAUNCHERS``: engine -> ``f(reference plan, spec, arch) -> (function,
+        args)``; empty when the family has no ``engines.py``."""
+        hit = self.__dict__.get("_launchers")
+        if hit is None:
+            hit = getattr(self.submodule("engines"), "LAUNCHERS", {}) if (self.folder / "engines.py").is_file() else {}
+            self.__dict__["_launchers"] = hit
+        return hit
+
+    def engine_function(self, engine: str, spec: "KernelSpec", arch: str) -> str:
+        """The name of the engine's kernel that runs ``spec`` on ``arch`` (raises ValueError when
+        the engine does not launch it)."""
+        return self.engine_launch(engine, spec, arch)[0]
+
+    def engine_launch(self, engine: str, spec: "KernelSpec", arch: str) -> tuple[str, tuple]:
+        """``(function, args)`` of the engine's launch of ``spec`` on ``arch``: its kernel's name and
+        the arguments its launcher passes, by that kernel's parameter names. ValueError when the
+        engine does not launch this spec (or the family does not know the engine)."""
+        launcher = self.engine_launchers().get(engine)
+        if launcher is None:
+            raise ValueError(f"{self.name}: no launch of {engine}'s kernel is modelled "
+                             f"(engines.py knows {', '.join(self.engine_launchers()) or 'none'})")
+        function, args, *_options = launcher(self.launch_plan(spec), spec, arch)
+        return function, tuple(args)
+
+    def engine_options(self, engine: str, spec: "KernelSpec", arch: str) -> dict:
+        """Backend options the engine's launcher adds (ROCm: ``waves_per_eu``, ``kpack``, ...)."""
+        launcher = self.engine_launchers().get(engine)
+        if launcher is None:
+            return {}
+        out = launcher(self.launch_plan(spec), spec, arch)
+        return dict(out[2]) if len(out) > 2 else {}
+
+    def engine_launches(self, engine: str, spec: "KernelSpec", arch: str) -> bool:
+        """Whether ``engine``'s launcher launches ``spec`` on ``arch`` at all (vLLM never loads its
+        int8 block-GEMM tables: no vLLM kernel runs them)."""
+        # the launchers accept or refuse a spec by its dtype path, quantisation, swap and extras
+        # and the arch, never by its tile: the memo is keyed so
+        key = (engine, spec.kernel, spec.dtype, spec.quant, spec.block_shape is None, spec.swap_ab, spec.extra,
+               spec.kv_dtype, arch)
+        memo = self.__dict__.setdefault("_launches_memo", {})
+        hit = memo.get(key)
+        if hit is None:
+            try:
+                self.engine_launch(engine, spec, arch)
+                hit = True
+            except ValueError:
+                hit = False
+            memo[key] = hit
+        return hit
+
+    def engine_plan(self, engine: str, spec: "KernelSpec", arch: str, module: str) -> "LaunchPlan":
+        """The :class:`~.plan.LaunchPlan` of the engine's own kernel (extracted into ``module``)."""
+        from .plan import LaunchPlan, options
+
+        function, args = self.engine_launch(engine, spec, arch)
+        opts = dict(options(spec))
+        opts.update(self.engine_options(engine, spec, arch))
+        return LaunchPlan(self.name, module, function, args, spec.num_warps, spec.num_stages,
+                          tuple(sorted(opts.items())))
+
     def validate(self, spec: "KernelSpec") -> None:
         """Raise ``ValueError`` for a spec this family can never express (called by KernelSpec)."""
         from ..dtypes import PATHS
@@ -229,6 +298,11 @@ class KernelFamily:
     def calibration_points(self) -> list[tuple[tuple[int, ...], int, int]]:
         """The calibration's pool: ``(tile, num_warps, num_stages)`` for every grid point."""
         raise self._missing("calibration_points")
+
+    def engine_calibration_points(self, engine: str | None = None) -> list[tuple[tuple[int, ...], int, int]]:
+        """The pool of ``engine``'s calibration (default: the calibration's; a family whose
+        engines hard-code the tile narrows it to what each launches)."""
+        return self.calibration_points()
 
     def calibration_strata(self) -> list:
         """Functions of a pool item whose every value the stratified design must cover."""
@@ -321,6 +395,33 @@ class KernelFamily:
         """The kernels one entry of this family's config table launches on ``arch`` (``tile`` holds
         the entry's valid tile values, warps/stages have Triton's defaults filled in)."""
         raise self._missing("table_variants")
+
+    def engine_variants(self, variants: "Sequence[Variant]", entry: Mapping[str, Any], meta,
+                        engine: str | None, arch: str) -> "tuple[Variant, ...]":
+        """The variants as the engine of record launches them: each spec names the engine's own
+        kernel (``spec.engine``) where its family models that engine's launch (``engines.py``).
+        A table no engine claims (``engine`` None) is judged with each engine's kernel, each
+        variant labelled with the engine it assumes. Families override this to read the table
+        keys their engine's launcher reads (SGLang's ``USE_TMA``). An SGLang table in a
+        ``triton_X_Y_Z`` folder compiles with that Triton release (``spec.triton``)."""
+        from . import registry
+        from .spec import Variant
+
+        engines = [engine] if engine else sorted({e for v in variants
+                                                   for e in registry.get(v.spec.kernel).engine_launchers()})
+        out = []
+        for v in variants:
+            fam = registry.get(v.spec.kernel)
+            mine = [e for e in engines if e in fam.engine_launchers() and fam.engine_launches(e, v.spec, arch)]
+            if not mine:
+                out.append(v)
+                continue
+            folder = getattr(meta, "triton_folder", None)
+            triton = f"{folder[0]}.{folder[1]}" if folder else None
+            for e in mine:
+                label = v.label if engine else ", ".join(x for x in (v.label, f"{ENGINE_LABELS.get(e, e)}'s kernel") if x)
+                out.append(Variant(label, v.spec.evolve(engine=e, triton=triton)))
+        return tuple(out)
 
     def callsite_spec(self, given: Mapping[str, Any], dtype_of, data_pointers: Sequence[str], num_warps: int,
                       num_stages: int) -> "KernelSpec | None":

@@ -72,15 +72,21 @@ class GemmFamily(KernelFamily):
     def point_spec(self, path, tile: Sequence[int], num_warps: int, num_stages: int) -> KernelSpec:
         bm, bn, bk = tile
         t = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": 1}
+        tma = getattr(path, "tma", None)
         return make_spec(self.name, path.dtype, t, num_warps=num_warps, num_stages=num_stages,
-                         quant=path.quant, block_shape=path.block_shape, swap_ab=path.swap_ab)
+                         quant=path.quant, block_shape=path.block_shape, swap_ab=path.swap_ab,
+                         extra={"tma": tma} if tma else None)
 
     def spec_point(self, spec: KernelSpec) -> tuple[dict, tuple[int, ...]] | None:
-        if spec.extra or spec.problem:
+        extra = dict(spec.extra)
+        tma = extra.pop("tma", None)
+        if extra or spec.problem:
             return None
         t = spec.tile_dict
         path = {"kernel": self.name, "dtype": spec.dtype, "quant": spec.quant,
                 "block_shape": list(spec.block_shape) if spec.block_shape else None, "swap_ab": bool(spec.swap_ab)}
+        if tma:
+            path["tma"] = tma
         return path, (t["BLOCK_SIZE_M"], t["BLOCK_SIZE_N"], t["BLOCK_SIZE_K"])
 
     def ring_lower_bound(self, path, tile: Sequence[int], num_stages: int) -> int:

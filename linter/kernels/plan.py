@@ -36,7 +36,7 @@ BACKEND_OPTIONS = frozenset({
     "num_ctas", "maxnreg", "waves_per_eu", "matrix_instr_nonkdim", "kpack", "instruction_sched_variant",
 })
 
-ARG_KINDS = ("ptr", "int", "float", "bool", "none", "constexpr", "dtype")
+ARG_KINDS = ("ptr", "int", "float", "bool", "none", "constexpr", "dtype", "tensordesc")
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,9 @@ class Arg:
     ``kind``: ``ptr`` (``value`` is the element type, e.g. ``"fp16"``; the pointer is 16-byte
     aligned), ``int`` (``value`` the integer the launcher passes), ``float``, ``bool``, ``none``
     (a ``None`` argument, a constant), ``constexpr`` (a ``tl.constexpr`` value: int, bool, float
-    or str) or ``dtype`` (a ``tl.constexpr`` holding a Triton dtype, ``value`` its name).
+    or str), ``dtype`` (a ``tl.constexpr`` holding a Triton dtype, ``value`` its name) or
+    ``tensordesc`` (a host-side ``TensorDescriptor`` of a tensor, as SGLang's TMA path passes:
+    ``value`` is :class:`Descriptor`).
     """
 
     name: str
@@ -76,6 +78,23 @@ def const(name: str, value: object) -> Arg:
 def dtype_arg(name: str, ty: str) -> Arg:
     """A ``tl.constexpr`` holding a Triton dtype."""
     return Arg(name, "dtype", triton_type(ty))
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """A host-side tensor descriptor (``triton.tools.tensor_descriptor.TensorDescriptor``): the
+    tensor's element type, shape and strides, and the block one load moves. Triton specialises a
+    kernel on the element type and the block shape (``tensordesc<fp8e4nv[1, 128, 128]>``)."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    block_shape: tuple[int, ...]
+
+
+def tensordesc(name: str, ty: str, shape, strides, block_shape) -> Arg:
+    return Arg(name, "tensordesc", Descriptor(triton_type(ty), tuple(int(x) for x in shape),
+                                              tuple(int(x) for x in strides), tuple(int(x) for x in block_shape)))
 
 
 @dataclass(frozen=True)
@@ -138,8 +157,15 @@ def out_type(spec: KernelSpec, default: str) -> str:
 
 def adapt_to_arch(plan: LaunchPlan, arch: str) -> LaunchPlan:
     """The plan as launched on ``arch``: on MI300 (gfx94x) fp8 tensors are e4m3fnuz/e5m2fnuz."""
-    args = tuple(Arg(a.name, a.kind, on_arch(str(a.value), arch)) if a.kind in ("ptr", "dtype") else a
-                 for a in plan.args)
+    def adapt(a: Arg) -> Arg:
+        if a.kind in ("ptr", "dtype"):
+            return Arg(a.name, a.kind, on_arch(str(a.value), arch))
+        if a.kind == "tensordesc":
+            d = a.value
+            return Arg(a.name, a.kind, Descriptor(on_arch(d.dtype, arch), d.shape, d.strides, d.block_shape))
+        return a
+
+    args = tuple(adapt(a) for a in plan.args)
     if args == plan.args:
         return plan
     return LaunchPlan(plan.kernel, plan.module, plan.function, args, plan.num_warps, plan.num_stages,

@@ -8,7 +8,8 @@ separated by ``os.pathsep``, each a family folder or a folder of family folders)
 package ``tilefit_kernels.<name>``.
 
 Families are loaded on first use and sorted by their ``order`` (then name); every lookup after
-that is a dict lookup.
+that is a dict lookup. ``$TILEFIT_KERNEL_PATH`` is read at that first use and again after
+:func:`register` / :func:`registered` (which change it), not on every lookup.
 """
 
 from __future__ import annotations
@@ -127,10 +128,16 @@ def _env_folders() -> list[Path]:
     return [Path(p).expanduser() for p in os.environ.get(ENV_VAR, "").split(os.pathsep) if p.strip()]
 
 
+_dirty = True  # re-read $TILEFIT_KERNEL_PATH at the next lookup (first use, register, registered)
+
+
 def _ensure() -> dict[str, KernelFamily]:
-    global _families, _env_seen
+    global _families, _env_seen, _dirty
     fams = _families
+    if fams is not None and not _dirty:
+        return fams  # the hot path: every spec and every table lookup comes here
     env = os.environ.get(ENV_VAR)
+    _dirty = False
     if fams is not None and env == _env_seen:
         return fams
     with _lock:
@@ -200,10 +207,12 @@ def register(folder: str | os.PathLike) -> tuple[KernelFamily, ...]:
     root = Path(folder).expanduser().resolve()
     if not _family_folders(root):
         raise KernelFamilyError(f"{root}: no family.json (a kernel family folder, or a folder of them)")
+    global _dirty
     before = os.environ.get(ENV_VAR)
     current = [p for p in (before or "").split(os.pathsep) if p.strip()]
     if str(root) not in current:
         os.environ[ENV_VAR] = os.pathsep.join(current + [str(root)])
+    _dirty = True
     try:
         fams = _ensure()
     except Exception:
@@ -213,12 +222,14 @@ def register(folder: str | os.PathLike) -> tuple[KernelFamily, ...]:
             os.environ.pop(ENV_VAR, None)
         else:
             os.environ[ENV_VAR] = before
+        _dirty = True
         raise
     return tuple(fams[data_name] for data_name in (read_data(f)["name"] for f in _family_folders(root)))
 
 
 def _forget(names_: set[str]) -> None:
-    global _families
+    global _families, _dirty
+    _dirty = True
     with _lock:
         if _families is None:
             return

@@ -29,6 +29,11 @@ class KernelSpec:
     quantisation and ``(0, group_size)`` for weight-only group quantisation.
     ``problem`` holds the problem sizes that matter for specialisation (``N``, ``K`` and, for
     MoE, ``top_k``); only their divisibility by 16 changes the compiled kernel.
+    ``engine`` names whose kernel it is: ``None`` for our reference kernel, ``"vllm"`` /
+    ``"sglang"`` for that engine's own kernel, launched as that engine launches it (the shared-memory
+    model then answers with that engine's calibrated forms: the engine of record of a table).
+    ``triton`` (``"3.4"``) is the Triton release the launch compiles with when the table says
+    (SGLang's ``triton_X_Y_Z`` folders); None: the installed one.
     """
 
     kernel: str
@@ -42,6 +47,8 @@ class KernelSpec:
     swap_ab: bool = False
     kv_dtype: str | None = None
     extra: tuple[tuple[str, object], ...] = field(default=())
+    engine: str | None = None
+    triton: str | None = None
 
     def __post_init__(self) -> None:
         family = registry.find(self.kernel)
@@ -68,6 +75,15 @@ class KernelSpec:
     def with_(self, **changes) -> "KernelSpec":
         return replace(self, **changes)
 
+    def evolve(self, **changes) -> "KernelSpec":
+        """``with_`` without re-validating: for changes that cannot make a valid spec invalid
+        (``engine``, ``triton``, an ``extra`` entry), on the hot path of table checks."""
+        new = object.__new__(KernelSpec)
+        d = {k: v for k, v in self.__dict__.items() if k != "_reference"}
+        d.update(changes)
+        new.__dict__.update(d)
+        return new
+
     def key(self) -> str:
         """A stable, human-readable identity, used as the compile-cache key."""
         parts = [self.kernel, self.dtype, self.quant]
@@ -82,17 +98,36 @@ class KernelSpec:
             parts.append("swap_ab")
         parts.extend(f"{k}={v}" for k, v in sorted(self.problem))
         parts.extend(f"{k}={v}" for k, v in sorted(self.extra))
+        if self.engine:
+            parts.append(f"engine={self.engine}")
+        if self.triton:
+            parts.append(f"triton={self.triton}")
         return ",".join(parts)
+
+    @property
+    def reference(self) -> "KernelSpec":
+        """The same launch of our reference kernel (``engine`` and ``triton`` cleared; memoised)."""
+        if self.engine is None and self.triton is None:
+            return self
+        ref = self.__dict__.get("_reference")
+        if ref is None:
+            ref = self.evolve(engine=None, triton=None)
+            object.__setattr__(self, "_reference", ref)
+        return ref
 
 
 def make_spec(kernel: str, dtype: str, tile: Mapping[str, int], **kwargs) -> KernelSpec:
     """Build a spec from a tile mapping (keys are sorted so equal tiles give equal specs)."""
     problem = kwargs.pop("problem", None) or {}
+    extra = kwargs.pop("extra", None) or ()
+    if isinstance(extra, Mapping):
+        extra = tuple(sorted(extra.items()))
     return KernelSpec(
         kernel=kernel,
         dtype=dtype,
         tile=tuple(sorted((k, int(v)) for k, v in tile.items())),
         problem=tuple(sorted((k, int(v)) for k, v in problem.items())),
+        extra=tuple(extra),
         **kwargs,
     )
 

@@ -24,6 +24,9 @@ and decorator arguments) and the module is written by ``ast.unparse`` of the val
 so no source line, comment or file name reaches it. A kernel that does not pass is an
 :class:`ExtractError` naming what blocked it.
 
+A wheel is read straight from its zip (:func:`mount_archive`: ``<wheel path>/<member>`` then names
+a member), never unpacked.
+
 Loading the scratch module (:meth:`ScratchModule.load`) executes only the generated text:
 Triton imports, literal constants and ``def`` statements, after the ``triton.language`` paths
 the kernel uses are resolved against the installed Triton (:func:`~.allowlist.check_members`).
@@ -169,21 +172,80 @@ _parse_lock = threading.Lock()
 _parsed: dict[tuple[str, int, int], object] = {}
 
 
+# Archives whose members are read as files (a wheel read straight from its zip, never unpacked):
+# path of the archive -> {member path: bytes loader}; ``<archive path>/<member>`` names a member.
+_archives: dict[str, object] = {}
+_archives_lock = threading.Lock()
+
+
+def mount_archive(path: str | os.PathLike) -> str:
+    """Make the ``.py`` files of the zip archive (a wheel) at ``path`` readable by the extraction
+    as ``<path>/<member>``; returns the archive's absolute path (the tree's root). Idempotent."""
+    import zipfile
+
+    root = os.path.abspath(os.fspath(path))
+    with _archives_lock:
+        if root not in _archives:
+            with zipfile.ZipFile(root) as zf:
+                names = {n for n in zf.namelist() if n.endswith(".py")}
+            _archives[root] = names
+    return root
+
+
+def _in_archive(path: str) -> tuple[str, str] | None:
+    for root, names in _archives.items():
+        if path.startswith(root + os.sep):
+            member = path[len(root) + 1:].replace(os.sep, "/")
+            return (root, member) if member in names else ("", "")
+    return None
+
+
+def is_file(path: str) -> bool:
+    """``os.path.isfile``, also for members of mounted archives."""
+    found = _in_archive(path)
+    if found is None:
+        return os.path.isfile(path)
+    return bool(found[0])
+
+
+def read_bytes(path: str) -> bytes:
+    """The bytes of a file or of a mounted archive's member (OSError when absent)."""
+    found = _in_archive(path)
+    if found is None:
+        with open(path, "rb") as fh:
+            return fh.read()
+    if not found[0]:
+        raise FileNotFoundError(f"no such member: {path}")
+    import zipfile
+
+    with zipfile.ZipFile(found[0]) as zf:
+        return zf.read(found[1])
+
+
 def _load_module(path: str):
-    """The scan of ``path`` (cached by path, mtime and size)."""
+    """The scan of ``path`` (cached by path, mtime and size; an archive member by its path)."""
     from tilefit.pysource.scan import scan_source
     from tilefit.pysource.source import SourceFile
 
     path = os.path.abspath(path)
+    member = _in_archive(path)
     try:
-        st = os.stat(path)
+        if member is None:
+            st = os.stat(path)
+            key = (path, st.st_mtime_ns, st.st_size)
+        else:
+            key = (path, 0, 0)
+            if not member[0]:
+                raise FileNotFoundError(path)
     except OSError as exc:
         raise ExtractError(path, "?", f"cannot read: {exc.strerror or exc}") from None
-    key = (path, st.st_mtime_ns, st.st_size)
     with _parse_lock:
         hit = _parsed.get(key)
     if hit is None:
-        src = SourceFile.read(path)
+        if member is None:
+            src = SourceFile.read(path)
+        else:
+            src = SourceFile.from_bytes(path, read_bytes(path))
         hit = scan_source(src)
         with _parse_lock:
             _parsed[key] = hit
@@ -193,7 +255,7 @@ def _load_module(path: str):
 def _package_root(path: str) -> str:
     """The folder above the outermost package that holds ``path``."""
     folder = os.path.dirname(os.path.abspath(path))
-    while os.path.isfile(os.path.join(folder, "__init__.py")):
+    while is_file(os.path.join(folder, "__init__.py")):
         parent = os.path.dirname(folder)
         if parent == folder:
             break
@@ -204,7 +266,7 @@ def _package_root(path: str) -> str:
 def _module_file(base: str, dotted: str) -> str | None:
     stem = os.path.join(base, *dotted.split(".")) if dotted else base
     for cand in (stem + ".py", os.path.join(stem, "__init__.py")):
-        if os.path.isfile(cand):
+        if is_file(cand):
             return cand
     return None
 

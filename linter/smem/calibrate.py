@@ -96,6 +96,7 @@ class Path:
     block_shape: tuple[int, int] | None = None
     kv_dtype: str | None = None
     swap_ab: bool = False
+    tma: str | None = None  # SGLang's fused MoE through TMA descriptors: "b" (up) or "ab" (down)
 
     @property
     def name(self) -> str:
@@ -106,6 +107,8 @@ class Path:
             parts.append("%dx%d" % self.block_shape)
         if self.swap_ab:
             parts.append("swap_ab")
+        if self.tma:
+            parts.append(f"tma_{self.tma}")
         return "/".join(parts)
 
     def to_json(self) -> dict:
@@ -118,13 +121,15 @@ class Path:
             out["kv_dtype"] = self.kv_dtype
         if self.swap_ab:
             out["swap_ab"] = True
+        if self.tma:
+            out["tma"] = self.tma
         return out
 
     @classmethod
     def from_json(cls, d: Mapping) -> "Path":
         bs = d.get("block_shape")
         return cls(d["kernel"], d["dtype"], d.get("quant", "none"), tuple(bs) if bs else None,
-                   d.get("kv_dtype"), bool(d.get("swap_ab", False)))
+                   d.get("kv_dtype"), bool(d.get("swap_ab", False)), d.get("tma"))
 
     @property
     def fp8(self) -> bool:
@@ -921,7 +926,7 @@ def spec_point(spec: KernelSpec, arch: str) -> Point | None:
     path, tile = found
     bs = tuple(path["block_shape"]) if path.get("block_shape") else None
     return Point(Path(path["kernel"], path["dtype"], path.get("quant", "none"), bs, path.get("kv_dtype"),
-                      bool(path.get("swap_ab"))), tuple(tile), spec.num_warps, spec.num_stages, arch)
+                      bool(path.get("swap_ab")), path.get("tma")), tuple(tile), spec.num_warps, spec.num_stages, arch)
 
 
 def table_points(roots: Sequence[str], archs: Sequence[str], per_arch: int, seed: int = 3) -> list[Point]:

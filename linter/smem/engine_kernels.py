@@ -1,24 +1,25 @@
-"""Compile the engine's own kernel instead of our reference kernel (``--engine-kernels``).
+"""Compile an engine's own kernel (``--engine-kernels``, ``calibrate smem --engine``).
 
-Our reference kernels reproduce the engines' kernels' structure; an engine's release can still
-differ (an extra bias tile, another epilogue). ``EngineKernels(source)`` finds the engine's
-``@triton.jit`` kernel for each of our kernels in ``source`` -- a ``.py`` file, a source tree
-(vLLM / SGLang layouts are searched first), or ``installed`` / ``vllm`` / ``sglang`` for the
-installed package -- takes it and the jit helpers it calls out by AST
+``EngineKernels(source)`` opens an engine's source (:mod:`tilefit.smem.engine_source`: a wheel
+fetched with pip and read from its zip, a ``.whl``, a folder, the installed package), finds the
+engine's ``@triton.jit`` kernel for a spec, takes it and the jit helpers it calls out by AST
 (:func:`tilefit.pysource.extract.extract_kernel`: a scratch module that imports only triton; the
-engine is never imported), and compiles it with the launch of our kernel's plan
-(:mod:`tilefit.kernels`) mapped onto the engine kernel's parameters:
+engine is never imported), and compiles it with the engine's own launch:
 
-* a parameter our plan has is passed as the plan passes it;
-* a parameter the plan lacks takes its default; without one, a pointer-like name (``*_ptr``,
-  capitalised buffers) gets ``None``, a constexpr ``False``/``0``, an int ``0`` -- each such
-  guess is reported (``EngineCompile.guessed``);
-* a plan argument the engine kernel does not have is dropped (``EngineCompile.dropped``).
+* **The engine's launcher, restated.** Where the kernel family models the engine's launch
+  (``kernels/<family>/engines.py``: vLLM's ``invoke_fused_moe_triton_kernel``, SGLang's
+  ``invoke_fused_moe_kernel`` with its TMA descriptors, the MLA decode and block-GEMM launchers),
+  the engine kernel gets exactly those arguments, by its parameter names; which of the engine's
+  kernels runs is the launcher's choice too (SGLang's int8 block GEMM is another function).
+* **A tree the family does not model** (a user's patched release, a made-up engine) gets our
+  reference plan mapped onto the kernel's parameters: a parameter our plan has is passed as the
+  plan passes it; one it lacks takes its default, else a pointer-like name gets ``None``, a
+  constexpr ``False``, an int ``0`` -- each such guess is reported (``EngineCompile.guessed``);
+  a plan argument the kernel does not have is dropped (``EngineCompile.dropped``).
 
-Results are cached on disk (JSON) by the scratch module's content hash, the Triton version,
-the arch and the spec.
-
-This module imports neither triton nor torch at import time.
+Results are cached on disk (JSON) by the scratch module's content hash, the launch's source
+hash, the Triton version, the arch and the spec; :meth:`EngineKernels.many` compiles in a spawn
+pool over all cores. This module imports neither triton nor torch at import time.
 """
 
 from __future__ import annotations
@@ -30,15 +31,17 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable
 
 from .. import versions
 from ..atomicfile import write_atomic
 from ..kernels import launch_plan, registry
 from ..kernels.plan import Arg, LaunchPlan
 from ..kernels.spec import KernelSpec
+from .engine_source import (ENGINE_NAMES, EngineSourceError, EngineTree, engine_of_file, installed_roots,  # noqa: F401
+                            open_source)
 
-# The engines' function names of each of our kernels and the files they keep them in are the
-# kernel families' (family.json's ``engine``, tilefit.kernels).
+CACHE_SCHEMA = 3
 
 
 def engine_functions(kernel: str) -> tuple[str, ...]:
@@ -47,11 +50,16 @@ def engine_functions(kernel: str) -> tuple[str, ...]:
     return fam.engine_functions if fam is not None else ()
 
 
-def known_files(kernel: str) -> tuple[str, ...]:
+def known_files(kernel: str, engine: str | None = None) -> tuple[str, ...]:
     """Where the engines keep it (relative to the package's parent folder), searched first: the
-    family's own files, then every other family's."""
+    family's files for ``engine``, its other files, then every other family's."""
     own = registry.find(kernel)
-    files = list(own.engine_files if own is not None else ())
+    files: list[str] = []
+    if own is not None:
+        per = own.engines
+        for name in ([engine] if engine else []) + [n for n in per if n != engine]:
+            files.extend(f for f in (per.get(name) or {}).get("files", ()) if f not in files)
+        files.extend(f for f in own.engine_files if f not in files)
     for fam in registry.families():
         files.extend(f for f in fam.engine_files if f not in files)
     return tuple(files)
@@ -64,66 +72,51 @@ class EngineKernelError(Exception):
     """The engine kernel cannot be found, extracted or compiled; the message says why."""
 
 
-def installed_roots(which: str) -> list[Path]:
-    """Folders holding the installed ``vllm`` / ``sglang`` packages (found without importing)."""
-    import importlib.util
+def _defines(path: str, function: str) -> bool:
+    from ..pysource.extract import read_bytes
 
-    names = ("vllm", "sglang") if which == "installed" else (which,)
-    roots = []
-    for name in names:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None and spec.submodule_search_locations:
-            for loc in spec.submodule_search_locations:
-                roots.append(Path(loc))
-    return roots
-
-
-def _defines(path: Path, function: str) -> bool:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_bytes(path).decode("utf-8", errors="replace")
     except OSError:
         return False
     return re.search(rf"^\s*def\s+{re.escape(function)}\s*\(", text, re.M) is not None
 
 
-def find_source(source: str, kernel: str) -> tuple[Path, str] | None:
-    """``(file, function)`` of the engine kernel standing for our ``kernel`` in ``source``."""
-    names = engine_functions(kernel)
-    if source in ("installed", "vllm", "sglang"):
-        roots = installed_roots(source)
-        if not roots:
-            raise EngineKernelError(f"no installed {'vllm or sglang' if source == 'installed' else source} found")
-    else:
-        p = Path(source).expanduser()
-        if not p.exists():
-            raise EngineKernelError(f"{source}: no such file or folder")
-        if p.is_file():
-            for fn in names:
-                if _defines(p, fn):
-                    return p, fn
-            return None
-        roots = [p]
-    for root in roots:
-        bases = [root, root.parent]
-        for base in bases:
-            for rel in known_files(kernel):
-                f = base / rel
-                if f.is_file():
-                    for fn in names:
-                        if _defines(f, fn):
-                            return f, fn
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.startswith("."))
-            for name in sorted(filenames):
-                if name.endswith(".py"):
-                    f = Path(dirpath) / name
-                    for fn in names:
-                        if _defines(f, fn):
-                            return f, fn
+def _search(tree: EngineTree, kernel: str, names: tuple[str, ...], engine: str | None) -> tuple[Path, str] | None:
+    bases = [tree.root, os.path.dirname(tree.root)]
+    for base in bases:
+        for rel in known_files(kernel, engine):
+            f = os.path.join(base, *rel.split("/"))
+            from ..pysource.extract import is_file
+
+            if is_file(f):
+                for fn in names:
+                    if _defines(f, fn):
+                        return Path(f), fn
+    for f in tree.python_files():
+        parts = set(tree.relative(f).split("/")[:-1])
+        if parts & _SKIP_DIRS or any(p.startswith(".") for p in parts):
+            continue
+        for fn in names:
+            if _defines(f, fn):
+                return Path(f), fn
     return None
+
+
+def find_source(source: str, kernel: str, function: str | None = None) -> tuple[Path, str] | None:
+    """``(file, function)`` of the engine kernel standing for our ``kernel`` in ``source``."""
+    names = (function,) if function else engine_functions(kernel)
+    try:
+        tree = open_source(source)
+    except EngineSourceError as exc:
+        raise EngineKernelError(str(exc)) from None
+    p = Path(source).expanduser()
+    if p.is_file() and p.suffix == ".py":
+        for fn in names:
+            if _defines(str(p), fn):
+                return p, fn
+        return None
+    return _search(tree, kernel, names, tree.engine)
 
 
 @dataclass
@@ -136,12 +129,28 @@ class EngineCompile:
     dropped: tuple[str, ...] = ()
     source: str = ""
     function: str = ""
+    launch: str = ""  # "engine" (the engine's launcher, restated) or "mapped" (our plan, mapped)
+    stage: str = ""  # where a failed compile failed (ttir, ttgir, llir, ...)
+
+    @property
+    def failed_to_compile(self) -> bool:
+        """The compiler itself rejected the kernel (a fact about the kernel, not about our setup:
+        a Python error of tilefit's own calls into Triton is not one)."""
+        return (self.error is not None and self.error.startswith("compile failed")
+                and not _SETUP_ERROR.search(self.error))
 
     def to_json(self) -> dict:
         return {"shared_bytes": self.shared_bytes, "error": self.error, "guessed": list(self.guessed),
-                "dropped": list(self.dropped), "source": self.source, "function": self.function}
+                "dropped": list(self.dropped), "source": self.source, "function": self.function,
+                "launch": self.launch, "stage": self.stage}
+
+    @classmethod
+    def from_json(cls, r: dict) -> "EngineCompile":
+        return cls(r["shared_bytes"], r["error"], tuple(r.get("guessed", ())), tuple(r.get("dropped", ())),
+                   r.get("source", ""), r.get("function", ""), r.get("launch", ""), r.get("stage", ""))
 
 
+_SETUP_ERROR = re.compile(r"\b(TypeError|AttributeError|ImportError|ModuleNotFoundError|NameError|KeyError): ")
 _POINTERISH = re.compile(r"(_ptr$|^ptr_|_Buffer$|^[A-Z][A-Za-z]*$)")
 
 
@@ -171,13 +180,103 @@ def adapt_plan(plan: LaunchPlan, params, module: str, function: str) -> tuple[La
     return adapted, guessed, dropped
 
 
-class EngineKernels:
-    """The engine kernels of ``source``; ``compile(spec, arch)`` -> :class:`EngineCompile`."""
+def _params_fit(plan: LaunchPlan, params) -> bool:
+    """Whether the engine launch ``plan`` names only parameters the kernel has and covers every
+    parameter without a default."""
+    names = {p.name for p in params}
+    given = {a.name for a in plan.args}
+    return given <= names and all(p.name in given or p.has_default for p in params)
 
-    def __init__(self, source: str, cache_dir: str | os.PathLike | None = None):
+
+_launch_hashes: dict[str, str] = {}
+
+
+def launch_source_hash(kernel: str) -> str:
+    """sha256 (16 hex digits) of what an engine launch of ``kernel`` is built from: the family's
+    ``engines.py``, its launch plan and the shared plan helpers (memoised per process)."""
+    hit = _launch_hashes.get(kernel)
+    if hit is None:
+        hit = _launch_hashes[kernel] = _launch_source_hash(kernel)
+    return hit
+
+
+def _launch_source_hash(kernel: str) -> str:
+    fam = registry.get(kernel)
+    h = hashlib.sha256(f"schema={CACHE_SCHEMA}\n".encode())
+    files = list(fam.source_files()) + [fam.folder / "engines.py"]
+    for path in files:
+        if path.is_file():
+            h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _engine_compile_worker(scratch, plan: LaunchPlan, arch: str, stop: str, meta: dict) -> dict:
+    """Top-level (picklable) worker: load the scratch module, compile one engine launch."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    return _compile_loaded(scratch, plan, arch, stop, meta).to_json()
+
+
+def _compile_loaded(scratch, plan: LaunchPlan, arch: str, stop: str, meta: dict) -> EngineCompile:
+    """One engine launch compiled under the compile time limit (:mod:`tilefit.smem.worker`: a
+    child process that loads the scratch module itself); a timeout, a crashed or refused child
+    is an error that is not a compile failure, so it is never cached."""
+    from .worker import compile_plan_limited
+
+    base = dict(guessed=tuple(meta.get("guessed", ())), dropped=tuple(meta.get("dropped", ())),
+                source=meta.get("source", ""), function=plan.function, launch=meta.get("launch", ""))
+    try:
+        scratch.load()
+    except Exception as exc:  # noqa: BLE001 - a scratch module that does not load is an answer
+        return EngineCompile(None, f"the engine kernel does not load: {type(exc).__name__}: {exc}", **base)
+    try:
+        result = compile_plan_limited(plan, arch, stop=stop, source=scratch)
+    except Exception as exc:  # noqa: BLE001 - e.g. a parameter the mapping could not satisfy
+        return EngineCompile(None, f"{type(exc).__name__}: {exc}", **base)
+    if result.error_stage in ("timeout", "crash", "blocked", "setup"):  # not the compiler's verdict
+        return EngineCompile(None, result.error or result.error_stage, **base)
+    if result.error is not None:
+        return EngineCompile(None, f"compile failed ({result.error_stage}): {_error_line(result.error)}",
+                             stage=result.error_stage or "", **base)
+    return EngineCompile(int(result.shared_bytes), None, **base)
+
+
+_LOCATION = re.compile(r"^\S*_tilefit_scratch_[0-9a-f]+\.py:\d+:\d+:\s*")
+
+
+def _error_line(text: str) -> str:
+    """The compiler's own words: the first line naming an error, else the last line (without the
+    scratch module's path, which names a local folder)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "error" in ln.lower() and len(ln) < 300:
+            if ln.rstrip().endswith(":") and lines[-1] != ln and len(lines[-1]) < 200:
+                ln = f"{ln} {lines[-1]}"  # CompilationError: at 281:51: <the reason, after the source excerpt>
+            return _LOCATION.sub("", ln)
+    return _LOCATION.sub("", (lines[-1] if lines else text)[:300])
+
+
+Item = tuple[KernelSpec, str]
+
+
+class EngineKernels:
+    """The engine kernels of ``source``; ``compile(spec, arch)`` -> :class:`EngineCompile`.
+
+    ``engine``: whose launcher to restate (default: the engine the source is, from its wheel name,
+    its ``*.dist-info`` or its package folder). ``stop``: the compile's stopping point (``alloc``
+    is enough for the bytes; ``llir`` also catches failures in the LLVM lowering)."""
+
+    def __init__(self, source: str, cache_dir: str | os.PathLike | None = None, engine: str | None = None,
+                 stop: str = "alloc", tree: EngineTree | None = None, log=None):
         self.source = str(source)
-        self._found: dict[str, tuple[Path, str] | None] = {}
-        self._scratch: dict[str, object] = {}
+        self._tree = tree
+        self._cache_arg = cache_dir
+        self._log = log
+        self._engine = engine
+        self.stop = stop
+        self._found: dict[tuple, tuple[Path, str] | None] = {}
+        self._scratch: dict[tuple, object] = {}
         self._memo: dict[tuple, EngineCompile] = {}
         self._lock = threading.Lock()
         root = Path(cache_dir) if cache_dir is not None else None
@@ -185,40 +284,118 @@ class EngineKernels:
             from tilefit.cachedir import cache_root
 
             root = cache_root()
-        self._cache_root = root / "engine" / "v1" if root is not None else None
+        self._cache_root = root / "engine" / f"v{CACHE_SCHEMA}" if root is not None else None
+        self.stats = {"hits": 0, "compiles": 0}
 
-    def locate(self, kernel: str) -> tuple[Path, str] | None:
-        if kernel not in self._found:
-            self._found[kernel] = find_source(self.source, kernel)
-        return self._found[kernel]
+    # -- the source
 
-    def scratch(self, kernel: str):
+    @property
+    def tree(self) -> EngineTree:
+        if self._tree is None:
+            try:
+                self._tree = open_source(self.source, self._cache_arg, self._log)
+            except EngineSourceError as exc:
+                raise EngineKernelError(str(exc)) from None
+        return self._tree
+
+    @property
+    def engine(self) -> str | None:
+        return self._engine or self.tree.engine
+
+    def _function_for(self, spec: KernelSpec, arch: str) -> str | None:
+        """The engine kernel the engine's launcher runs for ``spec`` (None: not modelled)."""
+        fam = registry.get(spec.kernel)
+        engine = self.engine
+        if engine is None or engine not in fam.engine_launchers():
+            return None
+        return fam.engine_function(engine, spec, arch)
+
+    def locate(self, kernel: str, function: str | None = None) -> tuple[Path, str] | None:
+        key = (kernel, function)
+        if key not in self._found:
+            p = Path(self.source).expanduser()
+            if p.is_file() and p.suffix == ".py":
+                self._found[key] = find_source(self.source, kernel, function)
+            else:
+                names = (function,) if function else engine_functions(kernel)
+                self._found[key] = _search(self.tree, kernel, names, self.engine)
+        return self._found[key]
+
+    def scratch(self, kernel: str, function: str | None = None):
         """The scratch module of the engine kernel for our ``kernel`` (raises EngineKernelError)."""
         from ..pysource.extract import ExtractError, extract_kernel
 
-        if kernel not in self._scratch:
-            found = self.locate(kernel)
+        key = (kernel, function)
+        if key not in self._scratch:
+            found = self.locate(kernel, function)
             if found is None:
-                raise EngineKernelError(f"no engine kernel for {kernel} ({' / '.join(engine_functions(kernel))})"
-                                        f" in {self.source}")
+                names = (function,) if function else engine_functions(kernel)
+                raise EngineKernelError(f"no engine kernel for {kernel} ({' / '.join(names)}) in {self.source}")
             path, fn = found
             try:
-                self._scratch[kernel] = extract_kernel(path, fn)
+                self._scratch[key] = extract_kernel(path, fn)
             except ExtractError as exc:
                 raise EngineKernelError(str(exc)) from None
-        return self._scratch[kernel]
+        return self._scratch[key]
 
     def describe(self, kernel: str) -> str:
         found = self.locate(kernel)
         return f"{found[1]} in {found[0]}" if found else f"(none in {self.source})"
 
+    def provenance(self, spec: KernelSpec, arch: str) -> dict:
+        """What a figure of ``spec`` on ``arch`` comes from: the engine and release, the kernel's
+        name, its file (relative to the tree) and that file's sha256, the scratch module's hash."""
+        function = self._function_for(spec, arch)
+        scratch = self.scratch(spec.kernel, function)
+        tree = self.tree
+        origin = scratch.origin
+        return {"engine": tree.engine, "engine_version": tree.version, "kernel": scratch.kernel,
+                "file": tree.relative(origin), "file_sha256": tree.sha256(origin),
+                "helpers": [f for f in scratch.functions if f != scratch.kernel],
+                "scratch_sha256": scratch.hash, "wheel": os.path.basename(tree.wheel) if tree.wheel else None,
+                "wheel_sha256": tree.wheel_sha256}
+
+    # -- the launch
+
+    def plan(self, spec: KernelSpec, arch: str) -> tuple[object, LaunchPlan, dict]:
+        """``(scratch module, launch plan, meta)`` of the engine kernel for ``spec`` on ``arch``.
+        Raises EngineKernelError (no kernel, not extractable) or ValueError (not launched so)."""
+        fam = registry.get(spec.kernel)
+        engine = self.engine
+        function = self._function_for(spec, arch)
+        scratch = self.scratch(spec.kernel, function)
+        meta = {"source": str(scratch.origin)}
+        if function is not None:
+            plan = fam.engine_plan(engine, spec, arch, scratch.name)
+            params = _scratch_params(scratch)
+            if params is None or _params_fit(plan, params):
+                meta["launch"] = "engine"
+                return scratch, plan, meta
+        from .exact import load_kernel
+
+        scratch.load()
+        fn = load_kernel(scratch.name, scratch.kernel)
+        plan, guessed, dropped = adapt_plan(launch_plan(spec), fn.params, scratch.name, scratch.kernel)
+        meta.update(launch="mapped", guessed=guessed, dropped=dropped)
+        return scratch, plan, meta
+
     # -- cache
 
-    def _cache_path(self, digest: str, arch: str, spec: KernelSpec) -> Path | None:
+    def _cache_path(self, digest: str, arch: str, spec: KernelSpec, plan: LaunchPlan | None = None) -> Path | None:
+        """``<root>/triton-<v>/<arch>/<scratch hash>/<sha256 of the launch>.json``: keyed by what
+        decides the compile -- the scratch module's text and the launch plan's arguments and
+        options -- so a change anywhere else in tilefit keeps the cache."""
         if self._cache_root is None:
             return None
-        key = hashlib.sha256(spec.key().encode()).hexdigest()[:32]
-        return self._cache_root / f"triton-{versions.installed_triton() or 'none'}" / arch / digest[:20] / f"{key}.json"
+        if plan is None:
+            try:
+                _s, plan, _m = self.plan(spec, arch)
+            except Exception:  # noqa: BLE001
+                return None
+        key = hashlib.sha256(repr((plan.function, plan.args, plan.num_warps, plan.num_stages, plan.options,
+                                   self.stop)).encode()).hexdigest()[:32]
+        return (self._cache_root / f"triton-{versions.installed_triton() or 'none'}" / arch / digest[:20]
+                / f"{key}.json")
 
     def _cache_get(self, path: Path | None, spec: KernelSpec) -> EngineCompile | None:
         if path is None:
@@ -227,27 +404,45 @@ class EngineKernels:
 
         try:
             data = json.loads(read_bytes(path, 1 << 20))
-        except (OSError, ValueError, RecursionError):
+            if type(data) is not dict or data.get("engine") != self.engine or data.get("stop") != self.stop:
+                return None
+            r = data.get("result") if data.get("key") == spec.key() else None
+            hit = EngineCompile.from_json(r)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
-        r = data.get("result") if type(data) is dict and data.get("key") == spec.key() else None
-        if type(r) is not dict:
-            return None
-        shared, error = r.get("shared_bytes"), r.get("error")
-        lists, texts = (r.get("guessed"), r.get("dropped")), (r.get("source"), r.get("function"))
+        shared, error = hit.shared_bytes, hit.error
         if (not (type(shared) is int and shared >= 0 and error is None or shared is None and type(error) is str)
-                or not all(type(v) is list and all(type(x) is str for x in v) for v in lists)
-                or not all(type(v) is str for v in texts)):
+                or not all(type(x) is str for x in (*hit.guessed, *hit.dropped, hit.source, hit.function,
+                                                    hit.launch, hit.stage))):
             return None  # a damaged record: compiled again and rewritten
-        return EngineCompile(shared, error, tuple(lists[0]), tuple(lists[1]), texts[0], texts[1])
+        return hit
 
     def _cache_put(self, path: Path | None, spec: KernelSpec, result: EngineCompile) -> None:
         if path is None:
             return
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(path, json.dumps({"key": spec.key(), "result": result.to_json()}))
+            write_atomic(path, json.dumps({"key": spec.key(), "engine": self.engine, "stop": self.stop,
+                                           "result": result.to_json()}))
         except OSError:
             pass  # an unwritable cache only costs time
+
+    def lookup(self, spec: KernelSpec, arch: str) -> EngineCompile | None:
+        """Memory, then the disk cache; None when this point was never compiled."""
+        with self._lock:
+            hit = self._memo.get((spec, arch))
+        if hit is not None:
+            return hit
+        try:
+            scratch, _plan, _meta = self.plan(spec, arch)
+        except (EngineKernelError, ValueError, KeyError):
+            return None
+        hit = self._cache_get(self._cache_path(scratch.hash, arch, spec, _plan), spec)
+        if hit is not None:
+            self.stats["hits"] += 1
+            with self._lock:
+                self._memo[(spec, arch)] = hit
+        return hit
 
     # -- compile
 
@@ -258,45 +453,98 @@ class EngineKernels:
         if hit is not None:
             return hit
         try:
-            scratch = self.scratch(spec.kernel)
+            scratch, plan, meta = self.plan(spec, arch)
         except EngineKernelError as exc:
             return EngineCompile(None, str(exc), source=self.source)
-        path = self._cache_path(scratch.hash, arch, spec)
+        except Exception as exc:  # noqa: BLE001 - a launch the engine never makes, a broken scratch module
+            return EngineCompile(None, f"{type(exc).__name__}: {exc}", source=self.source)
+        path = self._cache_path(scratch.hash, arch, spec, plan)
         result = self._cache_get(path, spec)
         if result is None:
-            result = self._compile(scratch, spec, arch)
-            if result.error is None or "compile failed" in (result.error or ""):
+            result = _compile_loaded(scratch, plan, arch, self.stop, meta)
+            self.stats["compiles"] += 1
+            if result.error is None or result.failed_to_compile:
                 self._cache_put(path, spec, result)
+        else:
+            self.stats["hits"] += 1
         with self._lock:
             self._memo[memo_key] = result
         return result
 
-    def _compile(self, scratch, spec: KernelSpec, arch: str) -> EngineCompile:
-        from .exact import CompileFailed, load_kernel
-        from .worker import compile_plan_limited
+    def many(self, items: Iterable[Item], jobs: int | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[Item, EngineCompile]:
+        """Results for many ``(spec, arch)`` pairs; what the cache lacks is compiled in a spawn pool
+        (``jobs`` processes, default all cores). ``progress(done, total)`` after every point."""
+        unique = list(dict.fromkeys(items))
+        out: dict[Item, EngineCompile] = {}
+        todo: list[tuple[Item, object, LaunchPlan, dict, Path | None]] = []
+        done = 0
+        for item in unique:
+            spec, arch = item
+            with self._lock:
+                hit = self._memo.get(item)
+            if hit is None:
+                try:
+                    scratch, plan, meta = self.plan(spec, arch)
+                except EngineKernelError as exc:
+                    hit = EngineCompile(None, str(exc), source=self.source)
+                except Exception as exc:  # noqa: BLE001
+                    hit = EngineCompile(None, f"{type(exc).__name__}: {exc}", source=self.source)
+                else:
+                    path = self._cache_path(scratch.hash, arch, spec, plan)
+                    hit = self._cache_get(path, spec)
+                    if hit is None:
+                        todo.append((item, scratch, plan, meta, path))
+                        continue
+                    self.stats["hits"] += 1
+            out[item] = hit
+            done += 1
+            if progress:
+                progress(done, len(unique))
+        if not todo:
+            return out
+        workers = min(jobs if jobs and jobs > 0 else (os.cpu_count() or 1), len(todo))
 
-        src = str(scratch.origin)
-        try:
-            scratch.load()
-            fn = load_kernel(scratch.name, scratch.kernel)
-            plan, guessed, dropped = adapt_plan(launch_plan(spec), fn.params, scratch.name, scratch.kernel)
-        except Exception as exc:  # noqa: BLE001 - a scratch module that does not load is an answer
-            return EngineCompile(None, f"the engine kernel does not load: {type(exc).__name__}: {exc}",
-                                 source=src, function=scratch.kernel)
-        try:
-            result = compile_plan_limited(plan, arch, spec=spec, source=scratch)
-        except CompileFailed as exc:  # pragma: no cover - raise_on_error=False returns errors
-            return EngineCompile(None, f"compile failed: {exc.message}", tuple(guessed), tuple(dropped), src,
-                                 scratch.kernel)
-        except Exception as exc:  # noqa: BLE001 - e.g. a parameter the mapping could not satisfy
-            return EngineCompile(None, f"{type(exc).__name__}: {exc}", tuple(guessed), tuple(dropped), src,
-                                 scratch.kernel)
-        if result.error_stage in ("timeout", "crash", "blocked"):  # not "compile failed": never cached
-            return EngineCompile(None, result.error, tuple(guessed), tuple(dropped), src, scratch.kernel)
-        if result.error is not None:
-            return EngineCompile(None, f"compile failed ({result.error_stage}): {result.error.splitlines()[-1][:300]}",
-                                 tuple(guessed), tuple(dropped), src, scratch.kernel)
-        return EngineCompile(int(result.shared_bytes), None, tuple(guessed), tuple(dropped), src, scratch.kernel)
+        def finished(entry, result: EngineCompile) -> None:
+            nonlocal done
+            item, _s, _p, _m, path = entry
+            self.stats["compiles"] += 1
+            if result.error is None or result.failed_to_compile:
+                self._cache_put(path, item[0], result)
+            with self._lock:
+                self._memo[item] = result
+            out[item] = result
+            done += 1
+            if progress:
+                progress(done, len(unique))
+
+        if workers <= 1:
+            for entry in todo:
+                _item, scratch, plan, meta, _path = entry
+                finished(entry, _compile_loaded(scratch, plan, _item[1], self.stop, meta))
+            return out
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+        from concurrent.futures.process import BrokenProcessPool
+
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+            futures = {pool.submit(_engine_compile_worker, scratch, plan, item[1], self.stop, meta):
+                       (item, scratch, plan, meta, path) for item, scratch, plan, meta, path in todo}
+            try:
+                for fut in as_completed(futures):
+                    entry = futures[fut]
+                    try:
+                        result = EngineCompile.from_json(fut.result())
+                    except BrokenProcessPool:
+                        result = EngineCompile(None, "the compiler process died", source=entry[3].get("source", ""),
+                                               function=entry[2].function)
+                    finished(entry, result)
+            except BaseException:
+                for fut in futures:
+                    fut.cancel()
+                raise
+        return out
 
     def shared_bytes(self, spec: KernelSpec, arch: str) -> int:
         """For :class:`tilefit.estimate.Estimator`: bytes, or an exception with the reason."""
@@ -305,6 +553,32 @@ class EngineKernels:
             raise EngineKernelError(result.error)
         assert result.shared_bytes is not None
         return result.shared_bytes
+
+
+def _scratch_params(scratch):
+    """The kernel's parameters read from the scratch module's AST (no import): objects with
+    ``name``, ``has_default``; None when they cannot be read."""
+    import ast
+
+    try:
+        tree = ast.parse(scratch.source)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == scratch.kernel:
+            a = node.args
+            pos = list(a.posonlyargs) + list(a.args)
+            n_default = len(a.defaults)
+            out = [_Param(p.arg, i >= len(pos) - n_default) for i, p in enumerate(pos)]
+            out += [_Param(p.arg, d is not None) for p, d in zip(a.kwonlyargs, a.kw_defaults)]
+            return out
+    return None
+
+
+@dataclass(frozen=True)
+class _Param:
+    name: str
+    has_default: bool
 
 
 _shared: dict[str, EngineKernels] = {}

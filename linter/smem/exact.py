@@ -28,8 +28,8 @@ How it stays exact and fast:
 Supported archs: ``sm_XY`` / ``sm_XYa`` / ``sm_XYf`` (CUDA, compute capability XY) and AMD
 ``gfxNNN`` (HIP; wave64 on gfx9, wave32 on gfx10+), all compiled without a device.
 
-Works with Triton 3.5.1 to 3.9 (tested: 3.5.1, 3.6.0, 3.7.1, 3.8.0, 3.9.0; the same figures in
-all of them for our kernels, and equal to ``JITFunction.warmup(...).metadata.shared`` on an H200
+Works with Triton 3.4 to 3.9 (tested: 3.4.0, 3.5.1, 3.6.0, 3.7.1, 3.8.0, 3.9.0; 3.4's
+``ASTSource.make_ir`` takes no target; the same figures in 3.5-3.9 for our kernels, and equal to ``JITFunction.warmup(...).metadata.shared`` on an H200
 with Triton 3.6). The Triton APIs used: ``ASTSource``, ``make_backend``, ``backend.parse_options /
 add_stages / load_dialects / get_codegen_implementation / get_module_map / parse_attr``,
 ``ir.context / load_dialects``, ``native_specialize_impl`` (3.6+) or
@@ -170,7 +170,7 @@ def parse_arch(arch: str) -> tuple[str, object, int]:
 # Triton access (lazy)
 
 
-MIN_TRITON = (3, 5)
+MIN_TRITON = (3, 4)
 
 
 def _triton():
@@ -179,7 +179,7 @@ def _triton():
     except ImportError as exc:  # pragma: no cover - exercised where triton is absent
         raise TritonUnavailable("the exact estimator needs triton (pip install 'tilefit[triton]')") from exc
     if versions.release(triton.__version__, 2) < MIN_TRITON:
-        raise TritonUnavailable(f"the exact estimator needs Triton >= 3.5 (found {triton.__version__})")
+        raise TritonUnavailable(f"the exact estimator needs Triton >= 3.4 (found {triton.__version__})")
     return triton
 
 
@@ -239,7 +239,49 @@ def _tl_dtype(name: str):
     raise ValueError(f"unknown Triton element type {name!r}")
 
 
+class _TorchDtype:
+    """What ``TensorDescriptor`` and Triton's specialiser read of a torch dtype: its name
+    (``torch.float8_e4m3fn``), size and kind."""
+
+    __slots__ = ("name", "itemsize", "is_floating_point")
+
+    def __init__(self, element_type: str):
+        from ..dtypes import TORCH_NAMES, element_bytes
+
+        self.name = TORCH_NAMES[element_type]
+        self.itemsize = element_bytes(element_type, 1)
+        self.is_floating_point = element_type.startswith(("fp", "bf"))
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+
+class _Tensor:
+    """A tensor as a ``TensorDescriptor`` base: a torch-like dtype and a 16-byte aligned address."""
+
+    __slots__ = ("dtype",)
+
+    def __init__(self, element_type: str):
+        self.dtype = _TorchDtype(element_type)
+
+    @staticmethod
+    def data_ptr() -> int:
+        return 0
+
+
+def _descriptor(desc):
+    """A real ``TensorDescriptor`` of a stand-in tensor (SGLang's TMA path passes host descriptors;
+    Triton specialises the kernel on their element type and block shape)."""
+    try:
+        from triton.tools.tensor_descriptor import TensorDescriptor
+    except ImportError as exc:  # pragma: no cover - Triton < 3.4
+        raise ValueError(f"this Triton has no host tensor descriptors: {exc}") from None
+    return TensorDescriptor(_Tensor(desc.dtype), list(desc.shape), list(desc.strides), list(desc.block_shape))
+
+
 def _arg_value(arg: Arg):
+    if arg.kind == "tensordesc":
+        return _descriptor(arg.value)
     if arg.kind == "ptr":
         return _Pointer(_tl_dtype(str(arg.value)))
     if arg.kind == "dtype":
@@ -530,8 +572,11 @@ def _compile_plan(plan: LaunchPlan, arch: str, stop: str) -> tuple[int | None, i
     backend.load_dialects(context)
     stage = "ast"
     try:
-        module = src.make_ir(target, options, backend.get_codegen_implementation(options),
-                             backend.get_module_map(), context)
+        codegen = backend.get_codegen_implementation(options)
+        if _make_ir_takes_target(src):
+            module = src.make_ir(target, options, codegen, backend.get_module_map(), context)
+        else:  # Triton 3.4: make_ir(options, codegen_fns, module_map, context)
+            module = src.make_ir(options, codegen, backend.get_module_map(), context)
         names = list(stages)
         first = names.index(src.ext)
         for ext in names[first:]:
@@ -552,6 +597,15 @@ def _compile_plan(plan: LaunchPlan, arch: str, stop: str) -> tuple[int | None, i
         return metadata.get("shared") or 0, metadata.get("num_warps", plan.num_warps), stage
     except Exception as exc:  # noqa: BLE001 - every compiler failure becomes data
         raise _StageError(stage, exc) from exc
+
+
+def _make_ir_takes_target(src) -> bool:
+    import inspect
+
+    try:
+        return "target" in inspect.signature(src.make_ir).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return True
 
 
 class _StageError(Exception):

@@ -264,6 +264,8 @@ def estimate_points(points: Sequence[ProbePoint], mode: str = "auto", jobs: int 
     told of every compiled (or cached) point. Returns the mode used."""
     from .. import versions
 
+    if any(p.spec.engine for p in points):
+        raise ValueError("points of an engine's kernel are estimated by tilefit.estimate (probe --engine)")
     if mode == "auto":
         mode = "exact" if versions.installed_triton() is not None else "analytic"
     if mode == "exact":
@@ -438,7 +440,10 @@ def render_text(points: Sequence[ProbePoint], devices: Mapping[str, list], req: 
     from .. import versions
 
     why = "--estimator analytic" if versions.installed_triton() else "Triton not installed"
-    how = "exact compiles" if mode == "exact" else f"ANALYTIC MODEL ({why}: closed forms, not compiles)"
+    if mode == "engine":
+        how = "the engine's kernel: its compiles and the closed forms proven on them (sources below)"
+    else:
+        how = "exact compiles" if mode == "exact" else f"ANALYTIC MODEL ({why}: closed forms, not compiles)"
     lines.append(f"{what}{', ' + ', '.join(fixed) if fixed else ''}")
     lines.append(f"shared memory per block in bytes, Triton {triton or '?'}, {how}")
     lines.append("")
@@ -504,6 +509,15 @@ def render_text(points: Sequence[ProbePoint], devices: Mapping[str, list], req: 
                     if over:
                         parts.append(f"overflows {vals(over)}")
                 lines.append(f"    {(prefix + ': ') if prefix else ''}{'; '.join(parts)}")
+    if mode == "engine":
+        lines.append("")
+        lines.append("figures from:")
+        by_source: dict[str, list[str]] = {}
+        for p in points:
+            if p.shared is not None:
+                by_source.setdefault(p.source, []).append(p.arch)
+        for src, archs in by_source.items():
+            lines.append(f"  {src}")
     failed = [p for p in points if p.shared is None]
     if failed:
         lines.append("")

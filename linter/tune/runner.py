@@ -231,6 +231,8 @@ def _fits(meta, cfg, device, estimator, margin) -> bool:
     if not variants:
         return False
     for v in variants:
+        if estimator.compile_failure(v.spec, device.arch):
+            return False  # the engine's kernel does not compile it for this arch
         try:
             if estimator.estimate(v.spec, device.arch, limit).shared_bytes + margin > limit:
                 return False

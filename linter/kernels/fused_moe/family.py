@@ -50,6 +50,19 @@ def _t(bm, bn, bk, g=1):
 
 
 class Family(GemmFamily):
+    # -- the analytic model ----------------------------------------------------------------------
+    def form_dtypes(self, spec: KernelSpec) -> tuple[str, ...]:
+        """SGLang's TMA launches (``extra["tma"]``) have their own forms (``bf16+tma_b``): the
+        descriptor loads add barriers, and no plain form answers for them."""
+        tma = dict(spec.extra).get("tma")
+        if tma:
+            return (f"{spec.dtype}+tma_{tma}",)
+        return super().form_dtypes(spec)
+
+    def form_dtype(self, path) -> str:
+        tma = getattr(path, "tma", None)
+        return f"{path.dtype}+tma_{tma}" if tma else path.dtype
+
     def launch_plan(self, spec: KernelSpec) -> LaunchPlan:
         tile = require(spec, "BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")
         bm, bn, bk = tile["BLOCK_SIZE_M"], tile["BLOCK_SIZE_N"], tile["BLOCK_SIZE_K"]
@@ -170,6 +183,16 @@ class Family(GemmFamily):
             return (plain(path, "per_channel", "per-channel int8 weights"),
                     grouped(path, f"group-quantised int8 weights (group {WNA16_DEFAULT_GROUP})"))
         return (plain(path, "none"),)
+
+    def engine_variants(self, variants, entry, meta, engine, arch):
+        """SGLang reads ``USE_TMA`` from the entry: true sends B (up projection) or A and B (a
+        ``_down`` table's projection) through TMA descriptors, another kernel specialisation."""
+        out = super().engine_variants(variants, entry, meta, engine, arch)
+        if entry.get("USE_TMA") is not True:
+            return out
+        tma = "ab" if getattr(meta, "down", False) else "b"
+        return tuple(Variant(v.label, v.spec.evolve(extra=tuple(sorted(dict(v.spec.extra, tma=tma).items()))))
+                     if v.spec.engine == "sglang" and v.spec.kernel == self.name else v for v in out)
 
     # -- Python call sites -----------------------------------------------------------------------
     def callsite_spec(self, given: Mapping[str, Any], dtype_of, data_pointers: Sequence[str], num_warps: int,

@@ -97,6 +97,15 @@ class Family(KernelFamily):
             out.append(((bn, bh, lk, lv), w, s))
         return out
 
+    def engine_calibration_points(self, engine: str | None = None) -> list[tuple[tuple[int, ...], int, int]]:
+        """The tiles ``engine`` launches (``calibration.engine_space``): the engines hard-code the
+        tile, so the engine calibration proves its forms there."""
+        space = (self.calibration.get("engine_space") or {}).get(engine or "")
+        if not space:
+            return self.calibration_points()
+        return [((bn, bh, lk, lv), w, s) for (lk, lv), bn, bh, w, s in itertools.product(
+            [tuple(h) for h in space["heads"]], space["BLOCK_N"], space["BLOCK_H"], space["warps"], space["stages"])]
+
     def calibration_strata(self) -> list:
         return [lambda p: p[0][0], lambda p: p[0][1], lambda p: p[0][2:], lambda p: p[1], lambda p: p[2]]
 
@@ -107,6 +116,19 @@ class Family(KernelFamily):
              "BLOCK_DPE": blocks["BLOCK_DPE"], "BLOCK_DV": blocks["BLOCK_DV"]}
         return make_spec(self.name, "bf16", t, num_warps=num_warps, num_stages=num_stages,
                          kv_dtype=path.kv_dtype, problem={"Lk": lk, "Lv": lv})
+
+    def spec_point(self, spec: KernelSpec) -> tuple[dict, tuple[int, ...]] | None:
+        """The calibration point of a spec (the inverse of :meth:`point_spec`): a bf16 query, the
+        head split of ``block_sizes``; None for anything the calibration's points cannot be."""
+        t, p = spec.tile_dict, spec.problem_dict
+        lk, lv, kv = p.get("Lk"), p.get("Lv"), triton_type(spec.kv_dtype or "bf16")
+        kv = "fp8" if kv.startswith("fp8") else kv  # the calibration's fp8 cache (every fp8 format: 1 byte)
+        if spec.dtype != "bf16" or lk is None or lv is None or "BLOCK_N" not in t or "BLOCK_H" not in t:
+            return None
+        blocks = block_sizes(lk, lv)
+        if any(k in t and t[k] != v for k, v in blocks.items()):
+            return None
+        return {"kernel": self.name, "dtype": kv, "kv_dtype": kv}, (t["BLOCK_N"], t["BLOCK_H"], lk, lv)
 
     def ring_lower_bound(self, path, tile: Sequence[int], num_stages: int) -> int:
         block_n, block_h, lk, _ = tile

@@ -1,0 +1,1194 @@
+"""``tilefit calibrate smem --engine``: the shared-memory model of the engines' own kernels.
+
+Our reference kernels are not the engines' kernels (vLLM's MLA decode needs 102400 B where ours
+needs 120832), so the figures tilefit prints come from compiles of the engine's kernel: taken
+from the engine's release by AST (:mod:`tilefit.smem.engine_kernels`, the wheel fetched with pip
+and read from its zip), launched as the engine's launcher launches it (``kernels/<family>/
+engines.py``), compiled ahead of time for every arch. What is stored is data only -- closed
+forms, the compiled points and their provenance -- in each kernel family's folder::
+
+    kernels/<family>/smem/<engine>-<version>/triton-<X.Y>.json     forms, proofs, failures, provenance
+    kernels/<family>/smem/<engine>-<version>/points-triton-<X.Y>.json   every compiled point
+
+How a form is chosen, per (arch family, kernel, dtype path):
+
+1. **Held-out points first.** The proof design is compiled first: the distinct kernels the
+   engine's own tuning tables launch on each arch (``--corpus``: each file's own device and the
+   consumer cards), plus a seeded random grid (seed 2) over the family's tile space.
+2. **The reference kernel's form, if it holds.** Where the form calibrated on our reference
+   kernel (the shipped ``triton-<X.Y>`` model) matches every proof point of the engine's kernel
+   exactly, it is the engine's form: it was not chosen on any of these points, so all of them
+   are held out.
+3. **Else a fit on the engine's own points.** A stratified fit design (seed 1, disjoint from the
+   proof design) is compiled and the candidate library searched on it (``calibrate.fit_group`` /
+   ``fit_sums``: most exact matches, then fewest verdict errors, then the shortest form); the
+   chosen form is then checked on the proof points, which it never saw.
+
+4. **A second round where a form is not proven** (:func:`second_round`): the group is fitted
+   again on every point the first round compiled for it (its first held-out points become fit
+   points) and proven on a fresh held-out design -- the next real-table kernels and a grid drawn
+   with seed 3 -- that no choice saw; a miss on any compiled point (the fit points too) leaves the
+   arch unproven.
+
+A form is **proven** on an arch when it matches every proof point of that arch exactly and no
+verdict against a device limit differs. Compile failures are facts of the same calibration: a
+point that does not compile is stored with the compiler's words, and per (arch, dtype path) the
+simplest threshold rule that separates the failing points from the compiling ones
+(:func:`failure_rule`) is stored when one exists.
+
+**Other Triton releases** (:func:`probe_version`): a probe set drawn from the calibrated
+release's proof points is compiled with the installed Triton; a group whose probe gives the
+same bytes (and the same failures) reuses the calibrated forms, which the file records with the
+probe's figures (``reused``); a group that differs is calibrated afresh for this release.
+
+Nothing here imports triton at module level.
+"""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+from typing import Callable, Iterable, Mapping, Sequence
+
+from .. import versions
+from ..atomicfile import write_atomic
+from ..kernels import registry
+from . import calibrate as cal
+from .calibrate import ARCH_FAMILIES, Path, Point
+
+FORMAT = 1
+
+# The archs the engine calibration proves forms on, by arch family (the first one also carries
+# the fit design when a fit is needed). gfx1250 is not here: Triton's support for it differs
+# between releases and the engines run other kernels there.
+ENGINE_ARCHS: Mapping[str, tuple[str, ...]] = {
+    "mma_v2": ("sm_89", "sm_80", "sm_86", "sm_120"),
+    "mma_v2_sm121": ("sm_121",),
+    "wgmma": ("sm_90",),
+    "tcgen05": ("sm_100",),
+    "tcgen05_sm103": ("sm_103",),
+    "cdna3": ("gfx942", "gfx90a"),
+    "cdna4": ("gfx950",),
+    "rdna": ("gfx1100", "gfx1201", "gfx1151"),
+}
+ALL_ARCHS = tuple(a for archs in ENGINE_ARCHS.values() for a in archs)
+
+# points per (path, arch): real-table kernels (at most), grid points of the proof design, fit
+# design points for the first arch of a family / for the others
+TABLE_PER = 12
+GRID_PER = 4
+FIT_PER = {"main": 16, "other": 4}
+
+
+def design_sizes(scale: float = 1.0) -> dict[str, int]:
+    """Points per (path, arch) of each design at ``scale``: real-table kernels, proof grid, fit
+    design on an arch family's first arch and on the others (at least 1, 2 on a first arch)."""
+    return {"table": max(1, round(TABLE_PER * scale)), "grid": max(1, round(GRID_PER * scale)),
+            "fit_main": max(2, round(FIT_PER["main"] * scale)), "fit_other": max(1, round(FIT_PER["other"] * scale))}
+
+
+# ------------------------------------------------------------------------------------------------
+# what the engine launches
+
+
+def engine_paths(engine: str, kernel: str) -> list[Path]:
+    """The dtype paths the engine launches ``kernel`` on: the family's calibration paths that the
+    engine's launcher accepts, plus the engine's own (SGLang's TMA launches of the fused MoE)."""
+    fam = registry.get(kernel)
+    out = []
+    for p in fam.calibration_paths():
+        path = Path.from_json(p)
+        out.append(path)
+    if kernel == "fused_moe" and engine == "sglang":
+        out += [Path(kernel, "bf16", tma="b"), Path(kernel, "bf16", tma="ab"),
+                Path(kernel, "fp8_w8a8", "block", (128, 128), tma="b"),
+                Path(kernel, "fp8_w8a8", "block", (128, 128), tma="ab")]
+    keep = []
+    for path in out:
+        spec = _probe_spec(path)
+        try:
+            fam.engine_launch(engine, spec, "sm_89" if not path.swap_ab else "sm_90")
+        except ValueError:
+            continue
+        keep.append(path)
+    return keep
+
+
+def _probe_spec(path: Path):
+    fam = registry.get(path.kernel)
+    cols = fam.point_columns
+    tile = (64, 64, 64) if cols[:3] == ("BM", "BN", "BK") else (32, 16, 576, 512)
+    return fam.point_spec(path, tile, 4, 2)
+
+
+def runs_on(engine: str, path: Path, arch: str) -> bool:
+    """Whether ``engine`` launches ``path``'s kernel on ``arch``: the dtype's hardware support, the
+    swap (sm_90 only), TMA (CUDA only), and the engines' MLA decode, which runs the Triton kernel
+    only where no other backend takes it (the engine profile's ``triton_archs``)."""
+    if not path.runs_on(arch):
+        return False
+    if path.tma and not arch.startswith("sm_"):
+        return False
+    if path.tma and arch.startswith("sm_") and int("".join(c for c in arch[3:] if c.isdigit())) < 90:
+        # host tensor descriptors lower to TMA on sm_90+; SGLang's tuned TMA tables are Hopper/Blackwell
+        return False
+    if path.kernel == "mla_decode":
+        from ..serving.profiles import find_profile
+
+        try:
+            archs = find_profile(engine)[0].mla.get("triton_archs")
+        except Exception:  # noqa: BLE001 - no profile: every arch
+            archs = None
+        if archs and arch not in archs and not arch.startswith("gfx"):
+            return False
+    return True
+
+
+# ------------------------------------------------------------------------------------------------
+# the points the corpus touches
+
+
+def table_points(items: Iterable, engine: str, kernel: str) -> dict[tuple[Path, str], list[Point]]:
+    """The points of the touched ``(spec, arch)`` items that are ``engine``'s ``kernel``, by (path, arch)."""
+    out: dict[tuple[Path, str], dict] = {}
+    for spec, arch in items:
+        if spec.kernel != kernel or spec.engine != engine or arch not in ALL_ARCHS:
+            continue
+        pt = cal.spec_point(spec.reference, arch)
+        if pt is None or pt.num_warps not in (1, 2, 4, 8, 16):
+            continue
+        if cal.ring_lower_bound(pt.path, pt.tile, pt.num_stages) > cal.DOMAIN_BYTES:
+            continue
+        out.setdefault((pt.path, arch), {})[cal._ident(pt)] = pt
+    return {k: sorted(v.values(), key=lambda p: repr(cal._ident(p))) for k, v in out.items()}
+
+
+def launch_points(engine: str, kernel: str, archs: Sequence[str]) -> dict[tuple[Path, str], list[Point]]:
+    """Kernels the engines launch with parameters fixed in code (no table): MLA decode stage 1 with
+    the engines' tile (BLOCK_N 32, BLOCK_H 16, 4 warps) at 1-4 stages (the engines launch 2, 1 on
+    ROCm; the published MLA table has 1-4), for DeepSeek's 576/512 and the 288/256 heads, bf16 and
+    fp8 caches -- what the doctor judges."""
+    if kernel != "mla_decode":
+        return {}
+    out: dict[tuple[Path, str], list[Point]] = {}
+    for kv in ("bf16", "fp8"):
+        path = Path("mla_decode", kv, kv_dtype=kv)
+        for arch in archs:
+            if not runs_on(engine, path, arch):
+                continue
+            block_n = 16 if arch.startswith("gfx") else 32
+            pts = [Point(path, (block_n, 16, lk, lv), 4, s, arch) for (lk, lv) in ((576, 512), (288, 256))
+                   for s in (1, 2, 3, 4)]
+            out[(path, arch)] = pts
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# designs
+
+
+@dataclass(frozen=True)
+class Designed:
+    point: Point
+    design: str  # "table", "grid" (the proof design), "fit", "probe"
+
+
+def proof_design(engine: str, kernel: str, paths: Sequence[Path], tables: Mapping, archs: Sequence[str],
+                 table_per: int = TABLE_PER, grid_per: int = GRID_PER) -> list[Designed]:
+    out: list[Designed] = []
+    for path, arch in itertools.product(paths, archs):
+        if not runs_on(engine, path, arch):
+            continue
+        taken = set()
+        real = list(tables.get((path, arch), ()))
+        random.Random(f"table:{engine}:{path.name}:{arch}").shuffle(real)
+        for p in real[:table_per]:
+            taken.add(cal._ident(p))
+            out.append(Designed(p, "table"))
+        rng = random.Random(f"2:{engine}:{path.name}:{arch}")
+        for p in points_for(path, arch, grid_per * 3, rng, engine):
+            if len([d for d in out if d.point.path == path and d.point.arch == arch and d.design == "grid"]) >= grid_per:
+                break
+            if cal._ident(p) not in taken:
+                taken.add(cal._ident(p))
+                out.append(Designed(p, "grid"))
+    return out
+
+
+def points_for(path: Path, arch: str, n: int, rng: random.Random, engine: str | None = None) -> list[Point]:
+    """``n`` points of the family's pool for ``engine`` (``engine_calibration_points``) for ``path``
+    on ``arch``, stratified like the reference calibration's designs."""
+    fam = registry.get(path.kernel)
+    pool = [(t, w, s) for t, w, s in fam.engine_calibration_points(engine)
+            if cal._applies(path, t) and cal.ring_lower_bound(path, t, s) <= cal.DOMAIN_BYTES]
+    picked = cal._stratified(rng, pool, n, fam.calibration_strata())
+    return [Point(path, tuple(t), w, s, arch) for t, w, s in picked]
+
+
+def fit_design(engine: str, path: Path, arch: str, n: int, exclude: Iterable[Point]) -> list[Designed]:
+    taken = {cal._ident(p) for p in exclude}
+    rng = random.Random(f"1:{engine}:{path.name}:{arch}")
+    return [Designed(p, "fit") for p in points_for(path, arch, n + len(taken) // 4, rng, engine)
+            if cal._ident(p) not in taken][:n]
+
+
+# ------------------------------------------------------------------------------------------------
+# compiling
+
+
+def compile_points(ek, designed: Sequence[Designed], jobs: int | None = None,
+                   progress: Callable[[int, int], None] | None = None) -> list[Designed]:
+    """Compile every point with the engine's kernel (cached); fills ``shared`` or ``error``."""
+    items = [(d.point.spec(), d.point.arch) for d in designed]
+    results = ek.many(items, jobs=jobs, progress=progress)
+    out = []
+    for d, item in zip(designed, items):
+        r = results[item]
+        p = d.point
+        if r.error is None:
+            out.append(Designed(Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, int(r.shared_bytes)), d.design))
+        elif r.failed_to_compile:
+            out.append(Designed(Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, None, r.error), d.design))
+        else:  # our setup failed, not the compiler: not a fact about the kernel
+            out.append(Designed(Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, None,
+                                      "setup: " + (r.error or "?")), d.design))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# forms
+
+
+def reference_forms(triton_version: str) -> dict[tuple[str, str, str], str]:
+    """The reference kernels' forms of the shipped model nearest ``triton_version``."""
+    from .analytic import load_model
+
+    model = load_model(triton_version)
+    return dict(model.texts)
+
+
+def shipped_epilogue(triton_version: str) -> dict:
+    from .analytic import model_table, pick_version
+
+    return model_table(pick_version(triton_version)).get("epilogue") or {}
+
+
+def evaluate(text: str, points: Sequence[Point], epilogue: Mapping) -> list[int]:
+    from ..formula import compile_formula
+    from .analytic import VARIABLES
+
+    fn = compile_formula(text, VARIABLES)
+    variables = cal.point_variables(points, epilogue)
+    return [int(round(fn(**v))) for v in variables]
+
+
+@dataclass
+class Proof:
+    points: int = 0
+    exact: int = 0
+    verdict_errors: int = 0
+    max_error: int = 0
+
+    @property
+    def proven(self) -> bool:
+        return self.points > 0 and self.exact == self.points and not self.verdict_errors
+
+    def to_json(self) -> dict:
+        return {"points": self.points, "exact": self.exact, "verdict_errors": self.verdict_errors,
+                "max_error": self.max_error}
+
+
+def prove(text: str, points: Sequence[Point], epilogue: Mapping, limits: Mapping[str, Sequence[int]]) -> dict[str, Proof]:
+    """Per arch: how the form does on the compiled ``points``."""
+    ok = [p for p in points if p.shared is not None]
+    preds = evaluate(text, ok, epilogue) if ok else []
+    out: dict[str, Proof] = {}
+    for p, pred in zip(ok, preds):
+        pr = out.setdefault(p.arch, Proof())
+        pr.points += 1
+        if pred == p.shared:
+            pr.exact += 1
+        else:
+            pr.max_error = max(pr.max_error, abs(pred - p.shared))
+            pr.verdict_errors += sum(1 for x in limits.get(p.arch, ()) if (pred > x) != (p.shared > x))
+    return out
+
+
+@dataclass
+class GroupResult:
+    family: str  # arch family
+    kernel: str
+    dtype: str  # the form's dtype key
+    formula: str
+    origin: str  # "reference" (the reference kernel's form held) or "fit"
+    proofs: dict[str, Proof]
+    fit: dict | None = None  # the fit's summary when fitted
+    misses: list = field(default_factory=list)
+
+    def proven_archs(self) -> list[str]:
+        return sorted(a for a, p in self.proofs.items() if p.proven)
+
+
+def group_key(p: Point) -> tuple[str, str, str]:
+    return (ARCH_FAMILIES.get(p.arch, "?"), p.path.kernel, cal.form_dtype(p.path))
+
+
+def choose_forms(proof: Sequence[Point], fit_points: Mapping[tuple, Sequence[Point]], reference: Mapping,
+                 epilogue: Mapping, limits: Mapping) -> tuple[dict[tuple, GroupResult], list[tuple]]:
+    """Per group: the reference form if it holds on every proof point, else the fit's (when the
+    group has fit points). Returns the results and the groups that still need a fit design."""
+    groups: dict[tuple, list[Point]] = {}
+    for p in proof:
+        if p.shared is not None:
+            groups.setdefault(group_key(p), []).append(p)
+    results: dict[tuple, GroupResult] = {}
+    need_fit: list[tuple] = []
+    for key, pts in sorted(groups.items()):
+        ref = reference.get(key)
+        if ref is not None:
+            proofs = prove(ref, pts, epilogue, limits)
+            if all(pr.proven for pr in proofs.values()):
+                results[key] = GroupResult(*key, ref, "reference", proofs)
+                continue
+        fits = [p for p in fit_points.get(key, ()) if p.shared is not None]
+        if not fits:
+            need_fit.append(key)
+            if ref is not None:  # keep the reference form (unproven) until a fit replaces it
+                results[key] = GroupResult(*key, ref, "reference", prove(ref, pts, epilogue, limits))
+            continue
+        if registry.get(key[1]).form_library.get("kind") == "sums":
+            fitted = cal.fit_sums(fits, limits)
+        else:
+            fitted = cal.fit_group(fits, _library(), limits, epilogue)
+        candidates = [(fitted.formula, "fit", fitted.summary())]
+        if ref is not None:
+            candidates.append((ref, "reference", None))
+        best = None
+        for text, origin, summary in candidates:
+            proofs = prove(text, pts, epilogue, limits)
+            on_fit = prove(text, fits, epilogue, limits)
+            score = (sum(pr.exact for pr in proofs.values()) + sum(pr.exact for pr in on_fit.values()),
+                     -sum(pr.verdict_errors for pr in proofs.values()))
+            if best is None or score > best[0]:
+                best = (score, GroupResult(*key, text, origin, proofs, summary))
+        results[key] = best[1]
+        # an arch the family's form does not hold on gets its own form where its own fit points
+        # give one that holds on its held-out points (sm_120 is not sm_89 for every kernel)
+        for arch, pr in sorted(best[1].proofs.items()):
+            if pr.proven:
+                continue
+            own_fit = [p for p in fits if p.arch == arch]
+            own = [p for p in pts if p.arch == arch]
+            if len(own_fit) < 4:
+                continue
+            if registry.get(key[1]).form_library.get("kind") == "sums":
+                f = cal.fit_sums(own_fit, limits)
+            else:
+                f = cal.fit_group(own_fit, _library(), limits, epilogue)
+            proofs = prove(f.formula, own, epilogue, limits)
+            if proofs.get(arch) and proofs[arch].proven:
+                results[(arch, key[1], key[2])] = GroupResult(arch, key[1], key[2], f.formula, "fit", proofs,
+                                                              f.summary())
+    return results, need_fit
+
+
+_LIB = None
+
+
+def _library():
+    global _LIB
+    if _LIB is None:
+        _LIB = cal.gemm_library(max_extras=3)
+    return _LIB
+
+
+# ------------------------------------------------------------------------------------------------
+# compile failures
+
+
+def failure_rule(points: Sequence[Point]) -> str | None:
+    """The simplest rule over (BM, BN, BK, W, S) -- a conjunction of at most three thresholds --
+    true on every point that failed to compile and false on every point that compiled; None when
+    nothing failed or no such rule exists (the failures are then kept as a list only)."""
+    failed = [p for p in points if p.shared is None and p.error and not p.error.startswith("setup")]
+    fine = [p for p in points if p.shared is not None]
+    if not failed:
+        return None
+    names = ("BM", "BN", "BK", "W", "S")
+
+    def vals(p: Point) -> tuple:
+        t = p.tile
+        return (t[0], t[1], t[2], p.num_warps, p.num_stages) if len(t) == 3 else (t[1], t[0], t[2], p.num_warps,
+                                                                                 p.num_stages)
+
+    fv = [vals(p) for p in failed]
+    ok = [vals(p) for p in fine]
+    conds = []
+    for i, n in enumerate(names):
+        for v in sorted({x[i] for x in fv + ok}):
+            conds.append((f"{n} >= {v}", lambda x, i=i, v=v: x[i] >= v))
+            conds.append((f"{n} <= {v}", lambda x, i=i, v=v: x[i] <= v))
+    # relations between tile sides (Triton 3.6's pipeliner fails on BLOCK_SIZE_N == BLOCK_SIZE_K at BM 256)
+    for i, j in ((0, 1), (0, 2), (1, 2)):
+        a, b = names[i], names[j]
+        conds.append((f"{a} == {b}", lambda x, i=i, j=j: x[i] == x[j]))
+        conds.append((f"{a} < {b}", lambda x, i=i, j=j: x[i] < x[j]))
+        conds.append((f"{a} > {b}", lambda x, i=i, j=j: x[i] > x[j]))
+    # only conditions every failure meets
+    conds = [c for c in conds if all(c[1](x) for x in fv)]
+    for k in (1, 2, 3):
+        best = None
+        for combo in itertools.combinations(conds, k):
+            if any(all(c[1](x) for c in combo) for x in ok):
+                continue
+            text = " and ".join(c[0] for c in combo)
+            if best is None or len(text) < len(best):
+                best = text
+        if best is not None:
+            return best
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# files
+
+
+def engine_dir(kernel: str, engine: str, version: str) -> FsPath:
+    return FsPath(registry.get(kernel).folder) / "smem" / f"{engine}-{version}"
+
+
+def forms_path(kernel: str, engine: str, version: str, triton: str) -> FsPath:
+    return engine_dir(kernel, engine, version) / f"triton-{versions.major_minor(triton)}.json"
+
+
+def points_path(kernel: str, engine: str, version: str, triton: str) -> FsPath:
+    return engine_dir(kernel, engine, version) / f"points-triton-{versions.major_minor(triton)}.json"
+
+
+def dump_points(designed: Sequence[Designed], *, kernel: str, engine: str, engine_version: str,
+                triton_version: str) -> dict:
+    """Compact: paths and error texts once, one row per point ``[path, arch, *tile, num_warps,
+    num_stages, shared or null, design, error index or null]``."""
+    paths: list[Path] = []
+    index: dict[Path, int] = {}
+    errors: list[str] = []
+    rows = []
+    for d in designed:
+        p = d.point
+        if p.error and p.error.startswith("setup"):
+            continue
+        if p.path not in index:
+            index[p.path] = len(paths)
+            paths.append(p.path)
+        err = None
+        if p.shared is None:
+            text = p.error or "?"
+            if text not in errors:
+                errors.append(text)
+            err = errors.index(text)
+        rows.append([index[p.path], p.arch, *p.tile, p.num_warps, p.num_stages, p.shared, d.design, err])
+    rows.sort(key=lambda r: (r[0], r[1], r[2:]) if True else r)
+    return {"format": FORMAT, "kernel": kernel, "engine": engine, "engine_version": engine_version,
+            "triton_version": triton_version,
+            "columns": "path, arch, tile (GEMM: BM BN BK; MLA decode: BLOCK_N BLOCK_H Lk Lv), num_warps, num_stages, "
+                       "shared bytes (null: does not compile), design (table/grid: held out; fit; probe), error",
+            "paths": [p.to_json() for p in paths], "errors": errors, "points": rows}
+
+
+def load_points(doc_or_path) -> list[Designed]:
+    if isinstance(doc_or_path, (str, FsPath)):
+        doc = json.loads(FsPath(doc_or_path).read_text(encoding="utf-8"))
+    else:
+        doc = doc_or_path
+    paths = [Path.from_json(p) for p in doc["paths"]]
+    out = []
+    for row in doc["points"]:
+        path = paths[row[0]]
+        n = len(registry.get(path.kernel).point_columns)
+        tile = tuple(int(x) for x in row[2:2 + n])
+        w, s, shared, design, err = row[2 + n:7 + n]
+        error = doc["errors"][err] if err is not None else None
+        out.append(Designed(Point(path, tile, int(w), int(s), row[1], shared if shared is None else int(shared),
+                                  error), design))
+    return out
+
+
+def write_points(doc: Mapping, path: FsPath) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = ["{"]
+    for k, v in doc.items():
+        if k != "points":
+            lines.append(f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))},")
+    lines.append('  "points": [')
+    rows = doc.get("points", [])
+    for i, row in enumerate(rows):
+        lines.append("    " + json.dumps(row, separators=(",", ":")) + ("," if i + 1 < len(rows) else ""))
+    lines.append("  ]")
+    lines.append("}")
+    write_atomic(path, "\n".join(lines) + "\n")
+
+
+def write_forms(doc: Mapping, path: FsPath) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+
+
+def forms_doc(results: Mapping[tuple, GroupResult], failures: Mapping, *, kernel: str, provenance: Mapping,
+              triton_version: str, reused: Mapping | None = None) -> dict:
+    formulas: dict[str, dict] = {}
+    proven: dict[str, dict] = {}
+    origin: dict[str, dict] = {}
+    fits: dict[str, dict] = {}
+    for (family, k, dtype), r in sorted(results.items()):
+        formulas.setdefault(family, {})[dtype] = r.formula
+        proven.setdefault(family, {})[dtype] = {a: pr.to_json() for a, pr in sorted(r.proofs.items())}
+        origin.setdefault(family, {})[dtype] = r.origin
+        if r.fit:
+            fits.setdefault(family, {})[dtype] = r.fit
+    doc = {"format": FORMAT, "kernel": kernel, "engine": provenance.get("engine"),
+           "engine_version": provenance.get("engine_version"), "triton_version": versions.major_minor(triton_version),
+           "provenance": dict(provenance), "formulas": formulas, "proofs": proven, "origin": origin, "fits": fits,
+           "failures": failures}
+    if reused:
+        doc["reused"] = dict(reused)
+    return doc
+
+
+# ------------------------------------------------------------------------------------------------
+# the whole calibration
+
+
+@dataclass
+class KernelCalibration:
+    kernel: str
+    results: dict
+    points: list[Designed]
+    failures: dict
+    doc: dict
+    written: list[FsPath] = field(default_factory=list)
+
+
+def failures_of(points: Sequence[Point]) -> dict:
+    """``{arch: {path name: {"points": [[*tile, w, s, error index]], "rule": text or null}}}``"""
+    out: dict[str, dict] = {}
+    by: dict[tuple, list[Point]] = {}
+    for p in points:
+        by.setdefault((p.arch, p.path.name), []).append(p)
+    for (arch, name), pts in sorted(by.items()):
+        bad = [p for p in pts if p.shared is None and p.error and not p.error.startswith("setup")]
+        if not bad:
+            continue
+        errors = sorted({p.error for p in bad})
+        out.setdefault(arch, {})[name] = {
+            "path": bad[0].path.to_json(),
+            "errors": errors,
+            "points": [[*p.tile, p.num_warps, p.num_stages, errors.index(p.error)] for p in bad],
+            "rule": failure_rule(pts)}
+    return out
+
+
+def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
+                     archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None,
+                     write: bool = True, command: str = "", log: Callable[[str], None] | None = None,
+                     progress_factory=None, items: Iterable | None = None,
+                     scale: float = 1.0, rounds: int = 2) -> list[KernelCalibration]:
+    """Calibrate the shared-memory forms of the engine ``source`` (``vllm==0.33.0``, a wheel, a
+    tree) for the installed Triton; see the module docstring. ``items``: the ``(spec, arch)``
+    pairs a check of the engine's tuning tables estimates (:func:`tilefit.app.touched_items`),
+    whose kernels join the held-out design. ``scale`` multiplies the design's sizes per (path,
+    arch) (:func:`design_sizes`; recorded in the provenance); ``rounds=2`` gives a group whose
+    form is not proven a second round (:func:`second_round`)."""
+    from .engine_kernels import EngineKernels
+    from .engine_source import open_source
+    from .exact import _triton
+
+    _triton()
+    log = log or (lambda m: None)
+    triton_version = versions.installed_triton() or "unknown"
+    tree = open_source(source, cache_dir, log)
+    if tree.engine is None:
+        raise ValueError(f"{source}: cannot tell which engine this is (name a wheel or a vllm/sglang tree)")
+    engine, engine_version = tree.engine, tree.version or "unknown"
+    ek = EngineKernels(source, cache_dir=cache_dir, engine=engine, tree=tree)
+    archs = list(archs or ALL_ARCHS)
+    limits = cal.device_limits()
+    reference = reference_forms(triton_version)
+    epilogue = shipped_epilogue(triton_version)
+    items = list(items or ())
+    out = []
+    for kernel in (list(kernels) if kernels else registry.names()):
+        fam = registry.get(kernel)
+        if engine not in fam.engine_launchers():
+            continue
+        paths = engine_paths(engine, kernel)
+        tables = table_points(items, engine, kernel)
+        for extra_points in launch_points(engine, kernel, archs).items():
+            tables.setdefault(extra_points[0], []).extend(extra_points[1])
+        paths += [p for p in sorted({p for p, _a in tables}, key=lambda p: p.name) if p not in paths]
+        sizes = design_sizes(scale)
+        proof = proof_design(engine, kernel, paths, tables, archs, sizes["table"], sizes["grid"])
+        t0 = time.perf_counter()
+        log(f"{engine} {engine_version} {kernel}: {len(proof)} held-out points on {len(archs)} archs")
+        done = compile_points(ek, proof, jobs, progress_factory(f"{kernel}: held-out points", len(proof))
+                              if progress_factory else None)
+        proof_pts = [d.point for d in done]
+        results, need = choose_forms(proof_pts, {}, reference, epilogue, limits)
+        fit_done: list[Designed] = []
+        if need:
+            fit_req = []
+            for key in need:
+                fam_archs = [a for a in ENGINE_ARCHS.get(key[0], ()) if a in archs]
+                for i, arch in enumerate(fam_archs):
+                    for path in paths:
+                        if cal.form_dtype(path) != key[2] or not runs_on(engine, path, arch):
+                            continue
+                        n = sizes["fit_main" if i == 0 else "fit_other"]
+                        fit_req += fit_design(engine, path, arch, n, proof_pts)
+            log(f"{kernel}: the reference forms do not hold for {len(need)} groups; fitting on {len(fit_req)} points")
+            fit_done = compile_points(ek, fit_req, jobs, progress_factory(f"{kernel}: fit points", len(fit_req))
+                                      if progress_factory else None)
+            fit_by: dict[tuple, list[Point]] = {}
+            for d in fit_done:
+                fit_by.setdefault(group_key(d.point), []).append(d.point)
+            results, _ = choose_forms(proof_pts, fit_by, reference, epilogue, limits)
+        everything = done + fit_done
+        if rounds >= 2:
+            results, everything = second_round(ek, engine, kernel, paths, tables, archs, sizes, results, everything,
+                                               reference, epilogue, limits, jobs, log, progress_factory)
+        failures = failures_of([d.point for d in everything])
+        prov = _provenance(ek, fam, paths, archs, triton_version, command, time.perf_counter() - t0, everything)
+        prov["design"] = dict(sizes, rounds=rounds)
+        doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
+        kc = KernelCalibration(kernel, results, everything, failures, doc)
+        if write:
+            fp = forms_path(kernel, engine, engine_version, triton_version)
+            pp = points_path(kernel, engine, engine_version, triton_version)
+            write_forms(doc, fp)
+            write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
+                                     triton_version=triton_version), pp)
+            kc.written = [fp, pp]
+        out.append(kc)
+    from .analytic import forget_models
+
+    forget_models()
+    return out
+
+
+def unproven_groups(results: Mapping[tuple, GroupResult]) -> list[tuple]:
+    """The (arch family, kernel, dtype) groups whose form misses on some arch that has no proven
+    form of its own."""
+    own = {(k[0], k[2]) for k, r in results.items() if k[0] not in ENGINE_ARCHS and r.proofs.get(k[0], Proof()).proven}
+    out = []
+    for key, r in sorted(results.items()):
+        if key[0] not in ENGINE_ARCHS:
+            continue
+        if any(not pr.proven and (a, key[2]) not in own for a, pr in r.proofs.items()):
+            out.append(key)
+    return out
+
+
+def second_design(engine: str, paths: Sequence[Path], tables: Mapping, archs: Sequence[str], sizes: Mapping,
+                  groups: set, taken: set, seed: int = 3) -> list[Designed]:
+    """A fresh held-out design for ``groups``: per (path, arch), the next real-table kernels in the
+    first round's seeded order and a grid drawn with another seed (3), none compiled before."""
+    out: list[Designed] = []
+    for path, arch in itertools.product(paths, archs):
+        if (ARCH_FAMILIES.get(arch), path.kernel, cal.form_dtype(path)) not in groups or not runs_on(engine, path, arch):
+            continue
+        real = list(tables.get((path, arch), ()))
+        random.Random(f"table:{engine}:{path.name}:{arch}").shuffle(real)
+        n = 0
+        for p in real:
+            if n >= sizes["table"]:
+                break
+            if cal._ident(p) not in taken:
+                taken.add(cal._ident(p))
+                out.append(Designed(p, "table"))
+                n += 1
+        rng = random.Random(f"{seed}:{engine}:{path.name}:{arch}")
+        n = 0
+        for p in points_for(path, arch, sizes["grid"] * 4, rng, engine):
+            if n >= sizes["grid"]:
+                break
+            if cal._ident(p) not in taken:
+                taken.add(cal._ident(p))
+                out.append(Designed(p, "grid"))
+                n += 1
+    return out
+
+
+def second_round(ek, engine, kernel, paths, tables, archs, sizes, results, everything, reference, epilogue,
+                 limits, jobs, log, progress_factory):
+    """A group whose form is not proven after the first round is fitted again on every point the
+    first round compiled for it (its held-out points become fit points: the points file says
+    ``fit``) and proven on a fresh held-out design (:func:`second_design`) that no choice saw."""
+    want = set(unproven_groups(results))
+    if not want:
+        return results, everything
+    taken = {cal._ident(d.point) for d in everything}
+    design2 = second_design(engine, paths, tables, archs, sizes, want, taken)
+    log(f"{kernel}: {len(want)} groups not proven; round 2 on {len(design2)} fresh held-out points")
+    done2 = compile_points(ek, design2, jobs, progress_factory(f"{kernel}: round 2 held-out points", len(design2))
+                           if progress_factory else None)
+    kept = []
+    fit_by: dict[tuple, list[Point]] = {}
+    for d in everything:
+        if group_key(d.point) in want:
+            d = Designed(d.point, "fit")
+            fit_by.setdefault(group_key(d.point), []).append(d.point)
+        kept.append(d)
+    # the reference form is a candidate only where it is exact on every point the first round compiled
+    ref2 = {k: v for k, v in reference.items()
+            if k not in want or all(pr.proven for pr in prove(v, fit_by.get(k, ()), epilogue, limits).values())}
+    fresh, _ = choose_forms([d.point for d in done2], fit_by, ref2, epilogue, limits)
+    out = {k: v for k, v in results.items() if (ARCH_FAMILIES.get(k[0], k[0]), k[1], k[2]) not in want}
+    for k, v in fresh.items():
+        group = (ARCH_FAMILIES.get(k[0], k[0]), k[1], k[2])
+        if group not in want:
+            continue
+        v.origin = f"{v.origin}:round2"
+        # strict: a miss on any compiled point of an arch (the fit points too) leaves it unproven
+        own = [p for p in fit_by.get(group, ()) if k[0] not in ENGINE_ARCHS and p.arch == k[0] or k[0] in ENGINE_ARCHS]
+        for arch, pr in prove(v.formula, own, epilogue, limits).items():
+            held = v.proofs.setdefault(arch, Proof())
+            held.points += pr.points - pr.exact
+            held.max_error = max(held.max_error, pr.max_error)
+            held.verdict_errors += pr.verdict_errors
+        out[k] = v
+    for k in want:  # a group the fresh design has no compiled point of keeps its first-round form
+        if k not in out and k in results:
+            out[k] = results[k]
+    return out, kept + done2
+
+
+def _provenance(ek, fam, paths, archs, triton_version, command, seconds, points) -> dict:
+    kernels: dict[str, dict] = {}
+    for path in paths:
+        spec = _probe_spec(path)
+        arch = "sm_90" if path.swap_ab or path.tma else "sm_89"
+        try:
+            prov = ek.provenance(spec, arch)
+        except Exception:  # noqa: BLE001 - a path the engine does not launch here
+            continue
+        kernels.setdefault(prov["kernel"], {k: prov[k] for k in ("file", "file_sha256", "helpers", "scratch_sha256")})
+    tree = ek.tree
+    compiled = [d for d in points if d.point.shared is not None]
+    return {
+        "method": "tilefit calibrate smem --engine: the engine's @triton.jit kernel taken from its release by AST "
+                  "(never imported), launched as the engine's launcher launches it, compiled ahead of time "
+                  "(stopped at shared-memory allocation); per group the reference kernel's form if it matches every "
+                  "held-out point exactly, else the candidate library fitted on a separate design",
+        "engine": tree.engine, "engine_version": tree.version, "wheel": os.path.basename(tree.wheel) if tree.wheel else None,
+        "wheel_sha256": tree.wheel_sha256, "kernels": kernels, "triton": triton_version,
+        "date": datetime.date.today().isoformat(), "command": command, "archs": list(archs),
+        "points": len(points), "compiled": len(compiled), "failed": len(points) - len(compiled),
+        "seconds": round(seconds, 1)}
+
+
+# ------------------------------------------------------------------------------------------------
+# other Triton releases: a probe, then reuse or a fresh calibration
+
+
+PROBE_PER = 4  # probe points per (path, arch), besides the points that did not compile
+# Tiles compilers fail on more often than others (the 256-row tile with 4 warps: Triton 3.4 and 3.6
+# fail to verify the pipelined IR of vLLM's and SGLang's fused MoE at BN == BK): each version's
+# probe compiles them on the first arch of each arch family, so failures that come and go with a
+# release are found.
+RISK_TILES = ((256, 64, 64), (256, 128, 128), (256, 256, 256), (256, 64, 128), (256, 128, 64))
+RISK_LAUNCH = ((4, 2), (4, 3), (8, 3))
+
+
+def risk_points(base: Sequence[Designed]) -> list[Designed]:
+    """Per GEMM path and arch family: the :data:`RISK_TILES` on its first arch."""
+    out = []
+    seen = set()
+    for d in base:
+        p = d.point
+        fam = ARCH_FAMILIES.get(p.arch)
+        if len(p.tile) != 3 or (p.path, fam) in seen:
+            continue
+        first = next((a for a in ENGINE_ARCHS.get(fam or "", ()) if any(
+            x.point.arch == a and x.point.path == p.path for x in base)), None)
+        if first is None:
+            continue
+        seen.add((p.path, fam))
+        for tile in RISK_TILES:
+            if not cal._applies(p.path, tile):
+                continue
+            for w, stages in RISK_LAUNCH:
+                if cal.ring_lower_bound(p.path, tile, stages) > cal.DOMAIN_BYTES:
+                    continue
+                out.append(Designed(Point(p.path, tile, w, stages, first), "probe"))
+    return out
+
+
+def probe_design(base: Sequence[Designed], per: int = PROBE_PER) -> list[Designed]:
+    """From a calibrated release's points: per (path, arch) up to ``per`` held-out points spread
+    over num_stages (real-table kernels first), and every point that did not compile there."""
+    by: dict[tuple, list[Designed]] = {}
+    for d in base:
+        if d.design in ("table", "grid", "probe"):
+            by.setdefault((d.point.path, d.point.arch), []).append(d)
+    out: list[Designed] = []
+    for key, ds in sorted(by.items(), key=lambda kv: (kv[0][0].name, kv[0][1])):
+        failed = [d for d in ds if d.point.shared is None]
+        fine = sorted((d for d in ds if d.point.shared is not None),
+                      key=lambda d: (d.design != "table", repr(cal._ident(d.point))))
+        random.Random(f"probe:{key[0].name}:{key[1]}").shuffle(fine)
+        picked: list[Designed] = []
+        stages = set()
+        for d in fine:  # one per num_stages first, then the rest
+            if d.point.num_stages not in stages and len(picked) < per:
+                stages.add(d.point.num_stages)
+                picked.append(d)
+        for d in fine:
+            if len(picked) >= per:
+                break
+            if d not in picked:
+                picked.append(d)
+        for d in picked + failed:
+            p = d.point
+            out.append(Designed(Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch), "probe"))
+    return out
+
+
+def base_failure(doc: Mapping, p: Point) -> bool:
+    """Whether the forms file ``doc`` knows ``p`` not to compile (a stored point or its rule)."""
+    rec = (doc.get("failures") or {}).get(p.arch, {}).get(p.path.name)
+    if not rec:
+        return False
+    if any(tuple(r[:-1]) == (*p.tile, p.num_warps, p.num_stages) for r in rec.get("points", ())):
+        return True
+    rule = rec.get("rule")
+    if rule:
+        from ..formula import compile_formula
+
+        t = p.tile
+        return bool(compile_formula(rule, ("BM", "BN", "BK", "W", "S"))(BM=t[0], BN=t[1], BK=t[2], W=p.num_warps,
+                                                                        S=p.num_stages))
+    return False
+
+
+def _same(a: Point, b: Point) -> bool:
+    if a.shared is None or b.shared is None:
+        return a.shared is None and b.shared is None
+    return a.shared == b.shared
+
+
+def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | None = None,
+                  archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None, write: bool = True,
+                  command: str = "", log: Callable[[str], None] | None = None, progress_factory=None,
+                  items: Iterable | None = None, scale: float = 1.0) -> list[KernelCalibration]:
+    """Prove, group by group, that the installed Triton gives the bytes of the calibration for
+    Triton ``from_version``; reuse its forms where it does, calibrate afresh where it does not.
+    ``scale`` < 1 shrinks the probe (points per path and arch, a seeded share of the risk
+    points) and the fresh designs; the provenance records it."""
+    from .engine_kernels import EngineKernels
+    from .engine_source import open_source
+    from .exact import _triton
+
+    _triton()
+    log = log or (lambda m: None)
+    triton_version = versions.installed_triton() or "unknown"
+    base_v = versions.major_minor(from_version)
+    if base_v == versions.major_minor(triton_version):
+        raise ValueError(f"--probe-from {from_version} is the installed Triton's own release")
+    tree = open_source(source, cache_dir, log)
+    if tree.engine is None:
+        raise ValueError(f"{source}: cannot tell which engine this is (name a wheel or a vllm/sglang tree)")
+    engine, engine_version = tree.engine, tree.version or "unknown"
+    ek = EngineKernels(source, cache_dir=cache_dir, engine=engine, tree=tree)
+    limits = cal.device_limits()
+    out = []
+    for kernel in (list(kernels) if kernels else registry.names()):
+        fp = forms_path(kernel, engine, engine_version, base_v)
+        pp = points_path(kernel, engine, engine_version, base_v)
+        if not fp.is_file() or not pp.is_file():
+            continue
+        base_doc = json.loads(fp.read_text(encoding="utf-8"))
+        if base_doc.get("reused"):
+            raise ValueError(f"{fp}: Triton {base_v} reuses other forms itself; probe from a calibrated release")
+        base_pts = [d for d in load_points(pp) if not archs or d.point.arch in archs]
+        probe = probe_design(base_pts, max(1, round(PROBE_PER * scale)))
+        known = {cal._ident(d.point) for d in probe}
+        risky = [d for d in risk_points(base_pts) if cal._ident(d.point) not in known]
+        if scale < 1:
+            risky = [d for d in risky if random.Random(f"risk:{repr(cal._ident(d.point))}").random() < scale]
+        t0 = time.perf_counter()
+        log(f"{engine} {engine_version} {kernel}: probing Triton {triton_version} against {base_v} "
+            f"on {len(probe)} points")
+        done = compile_points(ek, probe + risky, jobs, progress_factory(f"{kernel}: probe", len(probe) + len(risky))
+                              if progress_factory else None)
+        base_by = {cal._ident(d.point): d.point for d in base_pts}
+        # the risk tiles were not compiled by the base release's design: compile them there too? No:
+        # a risk point that compiles is compared with the base release's form, one that fails is a
+        # difference by itself (the base release's design compiled, or would have been recorded)
+        base_forms_doc = json.loads(fp.read_text(encoding="utf-8"))
+        base_epilogue = shipped_epilogue(base_v)
+        for d in done:
+            ident = cal._ident(d.point)
+            if ident in base_by or d.point.error and d.point.error.startswith("setup"):
+                continue
+            fam_, _k, dtype_ = group_key(d.point)
+            text = (base_forms_doc.get("formulas") or {}).get(fam_, {}).get(dtype_)
+            if text is None:
+                continue
+            if base_failure(base_forms_doc, d.point):
+                base_by[ident] = Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages,
+                                       d.point.arch, None, "base release: does not compile")
+            else:
+                pred = evaluate(text, [d.point], base_epilogue)[0]
+                base_by[ident] = Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages,
+                                       d.point.arch, pred)
+        groups: dict[tuple, list[tuple[Point, Point]]] = {}
+        for d in done:
+            if d.point.error and d.point.error.startswith("setup"):
+                continue
+            groups.setdefault(group_key(d.point), []).append((d.point, base_by[cal._ident(d.point)]))
+        same = {k for k, pairs in groups.items() if all(_same(a, b) for a, b in pairs)}
+        differ = sorted(set(groups) - same)
+        reused_groups = {f"{k[0]}/{k[2]}": {"points": len(groups[k]), "identical": len(groups[k]),
+                                            "archs": sorted({a.arch for a, _ in groups[k]})} for k in sorted(same)}
+        differing = {f"{k[0]}/{k[2]}": {"points": len(groups[k]),
+                                        "identical": sum(_same(a, b) for a, b in groups[k])} for k in differ}
+        log(f"{kernel}: {len(same)} groups give identical bytes, {len(differ)} differ")
+        results: dict[tuple, GroupResult] = {}
+        base_forms = base_doc.get("formulas") or {}
+        base_origin = base_doc.get("origin") or {}
+        for key in same:
+            family, _k, dtype = key
+            text = base_forms.get(family, {}).get(dtype)
+            if text is None:
+                continue
+            proofs = {a: Proof(**pr) for a, pr in (base_doc.get("proofs", {}).get(family, {}).get(dtype) or {}).items()}
+            results[key] = GroupResult(family, kernel, dtype, text, "reused:" + base_origin.get(family, {}).get(dtype, ""),
+                                       proofs)
+        same_fd = {(k[0], k[2]) for k in same}
+        for where, per in base_forms.items():  # an arch's own forms go with its family's group
+            if where in ARCH_FAMILIES:
+                for dtype, text in per.items():
+                    if (ARCH_FAMILIES[where], dtype) in same_fd:
+                        proofs = {a: Proof(**pr) for a, pr in
+                                  (base_doc.get("proofs", {}).get(where, {}).get(dtype) or {}).items()}
+                        results[(where, kernel, dtype)] = GroupResult(where, kernel, dtype, text, "reused:fit", proofs)
+        fresh_points: list[Designed] = []
+        if differ:
+            # a fresh calibration of the groups that differ, on the base release's held-out design
+            want = {(k[0], k[2]) for k in differ}
+            redo = [Designed(Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages, d.point.arch),
+                             d.design) for d in base_pts if d.design in ("table", "grid")
+                    and (ARCH_FAMILIES.get(d.point.arch), cal.form_dtype(d.point.path)) in want]
+            log(f"{kernel}: calibrating {len(differ)} groups afresh on {len(redo)} held-out points")
+            redone = compile_points(ek, redo, jobs, progress_factory(f"{kernel}: fresh held-out points", len(redo))
+                                    if progress_factory else None)
+            reference = reference_forms(triton_version)
+            epilogue = shipped_epilogue(triton_version)
+            proof_pts = [d.point for d in redone]
+            fresh, need = choose_forms(proof_pts, {}, reference, epilogue, limits)
+            fit_done: list[Designed] = []
+            if need:
+                paths = sorted({d.point.path for d in redo}, key=lambda p: p.name)
+                fit_req = []
+                for key in need:
+                    fam_archs = [a for a in ENGINE_ARCHS.get(key[0], ()) if not archs or a in archs]
+                    for i, arch in enumerate(fam_archs):
+                        for path in paths:
+                            if cal.form_dtype(path) != key[2] or not runs_on(engine, path, arch):
+                                continue
+                            fit_req += fit_design(engine, path, arch,
+                                                  design_sizes(scale)["fit_main" if i == 0 else "fit_other"],
+                                                  proof_pts)
+                fit_done = compile_points(ek, fit_req, jobs, progress_factory(f"{kernel}: fit points", len(fit_req))
+                                          if progress_factory else None)
+                fit_by: dict[tuple, list[Point]] = {}
+                for d in fit_done:
+                    fit_by.setdefault(group_key(d.point), []).append(d.point)
+                fresh, _ = choose_forms(proof_pts, fit_by, reference, epilogue, limits)
+            differ_fd = {(k[0], k[2]) for k in differ}
+            results.update({k: v for k, v in fresh.items()
+                            if (ARCH_FAMILIES.get(k[0], k[0]), k[2]) in differ_fd})
+            fresh_points = redone + fit_done
+        everything = done + fresh_points
+        failures = failures_of([d.point for d in everything])
+        prov = _provenance(ek, registry.get(kernel), [], archs or ALL_ARCHS, triton_version, command,
+                           time.perf_counter() - t0, everything)
+        prov["kernels"] = base_doc.get("provenance", {}).get("kernels", {})
+        prov["design"] = dict(design_sizes(scale), probe_per=max(1, round(PROBE_PER * scale)), risk_share=min(scale, 1.0))
+        reused = {"from": base_v, "groups": reused_groups, "differing": differing,
+                  "note": f"groups in 'groups' gave the bytes of Triton {base_v} on every probe point "
+                          f"(and failed where it failed) and use its forms; the others were calibrated afresh"}
+        doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version,
+                        reused=reused)
+        kc = KernelCalibration(kernel, results, everything, failures, doc)
+        if write:
+            fpath = forms_path(kernel, engine, engine_version, triton_version)
+            ppath = points_path(kernel, engine, engine_version, triton_version)
+            write_forms(doc, fpath)
+            write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
+                                     triton_version=triton_version), ppath)
+            kc.written = [fpath, ppath]
+        out.append(kc)
+    from .analytic import forget_models
+
+    forget_models()
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# a refit from the stored points (no compile)
+
+
+def in_launch_space(engine: str, p: Point) -> bool:
+    """Whether ``engine`` launches ``p``'s tile and launch options: a family whose engines hard-code
+    them (``calibration.engine_space.<engine>``: vLLM's MLA decode always runs 4 warps) proves its
+    forms on what the engine launches; any point of a family without one."""
+    fam = registry.get(p.path.kernel)
+    if not (fam.calibration.get("engine_space") or {}).get(engine):
+        return True
+    return (tuple(p.tile), p.num_warps, p.num_stages) in {(tuple(t), w, s) for t, w, s in fam.engine_calibration_points(engine)}
+
+
+def refit_engine(kernel: str, engine: str, engine_version: str, triton: str, *, write: bool = True,
+                 command: str = "") -> KernelCalibration:
+    """Choose the forms again from the compiled points of a calibration (``points-triton-X.Y.json``)
+    without compiling anything: the held-out design (table, grid) proves, the fit design fits, as in
+    :func:`calibrate_engine`. For a change of the form search; the provenance of the compiles is
+    kept and the refit is recorded."""
+    fp = forms_path(kernel, engine, engine_version, triton)
+    pp = points_path(kernel, engine, engine_version, triton)
+    if not pp.is_file():
+        raise ValueError(f"no compiled points of {engine} {engine_version} {kernel} for Triton {triton} ({pp})")
+    old = json.loads(fp.read_text(encoding="utf-8")) if fp.is_file() else {}
+    if old.get("reused"):
+        raise ValueError(f"{fp} reuses the forms of Triton {old['reused'].get('from')}: refit that release")
+    triton_version = (old.get("provenance") or {}).get("triton") or triton
+    designed = load_points(pp)
+    # fitted on every compile of the engine's kernel, proven on the held-out points it launches
+    proof_pts = [d.point for d in designed if d.design in ("table", "grid") and in_launch_space(engine, d.point)]
+    fit_by: dict[tuple, list[Point]] = {}
+    for d in designed:
+        if d.design == "fit":
+            fit_by.setdefault(group_key(d.point), []).append(d.point)
+    limits = cal.device_limits()
+    results, _need = choose_forms(proof_pts, fit_by, reference_forms(triton_version), shipped_epilogue(triton_version),
+                                  limits)
+    failures = failures_of([d.point for d in designed])
+    prov = dict(old.get("provenance") or {})
+    prov["refit"] = {"date": datetime.date.today().isoformat(), "command": command,
+                     "note": "forms chosen again from the stored compiled points; nothing compiled"}
+    doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
+    kc = KernelCalibration(kernel, results, designed, failures, doc)
+    if write:
+        write_forms(doc, fp)
+        kc.written = [fp]
+    from .analytic import forget_models
+
+    forget_models()
+    return kc
+
+
+# ------------------------------------------------------------------------------------------------
+# written candidates, proven on a fresh design
+
+
+def engine_candidates(kernel: str, engine: str) -> dict[tuple[str, str, str], str]:
+    """The family's hand-written forms for ``engine`` (``calibration.engine_candidates``):
+    ``{(arch family, kernel, dtype key): form}``."""
+    per = ((registry.get(kernel).calibration.get("engine_candidates") or {}).get(engine)) or {}
+    return {(fam, kernel, dtype): text for fam, forms in per.items() for dtype, text in forms.items()}
+
+
+def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = None, jobs: int | None = None,
+                    cache_dir=None, items: Iterable | None = None, scale: float = 1.0, write: bool = True,
+                    command: str = "", log: Callable[[str], None] | None = None,
+                    progress_factory=None) -> KernelCalibration:
+    """Prove the family's written candidate forms (:func:`engine_candidates`) for the installed
+    Triton's calibration of ``source``'s ``kernel``: a fresh held-out design (the next real-table
+    kernels and a grid of seed 4) of the groups with a candidate is compiled -- none of its points
+    was seen when the candidates were written -- and a candidate replaces the group's form where
+    it is exact on every fresh point and on every point compiled before; the others keep theirs."""
+    from .engine_kernels import EngineKernels
+    from .engine_source import open_source
+    from .exact import _triton
+
+    _triton()
+    log = log or (lambda m: None)
+    triton_version = versions.installed_triton() or "unknown"
+    tree = open_source(source, cache_dir, log)
+    engine, engine_version = tree.engine, tree.version or "unknown"
+    ek = EngineKernels(source, cache_dir=cache_dir, engine=engine, tree=tree)
+    fp = forms_path(kernel, engine, engine_version, triton_version)
+    pp = points_path(kernel, engine, engine_version, triton_version)
+    doc = json.loads(fp.read_text(encoding="utf-8"))
+    before = load_points(pp)
+    cands = engine_candidates(kernel, engine)
+    archs = list(archs or doc.get("provenance", {}).get("archs") or ALL_ARCHS)
+    limits = cal.device_limits()
+    epilogue = shipped_epilogue(triton_version)
+    sizes = design_sizes(scale)
+    paths = engine_paths(engine, kernel)
+    tables = table_points(items or (), engine, kernel)
+    paths += [p for p in sorted({p for p, _a in tables}, key=lambda p: p.name) if p not in paths]
+    taken = {cal._ident(d.point) for d in before}
+    design = second_design(engine, paths, tables, archs, sizes, set(cands), taken, seed=4)
+    log(f"{kernel}: {len(cands)} written candidates; {len(design)} fresh held-out points")
+    done = compile_points(ek, design, jobs, progress_factory(f"{kernel}: candidates' held-out points", len(design))
+                          if progress_factory else None)
+    results: dict[tuple, GroupResult] = {}
+    for family, per in (doc.get("formulas") or {}).items():
+        for dtype, text in per.items():
+            proofs = {a: Proof(**pr) for a, pr in (doc.get("proofs", {}).get(family, {}).get(dtype) or {}).items()}
+            results[(family, kernel, dtype)] = GroupResult(family, kernel, dtype, text,
+                                                           (doc.get("origin") or {}).get(family, {}).get(dtype, "?"),
+                                                           proofs, (doc.get("fits") or {}).get(family, {}).get(dtype))
+    fresh = [d.point for d in done if d.point.shared is not None]
+    old = [d.point for d in before if d.point.shared is not None]
+    taken_over = {}
+    for key, text in sorted(cands.items()):
+        pts = [p for p in fresh if group_key(p) == key]
+        seen = [p for p in old if group_key(p) == key]
+        if not pts:
+            continue
+        proofs = prove(text, pts, epilogue, limits)
+        on_seen = prove(text, seen, epilogue, limits)
+        for arch, pr in on_seen.items():  # strict: a miss on any compiled point leaves the arch unproven
+            held = proofs.setdefault(arch, Proof())
+            held.points += pr.points - pr.exact
+            held.max_error = max(held.max_error, pr.max_error)
+            held.verdict_errors += pr.verdict_errors
+        n_new = sum(pr.proven for pr in proofs.values())
+        cur = results.get(key)
+        n_cur = sum(pr.proven for pr in cur.proofs.values()) if cur else -1
+        if n_new > n_cur:
+            results[key] = GroupResult(*key, text, "candidate", proofs)
+            taken_over[f"{key[0]}/{key[2]}"] = {"proven_on": sorted(a for a, pr in proofs.items() if pr.proven),
+                                               "held_out": len(pts), "compiled_before": len(seen)}
+        log(f"{key[0]} {key[2]}: candidate proven on {sorted(a for a, pr in proofs.items() if pr.proven) or '-'}"
+            f" ({len(pts)} fresh points){'; taken' if f'{key[0]}/{key[2]}' in taken_over else ''}")
+    everything = before + done
+    failures = failures_of([d.point for d in everything])
+    prov = dict(doc.get("provenance") or {})
+    prov["candidates"] = {"date": datetime.date.today().isoformat(), "command": command, "groups": taken_over,
+                          "held_out_points": len(design),
+                          "note": "written forms (the family's calibration.engine_candidates) proven on a fresh "
+                                  "held-out design of seed 4 and exact on every point compiled before"}
+    prov["points"] = len(everything)
+    prov["compiled"] = sum(1 for d in everything if d.point.shared is not None)
+    prov["failed"] = prov["points"] - prov["compiled"]
+    out = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
+    kc = KernelCalibration(kernel, results, everything, failures, out)
+    if write:
+        write_forms(out, fp)
+        write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
+                                 triton_version=triton_version), pp)
+        kc.written = [fp, pp]
+    from .analytic import forget_models
+
+    forget_models()
+    return kc

@@ -1,0 +1,332 @@
+"""The engines' kernels' shared-memory model: the calibrated forms of ``calibrate smem --engine``.
+
+A spec that names an engine (``spec.engine``: the table's engine of record) is answered from the
+forms fitted to and proven on that engine's own kernel (``kernels/<family>/smem/<engine>-<version>/
+triton-<X.Y>.json``), for the Triton release the spec names (``spec.triton``: an SGLang table's
+``triton_X_Y_Z`` folder) or the model's (the installed Triton). Per answer the estimate says
+what it rests on (``Estimate.detail``): the engine's kernel and release, whether the form was
+proven on held-out compiles of this arch, and -- for a release that reuses another's forms --
+the probe that proved the bytes identical. Configs the engine's kernel does not compile for an
+arch are facts of the same calibration (:meth:`EngineModel.compile_failure`).
+
+Nothing here imports triton or torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Mapping
+
+from .. import versions
+from ..formula import compile_formula
+from ..kernels import registry
+from ..kernels.spec import KernelSpec
+
+_DIR_PREFIXES = ("vllm-", "sglang-")
+
+
+@dataclass(frozen=True)
+class Answer:
+    shared_bytes: int
+    proven: bool
+    detail: str
+    max_error: int | None
+    compiled: bool = False  # the calibration compiled this very point: its figure, not a form's
+
+
+def _engine_dirs(kernel: str, engine: str) -> dict[str, Path]:
+    """``{engine version: folder}`` of the family's calibrated releases of ``engine``."""
+    fam = registry.find(kernel)
+    if fam is None:
+        return {}
+    base = Path(fam.folder) / "smem"
+    out = {}
+    if base.is_dir():
+        for d in base.iterdir():
+            if d.is_dir() and d.name.startswith(f"{engine}-"):
+                out[d.name[len(engine) + 1:]] = d
+    return out
+
+
+def engine_versions(kernel: str, engine: str) -> list[str]:
+    return sorted(_engine_dirs(kernel, engine), key=versions.parse)
+
+
+def triton_versions(kernel: str, engine: str, engine_version: str) -> list[str]:
+    d = _engine_dirs(kernel, engine).get(engine_version)
+    if d is None:
+        return []
+    found = [p.name[len("triton-"):-len(".json")] for p in d.glob("triton-*.json")]
+    return sorted(found, key=versions.parse)
+
+
+def pick_engine_version(kernel: str, engine: str, wanted: str | None) -> str | None:
+    """The calibrated engine release for ``wanted`` (default: the engine profile's): itself, else
+    the newest at or below it, else the oldest."""
+    have = engine_versions(kernel, engine)
+    if not have:
+        return None
+    if wanted is None:
+        from ..serving.profiles import find_profile
+
+        try:
+            wanted = find_profile(engine)[0].version
+        except Exception:  # noqa: BLE001
+            return have[-1]
+    if wanted in have:
+        return wanted
+    older = [v for v in have if versions.parse(v) <= versions.parse(wanted)]
+    return older[-1] if older else have[0]
+
+
+def pick_triton(kernel: str, engine: str, engine_version: str, wanted: str | None) -> tuple[str | None, str | None]:
+    """``(X.Y, note)``: the calibrated (or probe-reused) Triton release of the engine's forms for
+    ``wanted``; the note says when it is not the release asked for (and so not proven for it)."""
+    have = triton_versions(kernel, engine, engine_version)
+    if not have:
+        return None, None
+    if wanted is None:
+        return have[-1], None
+    want = versions.major_minor(wanted)
+    if want in have:
+        return want, None
+    older = [v for v in have if versions.parse(v) <= versions.parse(want)]
+    pick = older[-1] if older else have[0]
+    return pick, f"no calibration for Triton {want}: the forms of Triton {pick} are used, not proven for {want}"
+
+
+@lru_cache(maxsize=None)
+def _doc(path: str) -> dict:
+    return json.loads(Path(path).read_text(encoding="utf-8"))
+
+
+class KernelForms:
+    """One ``triton-X.Y.json`` of one engine release of one kernel family."""
+
+    def __init__(self, kernel: str, engine: str, engine_version: str, triton: str):
+        self.kernel, self.engine, self.engine_version, self.triton = kernel, engine, engine_version, triton
+        folder = _engine_dirs(kernel, engine)[engine_version]
+        self.path = folder / f"triton-{triton}.json"
+        self.doc = _doc(str(self.path))
+        reused = self.doc.get("reused") or {}
+        self.reused_from: str | None = reused.get("from")
+        self.reused_groups: Mapping = reused.get("groups") or {}
+        self._forms = {}
+        for family, per in (self.doc.get("formulas") or {}).items():
+            for dtype, text in per.items():
+                self._forms[(family, dtype)] = (text, compile_formula(text, _variables()))
+        self._compiled: dict[tuple, int] | None = None
+        self._rule_ok: dict[tuple, bool] = {}
+        self.failures: Mapping = self.doc.get("failures") or {}
+        self._fail_index: dict[tuple, str] = {}
+        self._fail_rules: dict[tuple, tuple[str, object, str]] = {}
+        for arch, per in self.failures.items():
+            for name, rec in per.items():
+                errors = rec.get("errors") or ["does not compile"]
+                for row in rec.get("points", ()):
+                    *tile_ws, err = row
+                    self._fail_index[(arch, name, tuple(tile_ws))] = errors[err] if err < len(errors) else errors[0]
+                if rec.get("rule"):
+                    self._fail_rules[(arch, name)] = (rec["rule"], compile_formula(rec["rule"], ("BM", "BN", "BK", "W", "S")),
+                                                      errors[0])
+
+    def compiled(self, arch: str, path_name: str, tile: tuple[int, ...], num_warps: int, num_stages: int) -> int | None:
+        """The bytes of this point when the calibration compiled it (``points-triton-X.Y.json``):
+        the engine's kernel's own figure, no form needed; None when it was not compiled (or did
+        not compile)."""
+        if self._compiled is None:
+            self._compiled = {}
+            pp = self.path.with_name(f"points-{self.path.name}")
+            if pp.is_file():
+                doc = _doc(str(pp))
+                names = [_path_name(p) for p in doc.get("paths", ())]
+                n = len(registry.get(self.kernel).point_columns)
+                for row in doc.get("points", ()):
+                    shared = row[4 + n]
+                    if shared is not None:
+                        self._compiled[(row[1], names[row[0]], tuple(row[2:4 + n]))] = int(shared)
+        return self._compiled.get((arch, path_name, (*tile, num_warps, num_stages)))
+
+    @property
+    def function(self) -> str:
+        kernels = (self.doc.get("provenance") or {}).get("kernels") or {}
+        return ", ".join(sorted(kernels)) or self.kernel
+
+    def form(self, family: str, dtype: str):
+        return self._forms.get((family, dtype))
+
+    def proof(self, family: str, dtype: str, arch: str) -> Mapping | None:
+        return ((self.doc.get("proofs") or {}).get(family) or {}).get(dtype, {}).get(arch)
+
+    def reuse_note(self, family: str, dtype: str) -> str | None:
+        g = self.reused_groups.get(f"{family}/{dtype}")
+        if not g or not self.reused_from:
+            return None
+        return (f"forms of Triton {self.reused_from} (Triton {self.triton} gave identical bytes on a "
+                f"{g.get('points')}-point probe)")
+
+    def failure(self, arch: str, path_name: str, tile: tuple[int, ...], num_warps: int, num_stages: int,
+                vars_: Mapping[str, int]) -> str | None:
+        hit = self._fail_index.get((arch, path_name, (*tile, num_warps, num_stages)))
+        if hit is not None:
+            return hit
+        rule = self._fail_rules.get((arch, path_name))
+        if rule is not None and rule[1](**vars_) and self._rule_holds(arch, rule):
+            return f"{rule[2]} (calibration rule: {rule[0]})"
+        return None
+
+    def _rule_holds(self, arch: str, rule) -> bool:
+        """A failure rule is used only where no point the calibration compiled on ``arch`` -- of
+        any dtype path of the kernel -- satisfies it (a rule drawn from few points can be broader
+        than the failure: ``BN == BK`` where only 256-row tiles fail)."""
+        key = (arch, rule[0])
+        hit = self._rule_ok.get(key)
+        if hit is None:
+            self.compiled(arch, "", (), 0, 0)  # load the compiled points
+            hit = True
+            for (a, _name, row), _shared in (self._compiled or {}).items():
+                if a != arch:
+                    continue
+                *t, w, st = row
+                v = ({"BM": t[0], "BN": t[1], "BK": t[2]} if len(t) == 3 else {"BM": t[1], "BN": t[0], "BK": t[2]})
+                if rule[1](**v, W=w, S=st):
+                    hit = False
+                    break
+            self._rule_ok[key] = hit
+        return hit
+
+
+def _path_name(doc: Mapping) -> str:
+    from .calibrate import Path as CPath
+
+    return CPath.from_json(doc).name
+
+
+@lru_cache(maxsize=None)
+def _variables() -> tuple[str, ...]:
+    from .analytic import VARIABLES
+
+    return VARIABLES
+
+
+@lru_cache(maxsize=None)
+def kernel_forms(kernel: str, engine: str, engine_version: str, triton: str) -> KernelForms:
+    return KernelForms(kernel, engine, engine_version, triton)
+
+
+def forget() -> None:
+    kernel_forms.cache_clear()
+    _doc.cache_clear()
+
+
+class EngineModel:
+    """Answers for engine specs; ``triton``: the release asked for when a spec names none."""
+
+    def __init__(self, triton: str | None = None, engine_versions_: Mapping[str, str] | None = None):
+        self.triton = triton
+        self.engine_versions = dict(engine_versions_ or {})
+        self._memo: dict[tuple, object] = {}
+
+    def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
+        key = (spec.kernel, spec.engine, spec.triton)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit  # type: ignore[return-value]
+        ev = pick_engine_version(spec.kernel, spec.engine, self.engine_versions.get(spec.engine))
+        found: tuple = (None, None)
+        if ev is not None:
+            tv, note = pick_triton(spec.kernel, spec.engine, ev, spec.triton or self.triton)
+            if tv is not None:
+                found = (kernel_forms(spec.kernel, spec.engine, ev, tv), note)
+        self._memo[key] = found
+        return found
+
+    def _base_model(self, forms: KernelForms):
+        """The analytic model whose variables (operand bytes, epilogue tables) the forms read: the
+        release they were calibrated on."""
+        from .analytic import load_model
+
+        return load_model(forms.reused_from or forms.triton)
+
+    def answer(self, spec: KernelSpec, arch: str, forms_only: bool = False) -> Answer | None:
+        """The engine's kernel's bytes for ``spec`` on ``arch``: the calibration's compile of this
+        very point when it made one, else the form (``forms_only``: the form, always -- what the
+        proof test checks on the held-out points)."""
+        forms, note = self.forms_for(spec)
+        if forms is None:
+            return None
+        base = self._base_model(forms)
+        family = base.family_of(arch)
+        if family is None:
+            return None
+        fam = registry.get(spec.kernel)
+        ref = spec.reference
+        who = f"{spec.engine} {forms.engine_version} {forms.function}"
+        if note is None and not forms_only:
+            from . import calibrate as cal
+
+            pt = cal.spec_point(ref, arch)
+            got = pt and forms.compiled(arch, pt.path.name, pt.tile, pt.num_warps, pt.num_stages)
+            if got:
+                return Answer(got, True, f"{who}: compiled for {arch} by the calibration (Triton {forms.triton})", None,
+                              compiled=True)
+        for dtype in fam.form_dtypes(ref):
+            where = arch  # a form of its own for this arch, else the arch family's
+            hit = forms.form(arch, dtype)
+            if hit is None:
+                where = family
+                hit = forms.form(family, dtype)
+            if hit is None:
+                continue
+            text, fn = hit
+            value = int(round(fn(**base.variables(ref, family, arch))))
+            proof = forms.proof(where, dtype, arch)
+            proven = bool(proof) and proof.get("points", 0) > 0 and proof.get("exact") == proof.get("points") \
+                and not proof.get("verdict_errors") and note is None
+            if proven:
+                detail = f"{who}: form proven exact on {proof['points']} held-out compiles on {arch}"
+            elif proof:
+                detail = (f"{who}: form exact on {proof.get('exact')}/{proof.get('points')} held-out compiles on "
+                          f"{arch} (not proven)")
+            else:
+                detail = f"{who}: form not proven on {arch} (no held-out compiles there)"
+            reuse = forms.reuse_note(where, dtype)
+            if reuse:
+                detail += f"; {reuse}"
+            else:
+                detail += f"; Triton {forms.triton}"
+            if note:
+                detail += f"; {note}"
+            max_error = None if proven else (proof or {}).get("max_error")
+            return Answer(value, proven, detail, max_error)
+        return None
+
+    def compile_failure(self, spec: KernelSpec, arch: str) -> str | None:
+        """The compiler's words when the engine's kernel is known not to compile ``spec`` on ``arch``
+        (a point of the calibration, or its failure rule for this arch and dtype path)."""
+        if not spec.engine:
+            return None
+        forms, note = self.forms_for(spec)
+        if forms is None or note is not None or not forms.failures.get(arch):
+            return None  # failures are facts of the release they were compiled with
+        from . import calibrate as cal
+
+        pt = cal.spec_point(spec.reference, arch)
+        if pt is None:
+            return None
+        t = pt.tile
+        if len(t) == 3:
+            vars_ = {"BM": t[0], "BN": t[1], "BK": t[2], "W": pt.num_warps, "S": pt.num_stages}
+        else:
+            vars_ = {"BM": t[1], "BN": t[0], "BK": t[2], "W": pt.num_warps, "S": pt.num_stages}
+        if forms.compiled(arch, pt.path.name, t, pt.num_warps, pt.num_stages):
+            return None  # the calibration compiled this very point
+        return forms.failure(arch, pt.path.name, t, pt.num_warps, pt.num_stages, vars_)
+
+
+@lru_cache(maxsize=None)
+def load_engine_model(triton: str | None = None) -> EngineModel:
+    return EngineModel(triton)
