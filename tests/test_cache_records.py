@@ -87,21 +87,23 @@ def test_an_empty_cache_dir_keeps_exact_compiles_off_disk(tmp_path):
 
 
 def _bad_files():
+    from tilefit.resultcache import FORMAT
+
     good_row = ["SMEM001", 0, 2, 3, 2, 9, 20, 26, "error", 1, "a10", 2, "fp"]
     values = ["msg", "/1/num_stages", {"targets": ["a10"]}]
     deep = "[" * 50000 + "]" * 50000
     yield "not json", "{"
-    yield "deep", '{"format": 2, "values": ' + deep + ', "files": {}}'
-    yield "files a list", json.dumps({"format": 2, "values": values, "files": []})
-    yield "entry not a pair", json.dumps({"format": 2, "values": values, "files": {"P": "abc"}})
-    yield "rows not a list", json.dumps({"format": 2, "values": values, "files": {"P": ["D", 7]}})
+    yield "deep", '{"format": ' + str(FORMAT) + ', "values": ' + deep + ', "files": {}}'
+    yield "files a list", json.dumps({"format": FORMAT, "values": values, "files": []})
+    yield "entry not a pair", json.dumps({"format": FORMAT, "values": values, "files": {"P": "abc"}})
+    yield "rows not a list", json.dumps({"format": FORMAT, "values": values, "files": {"P": ["D", 7]}})
     for col, bad in ((0, 5), (1, "0"), (1, 99), (2, None), (8, ["error"]), (8, "fatal"), (9, 0), (10, 3),
                      (11, 0), (11, -1), (12, None)):
         row = list(good_row)
         row[col] = bad
-        yield f"column {col} = {bad!r}", json.dumps({"format": 2, "values": values, "files": {"P": ["D", [row]]}})
-    yield "short row", json.dumps({"format": 2, "values": values, "files": {"P": ["D", [good_row[:5]]]}})
-    yield "data not a dict", json.dumps({"format": 2, "values": ["m", None, [1]],
+        yield f"column {col} = {bad!r}", json.dumps({"format": FORMAT, "values": values, "files": {"P": ["D", [row]]}})
+    yield "short row", json.dumps({"format": FORMAT, "values": values, "files": {"P": ["D", [good_row[:5]]]}})
+    yield "data not a dict", json.dumps({"format": FORMAT, "values": ["m", None, [1]],
                                          "files": {"P": ["D", [good_row[:11] + [2, "fp"]]]}})
 
 
@@ -125,7 +127,9 @@ def test_a_bad_result_cache_record_is_a_miss_and_is_rebuilt(tmp_path, monkeypatc
            [(d.code, d.message, d.pointer) for d in clean.diagnostics]
     stored = json.loads(file.read_text())  # rebuilt: the next run is a hit with the same result
     assert ResultCache(key).get(str(path), digest) == first.diagnostics
-    assert stored["format"] == 2
+    from tilefit.resultcache import FORMAT
+
+    assert stored["format"] == FORMAT
 
 
 # -- compile records -------------------------------------------------------------------------------
@@ -174,11 +178,12 @@ def test_a_bad_engine_kernel_record_is_not_trusted(tmp_path):
     path = tmp_path / "r.json"
     spec = _spec()
     good = {"shared_bytes": 1024, "error": None, "guessed": [], "dropped": [], "source": "s", "function": "f"}
-    path.write_text(json.dumps({"key": spec.key(), "result": good}))
+    path.write_text(json.dumps({"key": spec.key(), "engine": ek.engine, "stop": ek.stop, "result": good}))
     assert ek._cache_get(path, spec).shared_bytes == 1024
     for bad in ({"shared_bytes": "1"}, {"guessed": "abc"}, {"guessed": [1]}, {"source": None},
                 {"shared_bytes": None}, {"error": 3}):
-        path.write_text(json.dumps({"key": spec.key(), "result": dict(good, **bad)}))
+        path.write_text(json.dumps({"key": spec.key(), "engine": ek.engine, "stop": ek.stop,
+                                    "result": dict(good, **bad)}))
         assert ek._cache_get(path, spec) is None, bad
     path.write_text("[" * 50000 + "]" * 50000)
     assert ek._cache_get(path, spec) is None

@@ -53,7 +53,11 @@ def test_a_compile_over_the_limit_is_est001_and_nothing_of_it_is_cached(cli, tmp
     assert r.exit_code == 1 and "SMEM001" in r.output and "EST001" not in r.output, r.output
 
 
-def test_auto_does_not_fall_back_to_the_closed_form_it_asked_a_compile_to_confirm(tmp_path):
+def test_auto_does_not_fall_back_to_the_closed_form_it_asked_a_compile_to_confirm(tmp_path, monkeypatch):
+    # without an engine calibration of this point (a proven engine form answers without a compile)
+    from tilefit.smem.engine_model import EngineModel
+
+    monkeypatch.setattr(EngineModel, "answer", lambda self, spec, arch, forms_only=False: None)
     path = tmp_path / RTX
     path.write_text(json.dumps({"4096": NEAR}))
     timed = run_check([str(path)], CheckOptions(estimator="auto", compile_timeout=0.01, use_cache=False),

@@ -47,7 +47,7 @@ def test_doctor_prints_vllms_mla_bytes_on_gb10():
 def test_doctor_text_names_the_engines_kernel_as_the_source():
     r = run("doctor", DSV2_LITE, "--target", "gb10", "--kv-cache-dtype", "fp8", "--engine", "vllm")
     assert "102400 B  OVERFLOW by 1024 B" in r.output
-    assert "needs 63488 B (fits" in r.output  # the bf16 KV cache note
+    assert "needs 63488 B of 101376 (fits" in r.output  # the bf16 KV cache note
 
 
 def test_probe_prints_sglangs_block_fp8_bytes():

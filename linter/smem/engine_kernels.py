@@ -407,15 +407,18 @@ class EngineKernels:
             if type(data) is not dict or data.get("engine") != self.engine or data.get("stop") != self.stop:
                 return None
             r = data.get("result") if data.get("key") == spec.key() else None
-            hit = EngineCompile.from_json(r)
-        except (OSError, ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        except (OSError, ValueError, RecursionError):
             return None
-        shared, error = hit.shared_bytes, hit.error
+        if type(r) is not dict:
+            return None
+        shared, error = r.get("shared_bytes"), r.get("error")
+        lists = (r.get("guessed", []), r.get("dropped", []))
+        texts = tuple(r.get(k, "") for k in ("source", "function", "launch", "stage"))
         if (not (type(shared) is int and shared >= 0 and error is None or shared is None and type(error) is str)
-                or not all(type(x) is str for x in (*hit.guessed, *hit.dropped, hit.source, hit.function,
-                                                    hit.launch, hit.stage))):
+                or not all(type(v) is list and all(type(x) is str for x in v) for v in lists)
+                or not all(type(v) is str for v in texts)):
             return None  # a damaged record: compiled again and rewritten
-        return hit
+        return EngineCompile.from_json(r)
 
     def _cache_put(self, path: Path | None, spec: KernelSpec, result: EngineCompile) -> None:
         if path is None:
