@@ -126,15 +126,16 @@ def _chain(node: ast.expr) -> tuple[str, list[str]] | None:
     return None
 
 
-def _local_names(fn: ast.FunctionDef) -> set[str]:
-    out: set[str] = set()
+def parameter_names(fn: ast.FunctionDef) -> set[str]:
+    """Every name ``fn``'s signature binds (positional-only, plain, keyword-only, ``*``, ``**``)."""
     args = fn.args
-    for a in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs):
-        out.add(a.arg)
-    if args.vararg:
-        out.add(args.vararg.arg)
-    if args.kwarg:
-        out.add(args.kwarg.arg)
+    names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)}
+    names.update(a.arg for a in (args.vararg, args.kwarg) if a is not None)
+    return names
+
+
+def _local_names(fn: ast.FunctionDef) -> set[str]:
+    out = parameter_names(fn)
     for node in ast.walk(fn):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             out.add(node.id)

@@ -47,7 +47,7 @@ import tempfile
 import textwrap
 import threading
 
-from .allowlist import Blocked, Scope, check_constant, check_function, check_members
+from .allowlist import Blocked, Scope, check_constant, check_function, check_members, parameter_names
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -277,14 +277,7 @@ def _module_file(base: str, dotted: str) -> str | None:
 
 def free_names(fn: ast.FunctionDef) -> list[tuple[str, int]]:
     """Names ``fn`` reads that it does not bind (first use order, with the line)."""
-    bound: set[str] = set()
-    args = fn.args
-    for a in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs):
-        bound.add(a.arg)
-    if args.vararg:
-        bound.add(args.vararg.arg)
-    if args.kwarg:
-        bound.add(args.kwarg.arg)
+    bound = parameter_names(fn)
     for node in ast.walk(fn):
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             bound.add(node.id)
@@ -298,6 +291,7 @@ def free_names(fn: ast.FunctionDef) -> list[tuple[str, int]]:
     seen: dict[str, int] = {}
     # what is evaluated: defaults and annotations (at def time), the body (at compile time)
     roots: list[ast.AST] = []
+    args = fn.args
     for a in list(args.posonlyargs) + list(args.args) + list(args.kwonlyargs):
         if a.annotation is not None:
             roots.append(a.annotation)

@@ -501,6 +501,18 @@ def dump_points(designed: Sequence[Designed], *, kernel: str, engine: str, engin
             "paths": [p.to_json() for p in paths], "errors": errors, "points": rows}
 
 
+
+def _write_calibration(doc, everything, kernel: str, engine: str, engine_version: str, triton_version: str,
+                       forms_file=None, points_file=None) -> list:
+    """Write a calibration's forms and compiled points (default: the family's engine folder);
+    the paths written."""
+    fp = forms_file or forms_path(kernel, engine, engine_version, triton_version)
+    pp = points_file or points_path(kernel, engine, engine_version, triton_version)
+    write_forms(doc, fp)
+    write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
+                             triton_version=triton_version), pp)
+    return [fp, pp]
+
 def load_points(doc_or_path) -> list[Designed]:
     if isinstance(doc_or_path, (str, FsPath)):
         doc = json.loads(FsPath(doc_or_path).read_text(encoding="utf-8"))
@@ -667,12 +679,7 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
         doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
         if write:
-            fp = forms_path(kernel, engine, engine_version, triton_version)
-            pp = points_path(kernel, engine, engine_version, triton_version)
-            write_forms(doc, fp)
-            write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
-                                     triton_version=triton_version), pp)
-            kc.written = [fp, pp]
+            kc.written = _write_calibration(doc, everything, kernel, engine, engine_version, triton_version)
         out.append(kc)
     from .analytic import forget_models
 
@@ -1027,12 +1034,7 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
                         reused=reused)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
         if write:
-            fpath = forms_path(kernel, engine, engine_version, triton_version)
-            ppath = points_path(kernel, engine, engine_version, triton_version)
-            write_forms(doc, fpath)
-            write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
-                                     triton_version=triton_version), ppath)
-            kc.written = [fpath, ppath]
+            kc.written = _write_calibration(doc, everything, kernel, engine, engine_version, triton_version)
         out.append(kc)
     from .analytic import forget_models
 
@@ -1184,10 +1186,8 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     out = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
     kc = KernelCalibration(kernel, results, everything, failures, out)
     if write:
-        write_forms(out, fp)
-        write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
-                                 triton_version=triton_version), pp)
-        kc.written = [fp, pp]
+        kc.written = _write_calibration(out, everything, kernel, engine, engine_version, triton_version,
+                                        fp, pp)
     from .analytic import forget_models
 
     forget_models()
