@@ -156,7 +156,8 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
 
     return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
                   callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import,
-                                            coverage=opts.coverage, scenarios=_scenarios(settings, opts)),
+                                            coverage=opts.coverage, scenarios=_scenarios(settings, opts),
+                                            progress=opts.progress),
                   rule_options=settings.rule_options, root=str(settings.root))
 
 

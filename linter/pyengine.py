@@ -33,6 +33,7 @@ class CallsiteOptions:
     allow_import: bool = False
     coverage: bool = False  # count the sites evaluated (PythonRun.coverage)
     scenarios: Sequence = ()  # tilefit.callsites.scenarios.Scenario, each evaluated on its own
+    progress: Any = None  # tilefit.progress.Progress: the compile pool's progress on a terminal
 
 
 @dataclass
@@ -75,6 +76,13 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                                   allow_import=options.allow_import, estimator=engine.estimator,
                                   scenarios=options.scenarios)
     checks = SiteChecks(evaluator, classes)
+    if classes:  # the compiles the rules will ask for, in a pool of children (one per core)
+        from tilefit.callsites.prefetch import prefetch
+
+        bar = options.progress
+        if bar is not None:
+            bar.phase("compiling kernel call sites", compiles=True)
+        prefetch(evaluator, sites, classes, progress=bar.update if bar is not None else None)
     from tilefit.rules.base import CallsiteContext, Planner
 
     out: list[Diagnostic] = []

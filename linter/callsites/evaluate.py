@@ -290,6 +290,25 @@ class Source:
     scratch: Any = None
 
 
+@dataclass(frozen=True)
+class CompileJob:
+    """One compile of a scratch (or imported) kernel: what :meth:`CallsiteEvaluator.job` gives."""
+
+    src: Source
+    case: Case
+    args: tuple
+    num_warps: int
+    num_stages: int
+    options: tuple
+    arch: str
+    key: str  # the plan's cache key (JSON text)
+
+    @property
+    def identity(self) -> tuple:
+        """Equal for launches with the same specialisation of the same kernel source."""
+        return (self.src.hash or (self.src.module, self.src.function), self.key, self.arch)
+
+
 class CallsiteEvaluator:
     """Evaluates cases against devices; memoises outcomes, extractions and kernel analyses."""
 
@@ -319,6 +338,7 @@ class CallsiteEvaluator:
         self._sources: dict[int, Source] = {}
         self._variants: dict[int, list[Variant]] = {}
         self._memo: dict[tuple, Outcome] = {}
+        self._results: dict[tuple, Any] = {}  # CompileJob.identity -> ExactResult of this run
         self._lock = threading.RLock()
         self.compiles = 0
         self.compile_seconds = 0.0
@@ -445,6 +465,16 @@ class CallsiteEvaluator:
         return out
 
     def _run(self, case: Case, variant: Variant, device) -> Outcome:
+        job = self.job(case, variant, device)
+        if isinstance(job, Outcome):
+            return job
+        return self._compile(job)
+
+    def job(self, case: Case, variant: Variant, device) -> "Outcome | CompileJob":
+        """The compile that :meth:`run` would do for ``case``, ``variant`` and ``device``, or the
+        :class:`Outcome` it gives without one (a missing value, an unsupported dtype, the
+        analytic model). Nothing is compiled: :func:`tilefit.callsites.prefetch.prefetch` runs
+        the jobs of many sites in a pool of compile children before the rules ask."""
         kernel = case.kernel
         arch = device.arch
         if variant.error:
@@ -467,7 +497,9 @@ class CallsiteEvaluator:
         if use_exact:
             src = self.source(kernel)
             if src.kind != "none":
-                return self._compile(src, case, args, num_warps, num_stages, options, arch)
+                key = json.dumps([src.function, [(a.name, a.kind, _jsonable(a.value)) for a in args], num_warps,
+                                  num_stages, [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
+                return CompileJob(src, case, tuple(args), num_warps, num_stages, options, arch, key)
             reason = src.reason
         else:
             reason = "Triton is not installed (pip install 'tilefit[triton]')"
@@ -589,44 +621,72 @@ class CallsiteEvaluator:
             return v.value, ""
         return None, v.reason if isinstance(v, Unknown) else "not static"
 
-    def _compile(self, src: Source, case: Case, args, num_warps: int, num_stages: int, options, arch: str) -> Outcome:
-        from tilefit.smem.exact import ExactResult
-        from tilefit.smem.worker import compile_plan_limited
+    def cached(self, job: "CompileJob"):
+        """The job's result from this run's memory or the disk cache, else None."""
+        with self._lock:
+            hit = self._results.get(job.identity)
+        if hit is not None:
+            return hit
+        if self.cache is not None and job.src.hash:
+            hit = self.cache.get(job.src.hash, job.key, job.arch)
+        return hit
+
+    def scratch_ready(self, job: "CompileJob") -> "Outcome | None":
+        """Write the job's scratch module for the child (checked again there), or the outcome
+        that says why it cannot be compiled."""
+        if job.src.kind != "scratch":
+            return None
+        from tilefit.pysource.extract import ExtractError
+
+        try:
+            job.src.scratch.check()  # the child checks again before it loads
+            job.src.scratch.write()  # the child loads it from there
+        except ExtractError as exc:  # a triton.language path that leaves Triton
+            hint = "" if self.allow_import else "; --allow-import imports the module instead"
+            return Outcome("unknown", detail=exc.reason + hint)
+        except Exception as exc:  # noqa: BLE001
+            return Outcome("failed", estimator="exact",
+                           detail=f"the scratch module cannot be written: {type(exc).__name__}: {exc}")
+        return None
+
+    def plan_of(self, job: "CompileJob"):
         from tilefit.kernels.plan import LaunchPlan
 
-        key = json.dumps([src.function, [(a.name, a.kind, _jsonable(a.value)) for a in args], num_warps, num_stages,
-                          [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
-        result: ExactResult | None = None
-        if self.cache is not None and src.hash:
-            result = self.cache.get(src.hash, key, arch)
-        if result is None:
-            if src.kind == "scratch":
-                from tilefit.pysource.extract import ExtractError
+        return LaunchPlan(f"{job.case.kernel.key}", job.src.module, job.src.function, tuple(job.args), job.num_warps,
+                          job.num_stages, job.options)
 
-                try:
-                    src.scratch.check()  # the child checks again before it loads
-                    src.scratch.write()  # the child loads it from there
-                except ExtractError as exc:  # a triton.language path that leaves Triton
-                    hint = "" if self.allow_import else "; --allow-import imports the module instead"
-                    return Outcome("unknown", detail=exc.reason + hint)
-                except Exception as exc:  # noqa: BLE001
-                    return Outcome("failed", estimator="exact",
-                                   detail=f"the scratch module cannot be written: {type(exc).__name__}: {exc}")
-            plan = LaunchPlan(f"{case.kernel.key}", src.module, src.function, tuple(args), num_warps, num_stages,
-                              options)
+    def store(self, job: "CompileJob", result) -> None:
+        """Keep a compile's result for this run, and on disk unless it says nothing about the
+        kernel (a timeout, a crash, a setup error, the allowlist)."""
+        with self._lock:
+            self._results[job.identity] = result
+        if self.cache is not None and job.src.hash and result.error_stage not in ("timeout", "crash", "setup",
+                                                                                  "blocked"):
+            self.cache.put(job.src.hash, job.key, job.arch, result, kernel=job.case.kernel.key)
+
+    def _compile(self, job: "CompileJob") -> Outcome:
+        from tilefit.smem.worker import compile_plan_limited
+
+        result = self.cached(job)
+        if result is None:
+            refused = self.scratch_ready(job)
+            if refused is not None:
+                return refused
             import time
 
             t0 = time.perf_counter()
             try:
-                result = compile_plan_limited(plan, arch, source=src.scratch)
+                result = compile_plan_limited(self.plan_of(job), job.arch, source=job.src.scratch)
             except Exception as exc:  # noqa: BLE001 - unsupported arch, bad plan: data, not a crash
                 return Outcome("failed", estimator="exact", detail=f"{type(exc).__name__}: {exc}")
             finally:
                 self.compiles += 1
                 self.compile_seconds += time.perf_counter() - t0
-            if self.cache is not None and src.hash and result.error_stage not in ("timeout", "crash", "setup",
-                                                                                      "blocked"):
-                self.cache.put(src.hash, key, arch, result, kernel=case.kernel.key)
+            self.store(job, result)
+        return self.outcome_of(job, result)
+
+    def outcome_of(self, job: "CompileJob", result) -> Outcome:
+        src, num_warps, num_stages = job.src, job.num_warps, job.num_stages
         if result.error_stage == "blocked":  # the allowlist refused a triton.language path (in the child)
             hint = "" if self.allow_import else "; --allow-import imports the module instead"
             return Outcome("unknown", detail=f"{result.error}{hint}")

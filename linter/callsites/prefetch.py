@@ -1,0 +1,121 @@
+"""Compile the call sites of a run ahead of the rules, many at once.
+
+The CALLSITE rules ask :class:`~tilefit.callsites.evaluate.CallsiteEvaluator` for one outcome
+at a time, and each missing result would be one compile after another in one child. Before the
+rules run, :func:`prefetch` collects the compiles they are going to ask for, in two waves:
+
+1. every (case, dtype variant, target class) of every launch site and autotune config (what
+   :meth:`~tilefit.callsites.checks.SiteChecks.verdicts` evaluates);
+2. for each case that overflows a target, the same case at each smaller ``num_stages`` (what
+   the fix search of :meth:`~tilefit.callsites.checks.SiteChecks.suggest` tries first);
+
+drops the ones this run or the disk cache already holds, keeps one job per distinct
+specialisation (two launches of one kernel with the same constexprs, options and argument
+specialisation compile once: :attr:`~tilefit.callsites.evaluate.CompileJob.identity`), and runs
+them in a :class:`~tilefit.smem.pool.CompilePool` of isolated children, one per core. The
+rules then find every result in memory. Prefetching changes no verdict: a job it skips is
+compiled later, one at a time, exactly as without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from .evaluate import CallsiteEvaluator, Case, CompileJob, Outcome, config_cases, launch_cases
+from .sites import Sites
+
+
+@dataclass
+class PrefetchStats:
+    requests: int = 0  # (case, variant, target) evaluations looked at
+    distinct: int = 0  # distinct compiles among them
+    cached: int = 0  # already in memory or on disk
+    compiled: int = 0  # run in the pool
+    refused: int = 0  # scratch module refused before compiling (the allowlist)
+
+
+def _cases(sites: Sites) -> Iterable[Case]:
+    for site in sites.launches:
+        yield from launch_cases(site)
+    for site in sites.autotunes:
+        for config in site.configs:
+            yield from config_cases(site, config)
+
+
+def _jobs(evaluator: CallsiteEvaluator, requests, stats: PrefetchStats, seen: set) -> list[CompileJob]:
+    out = []
+    for case, variant, device in requests:
+        stats.requests += 1
+        job = evaluator.job(case, variant, device)
+        if isinstance(job, Outcome) or job.identity in seen:
+            continue
+        seen.add(job.identity)
+        stats.distinct += 1
+        if evaluator.cached(job) is not None:
+            stats.cached += 1
+            continue
+        out.append(job)
+    return out
+
+
+def _run(evaluator: CallsiteEvaluator, jobs: list[CompileJob], pool, stats: PrefetchStats, progress) -> None:
+    ready = []
+    for job in jobs:
+        if evaluator.scratch_ready(job) is not None:
+            stats.refused += 1  # evaluated (and explained) when the rules ask
+            continue
+        ready.append(job)
+    if not ready:
+        return
+    results = pool.compile_plans([(evaluator.plan_of(j), j.arch, j.src.scratch) for j in ready], progress)
+    for job, result in zip(ready, results):
+        evaluator.store(job, result)
+    evaluator.compiles += len(ready)
+    stats.compiled += len(ready)
+
+
+def prefetch(evaluator: CallsiteEvaluator, sites: Sites, classes, pool=None,
+             progress: Callable[[int, int], None] | None = None) -> PrefetchStats:
+    """Compile what the rules will ask for ``sites`` on the device ``classes`` (those with a
+    per-block limit), in ``pool`` (default: a :class:`~tilefit.smem.pool.CompilePool` sized to
+    the cores, closed at the end). ``progress(done, total)`` follows each wave's compiles."""
+    stats = PrefetchStats()
+    classes = [c for c in classes if c.first.smem_per_block_optin is not None]
+    if not classes or not evaluator.triton:
+        return stats
+    own = pool is None
+    if own:
+        from tilefit.smem.pool import CompilePool
+
+        pool = CompilePool()
+    try:
+        seen: set = set()
+        cases = list(_cases(sites))
+        first = [(case, variant, c.first) for case in cases for variant in evaluator.variants(case.kernel)
+                 for c in classes]
+        _run(evaluator, _jobs(evaluator, first, stats, seen), pool, stats, progress)
+        # wave 2: smaller num_stages of the cases that overflow (the fix search tries them first)
+        second = []
+        over: dict[int, Case] = {}
+        for case, variant, device in first:
+            out = evaluator.run(case, variant, device)
+            limit = device.smem_per_block_optin
+            stages = case.options.get("num_stages", out.num_stages)
+            if out.ok and limit is not None and out.shared > limit and isinstance(stages, int) \
+                    and not isinstance(stages, bool):
+                over.setdefault(id(case), case)
+        for case in over.values():
+            stages = case.options.get("num_stages")
+            if stages is None:
+                stages = next((o.num_stages for o in (evaluator.run(case, v, c.first)
+                                                      for v in evaluator.variants(case.kernel) for c in classes)
+                               if o.num_stages is not None), 1)
+            for s in range(stages - 1, 0, -1):
+                trial = case.with_value("num_stages", s)
+                second.extend((trial, v, c.first) for v in evaluator.variants(case.kernel) for c in classes)
+        _run(evaluator, _jobs(evaluator, second, stats, seen), pool, stats, progress)
+    finally:
+        if own:
+            pool.close()
+    return stats

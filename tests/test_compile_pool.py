@@ -1,0 +1,126 @@
+"""The compile pool and the prefetch of call-site compiles (issue 18, speed).
+
+Real compiles of the fixture engine's kernels for sm_89 (ahead of time, no GPU), each into a
+fresh cache folder; skipped without Triton.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+from tilefit.api import CheckOptions, build_engine, run_check  # noqa: E402
+from tilefit.callsites.checks import SiteChecks  # noqa: E402
+from tilefit.callsites.evaluate import CallsiteEvaluator, CompileJob, launch_cases  # noqa: E402
+from tilefit.callsites.prefetch import prefetch  # noqa: E402
+from tilefit.callsites.project import Project  # noqa: E402
+from tilefit.callsites.sites import build_sites  # noqa: E402
+from tilefit.config import Settings  # noqa: E402
+from tilefit.smem import pool as pool_mod  # noqa: E402
+from tilefit.smem.pool import CompilePool, default_size  # noqa: E402
+
+ENGINE = Path(__file__).parent / "fixtures" / "callsites" / "engine"
+PLAIN = {"engine.ops.gemm_plain:matmul_plain_kernel": {"a_ptr,b_ptr": ["bf16"]}}
+FILES = [ENGINE / "ops" / n for n in ("launcher.py", "gemm_plain.py", "tiles.py")]
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _setup(kernels=PLAIN, targets=("rtx4090",)):
+    engine = build_engine(Settings(kernels=kernels), CheckOptions(targets=list(targets)))
+    project = Project.scan([str(p) for p in FILES])
+    sites = build_sites(project)
+    evaluator = CallsiteEvaluator(project, kernels=kernels, mode=engine.estimator.mode, estimator=engine.estimator)
+    return engine, sites, evaluator, engine._targets(None)
+
+
+def test_default_size_follows_the_cores_and_the_environment(monkeypatch):
+    monkeypatch.delenv(pool_mod.ENV, raising=False)
+    assert default_size() == min(pool_mod.MAX_SIZE, len(os.sched_getaffinity(0)))
+    monkeypatch.setenv(pool_mod.ENV, "3")
+    assert default_size() == 3
+    monkeypatch.setenv(pool_mod.ENV, "zero")  # not a count: the cores again
+    assert default_size() == min(pool_mod.MAX_SIZE, len(os.sched_getaffinity(0)))
+
+
+def test_prefetch_compiles_each_specialisation_once_and_the_rules_compile_nothing(cache):
+    engine, sites, ev, classes = _setup()
+    stats = prefetch(ev, sites, classes, pool=CompilePool(2))
+    # the wrapper's three call sites and the module-level launch: several launches, and one
+    # compile per distinct (constexprs, options, specialisation, arch)
+    assert stats.requests > stats.distinct >= stats.compiled > 0
+    assert stats.cached == 0 and stats.refused == 0
+    assert ev.compiles == stats.compiled
+    before = ev.compiles
+    checks = SiteChecks(ev, classes)
+    verdicts = [v for s in sites.launches for v in checks.launch(s)]
+    assert verdicts and all(v.outcome.ok for v in verdicts)
+    assert ev.compiles == before  # every outcome came from the prefetch
+    # wave 2: the 128x256x64 wrapper call overflows at 4 stages; 3, 2 and 1 were compiled too
+    over = [v for v in verdicts if v.over]
+    assert over
+    case = over[0].case
+    for s in (3, 2, 1):
+        job = ev.job(case.with_value("num_stages", s), over[0].variant, over[0].device)
+        assert isinstance(job, CompileJob) and ev.cached(job) is not None
+    assert ev.compiles == before
+
+
+def test_pool_results_equal_one_child_one_after_another(cache):
+    _, sites, ev, classes = _setup()
+    jobs = []
+    for site in sites.launches:
+        for case in launch_cases(site):
+            for variant in ev.variants(case.kernel):
+                job = ev.job(case, variant, classes[0].first)
+                if isinstance(job, CompileJob) and all(j.identity != job.identity for j in jobs):
+                    assert ev.scratch_ready(job) is None
+                    jobs.append(job)
+    assert len(jobs) >= 2
+    planned = [(ev.plan_of(j), j.arch, j.src.scratch) for j in jobs]
+    seen = []
+    with CompilePool(2) as pool:
+        parallel = pool.compile_plans(planned, progress=lambda done, total: seen.append((done, total)))
+    with CompilePool(1) as pool:
+        serial = pool.compile_plans(planned)
+    assert [r.shared_bytes for r in parallel] == [r.shared_bytes for r in serial]
+    assert all(r.error is None and r.shared_bytes > 0 for r in parallel)
+    assert seen[-1] == (len(jobs), len(jobs)) and sorted(seen) == seen
+
+
+def test_a_recycled_child_still_answers(cache):
+    _, sites, ev, classes = _setup()
+    site = sites.launches[0]
+    (case, *_) = launch_cases(site)
+    job = ev.job(case, ev.variants(case.kernel)[0], classes[0].first)
+    assert ev.scratch_ready(job) is None
+    planned = [(ev.plan_of(job), job.arch, job.src.scratch)] * 3
+    with CompilePool(1, recycle_after=1) as pool:
+        results = pool.compile_plans(planned)
+        (worker,) = pool._workers
+    assert len({r.shared_bytes for r in results}) == 1 and results[0].error is None
+    assert worker.started == 3  # a new child for each compile
+
+
+def test_check_with_the_pool_gives_the_findings_of_the_serial_path(cache, monkeypatch):
+    settings = Settings(kernels=PLAIN)
+    opts = CheckOptions(targets=["rtx4090"])
+    monkeypatch.setenv(pool_mod.ENV, "2")
+    pooled = run_check([str(p) for p in FILES], opts, settings)
+    # the serial path: no prefetch (every compile asked by the rules, one at a time), fresh cache
+    import tilefit.callsites.prefetch as pre
+
+    monkeypatch.setattr(pre, "prefetch", lambda *a, **k: pre.PrefetchStats())
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(cache.parent / "other"))
+    serial = run_check([str(p) for p in FILES], opts, settings)
+    assert [(d.code, d.path, d.span.start.line, d.message) for d in pooled.diagnostics] == \
+        [(d.code, d.path, d.span.start.line, d.message) for d in serial.diagnostics]
+    assert any(d.code == "SMEM002" for d in pooled.diagnostics)
