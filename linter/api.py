@@ -243,7 +243,8 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
     if opts.use_cache and (planner is None or opts.cache_fixes) and not opts.engine_kernels:
         from .resultcache import ResultCache, run_key
 
-        cache = ResultCache(run_key(engine, settings, opts, planner=planner))
+        cache_key = run_key(engine, settings, opts, planner=planner)
+        cache = ResultCache(cache_key)
     progress = opts.progress
     if progress is not None:
         progress.set_total(len(found.files), "files")
@@ -286,7 +287,18 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
             progress.phase(f"checking the kernel call sites of {len(found.python_files)} Python files",
                            compiles=bool(engine.extra_targets))
         try:
-            run = engine.check_python(found.python_files)
+            stored = None
+            if cache is not None:  # the call-site results of an unchanged tree (tilefit.callsites.runcache)
+                from .callsites.runcache import CallsiteRunCache
+
+                stored = CallsiteRunCache(cache_key, engine.callsites, found.python_files)
+            run = stored.get() if stored is not None else None
+            if run is None:
+                run = engine.check_python(found.python_files)
+                if stored is not None:
+                    stored.put(run)
+            else:
+                engine.stats.files += len(found.python_files)
             diagnostics.extend(run.diagnostics)
             errors.extend(run.errors)
             coverage = run.coverage
