@@ -63,7 +63,7 @@ class Project:
     def scan(cls, files: Iterable[str], on_demand: bool = True) -> "Project":
         """Scan ``files`` (paths of .py files)."""
         project = cls(on_demand=on_demand)
-        deferred: list[tuple[str, bytes]] = []
+        deferred: list[str] = []  # paths only: a whole engine's bytes are not held (read again if needed)
         for path in files:
             project.stats.files += 1
             try:
@@ -74,11 +74,17 @@ class Project:
             if may_matter(data):
                 project._add_source(path, data)
             else:
-                deferred.append((path, data))
+                deferred.append(path)
+            del data
         wrappers = project.wrapper_names()
         if wrappers and deferred:
             pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(wrappers)) + rb")\s*\(")
-            for path, data in deferred:
+            for path in deferred:
+                try:
+                    data = read_bytes(path)
+                except OSError as exc:
+                    project.stats.errors.append(f"{path}: cannot read: {exc.strerror or exc}")
+                    continue
                 if pattern.search(data):
                     project._add_source(path, data)
         return project
