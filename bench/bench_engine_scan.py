@@ -7,8 +7,9 @@ copied into the repo) runs, each in a fresh process and side by side:
 2. **warm**: the same command again on that cache;
 
 with ``--target consumer --statistics`` (and ``--scenario`` values when given), and prints
-seconds, peak memory of the process (``wait4``'s ``ru_maxrss``; compile workers are separate
-processes and not included) and the call-site coverage ``--statistics`` reports, each next to
+seconds, CPU seconds (user + system of the process and its compile children, ``wait4``), the
+load average at start and end, peak memory (``wait4``'s ``ru_maxrss``: the largest of the
+process and the compile children it waited for) and the call-site coverage ``--statistics`` reports, each next to
 its target as a ratio: cold under 300 s, warm under 15 s, peak memory under 1 GiB, at least 90%
 of the launch sites of known kernels evaluated.
 
@@ -51,6 +52,7 @@ def run_once(tree: Path, cache: Path, args, timeout: float) -> dict:
         cmd += ["--select", args.select]
     env = dict(os.environ, TILEFIT_CACHE_DIR=str(cache))
     out_path = cache.parent / f"out-{time.monotonic_ns()}.txt"
+    load0 = os.getloadavg()[0]
     t0 = time.perf_counter()
     with open(out_path, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=tree.parent)
@@ -70,6 +72,7 @@ def run_once(tree: Path, cache: Path, args, timeout: float) -> dict:
     text = out_path.read_text(errors="replace")
     m = re.search(r"call sites: (\d+) found, (\d+) evaluated", text)
     return {"seconds": seconds, "rss_mb": rusage.ru_maxrss / 1024.0, "timed_out": status is None,
+            "cpu": rusage.ru_utime + rusage.ru_stime, "load": (load0, os.getloadavg()[0]),
             "found": int(m.group(1)) if m else None, "evaluated": int(m.group(2)) if m else None,
             "text": text}
 
@@ -97,7 +100,8 @@ def main() -> None:
             for mode in ("cold", "warm"):
                 r = run_once(tree, cache, args, args.timeout)
                 rows.append((name, mode, r))
-                print(f"{name} {mode}: {r['seconds']:.1f} s, {r['rss_mb']:.0f} MB, "
+                print(f"{name} {mode}: {r['seconds']:.1f} s, {r['cpu']:.1f} s CPU, load {r['load'][0]:.1f}-"
+                      f"{r['load'][1]:.1f}, {r['rss_mb']:.0f} MB, "
                       f"{r['evaluated']}/{r['found']} evaluated{' (stopped)' if r['timed_out'] else ''}",
                       flush=True)
                 if r["timed_out"]:
@@ -107,12 +111,13 @@ def main() -> None:
         finally:
             shutil.rmtree(work, ignore_errors=True)
     files = {name: sum(1 for _ in tree.rglob("*.py")) for name, tree in trees.items()}
-    lines = ["| tree | run | seconds | vs target | peak MB | vs 1024 MB | sites evaluated | vs 90% |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| tree | run | seconds | vs target | CPU s | load | peak MB | vs 1024 MB | sites evaluated | vs 90% |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name, mode, r in rows:
         cov = r["evaluated"] / r["found"] if r["found"] else None
         secs = f"{r['seconds']:.1f}" + (" (stopped)" if r["timed_out"] else "")
         lines.append(f"| {name} ({files[name]} .py) | {mode} | {secs} | {ratio(r['seconds'], TARGETS[mode])} | "
+                     f"{r['cpu']:.0f} | {r['load'][0]:.1f}-{r['load'][1]:.1f} | "
                      f"{r['rss_mb']:.0f} | {ratio(r['rss_mb'], MEMORY_TARGET_MB)} | "
                      f"{r['evaluated'] if r['evaluated'] is not None else '-'} of {r['found'] if r['found'] is not None else '-'}"
                      f"{f' ({100 * cov:.1f}%)' if cov is not None else ''} | "

@@ -75,6 +75,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
     evaluator = CallsiteEvaluator(project, kernels=options.kernels, mode=engine.estimator.mode,
                                   allow_import=options.allow_import, estimator=engine.estimator,
                                   scenarios=options.scenarios)
+    evaluator.register_sites(sites)  # the names launches pass may key [tool.tilefit.kernels]
     checks = SiteChecks(evaluator, classes)
     if classes:  # the compiles the rules will ask for, in a pool of children (one per core)
         from tilefit.callsites.prefetch import prefetch

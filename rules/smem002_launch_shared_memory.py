@@ -128,6 +128,9 @@ class SMEM002(Rule):
                 msg = (f"OutOfResources on {format_targets(devices)}{_variant_text(label)}: shared memory, "
                        f"Required: {required}, Hardware limit: {limit} ({site.where}, num_warps="
                        f"{vs[0].outcome.num_warps}, num_stages={stages}, {'/'.join(archs)}){branch}")
+                bound = list(dict.fromkeys(b for v in vs for b in v.outcome.bound))
+                if bound:  # the values a [tool.tilefit.kernels] table gave (over the launch's)
+                    msg += "; with " + ", ".join(bound)
                 fix = None
                 if first and suggestion is not None:
                     msg += "; " + _advice(suggestion, case, over, site.path)
@@ -138,7 +141,7 @@ class SMEM002(Rule):
                     data={"required_bytes": required, "limit_bytes": limit, "variant": label or None,
                           "targets": [d.key for d in devices], "archs": archs, "kernel": site.kernel.key,
                           "estimator": vs[0].outcome.estimator, "branch": case.label or None,
-                          "num_stages": stages, "num_warps": vs[0].outcome.num_warps},
+                          "num_stages": stages, "num_warps": vs[0].outcome.num_warps, "bound": bound},
                     identity=f"{site.identity}|{case.label}|{label}",
                 )
                 first = False

@@ -29,9 +29,7 @@ device cannot run (fp8e4nv before sm_89) is *unsupported* there, not an error.
 from __future__ import annotations
 
 import ast
-import hashlib
 import importlib
-import itertools
 import json
 import os
 import sys
@@ -39,7 +37,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from tilefit.dtypes import TL_NAMES, TRITON_TYPES, triton_type
+from tilefit.dtypes import TL_NAMES, triton_type
 
 from .kernelinfo import KernelInfo, analyze
 from .project import Project
@@ -49,7 +47,6 @@ from .values import DictVal, Frame, Lit, Ref, Unknown, Val, branches
 
 SWEEP = ("bf16", "fp16", "fp8e4nv")
 DEFAULT_INT = 4096  # a launch-like int: divisible by 16, fits i32
-MAX_VARIANTS = 32
 
 _UNSUPPORTED = ("not supported in this architecture", "is not supported on", "unsupported on this architecture")
 
@@ -86,6 +83,7 @@ class Outcome:
     detail: str = ""
     num_warps: int | None = None
     num_stages: int | None = None
+    bound: tuple[str, ...] = ()  # the [tool.tilefit.kernels] values used (tilefit.callsites.kerneltable.notes)
 
     @property
     def ok(self) -> bool:
@@ -104,13 +102,14 @@ class Case:
     option_reasons: dict[str, str] = field(default_factory=dict)
     hints: dict[str, int] = field(default_factory=dict)  # launch-site facts: stride(-1) -> 1
     literals: dict[str, Lit] = field(default_factory=dict)  # parameter/option -> its literal (for fixes)
+    tried: frozenset = frozenset()  # names the fix search set: a [tool.tilefit.kernels] value does not override them
 
     def with_value(self, name: str, value: Any) -> "Case":
         from .sites import LAUNCH_OPTIONS
 
         if name in LAUNCH_OPTIONS:
-            return replace(self, options={**self.options, name: value})
-        return replace(self, given={**self.given, name: value})
+            return replace(self, options={**self.options, name: value}, tried=self.tried | {name})
+        return replace(self, given={**self.given, name: value}, tried=self.tried | {name})
 
     def value(self, name: str) -> Any:
         from .sites import LAUNCH_OPTIONS
@@ -217,46 +216,17 @@ def table_for(table: Mapping[str, Mapping[str, Any]], kernel: KernelDef) -> Mapp
     return best[1] if best else None
 
 
-def kernel_variants(kernel: KernelDef, info: KernelInfo, table: Mapping[str, Any] | None) -> list[Variant]:
+def kernel_variants(kernel: KernelDef, info: KernelInfo, table: Mapping[str, Any] | None,
+                    aliases: Mapping[str, set] | None = None) -> list[Variant]:
     data = info.data_pointers
     if not table:
         if not data:
             return [Variant("")]
         shown = ",".join(data[:3]) + (",\u2026" if len(data) > 3 else "")
         return [Variant(f"{shown}={dt}", tuple((p, dt) for p in data)) for dt in SWEEP]
-    axes: list[list[tuple[str, tuple[tuple[str, str], ...], tuple[tuple[str, Any], ...], str]]] = []
-    params = {p.name for p in kernel.params}
-    for key, values in table.items():
-        names = [n.strip() for n in key.split(",") if n.strip()]
-        values = values if isinstance(values, list) else [values]
-        axis = []
-        for v in values:
-            dts, vals, errors = [], [], []
-            for n in names:
-                if n not in params:
-                    errors.append(f"{kernel.name} has no parameter {n!r} ([tool.tilefit.kernels.\"{kernel.key}\"])")
-                elif n in info.pointers:
-                    dt = normalise_dtype(str(v)) if isinstance(v, str) else None
-                    if dt not in TRITON_TYPES:
-                        errors.append(f"{v!r} is not a dtype for the pointer {n} ([tool.tilefit.kernels."
-                                      f"\"{kernel.key}\"]; e.g. bf16, fp16, fp8e4nv, fp32)")
-                    else:
-                        dts.append((n, dt))
-                else:
-                    vals.append((n, v))
-            label = f"{key}={v}" if len(values) > 1 else ""
-            axis.append((label, tuple(dts), tuple(vals), "; ".join(errors)))
-        axes.append(axis)
-    out = []
-    for combo in itertools.product(*axes):
-        label = ", ".join(lab for lab, _, _, _ in combo if lab)
-        dts = tuple(x for _, d, _, _ in combo for x in d)
-        vals = tuple(x for _, _, v, _ in combo for x in v)
-        error = "; ".join(e for _, _, _, e in combo if e)
-        out.append(Variant(label, dts, vals, explicit=True, error=error))
-        if len(out) >= MAX_VARIANTS:
-            break
-    return out
+    from .kerneltable import variants
+
+    return variants(kernel, info, table, aliases)
 
 
 def default_dtype(role: str, variant: Variant, info: KernelInfo) -> str:
@@ -302,6 +272,7 @@ class CompileJob:
     options: tuple
     arch: str
     key: str  # the plan's cache key (JSON text)
+    bound: tuple[str, ...] = ()  # Outcome.bound
 
     @property
     def identity(self) -> tuple:
@@ -339,6 +310,7 @@ class CallsiteEvaluator:
         self._variants: dict[int, list[Variant]] = {}
         self._memo: dict[tuple, Outcome] = {}
         self._results: dict[tuple, Any] = {}  # CompileJob.identity -> ExactResult of this run
+        self.aliases: dict[int, dict[str, set]] = {}  # id(kernel) -> names launches pass -> parameters
         self._lock = threading.RLock()
         self.compiles = 0
         self.compile_seconds = 0.0
@@ -370,11 +342,18 @@ class CallsiteEvaluator:
                     cache[id(k.node)] = m
         return cache.get(id(fn))
 
+    def register_sites(self, sites) -> None:
+        """The launch sites of the run: names their launches pass may key a kernel's table."""
+        from .kerneltable import aliases_of
+
+        self.aliases = aliases_of(sites.launches)
+        self._variants.clear()
+
     def variants(self, kernel: KernelDef) -> list[Variant]:
         key = id(kernel)
         hit = self._variants.get(key)
         if hit is None:
-            hit = kernel_variants(kernel, self.info(kernel), self.table(kernel))
+            hit = kernel_variants(kernel, self.info(kernel), self.table(kernel), self.aliases.get(id(kernel)))
             self._variants[key] = hit
         return hit
 
@@ -454,7 +433,7 @@ class CallsiteEvaluator:
     def run(self, case: Case, variant: Variant, device) -> Outcome:
         arch = device.arch
         key = (id(case.kernel), _freeze(case.given), _freeze(case.options), _freeze(case.hints), variant, arch,
-               tuple(sorted(case.reasons)), tuple(sorted(case.option_reasons)))
+               tuple(sorted(case.reasons)), tuple(sorted(case.option_reasons)), case.tried)
         with self._lock:
             hit = self._memo.get(key)
         if hit is not None:
@@ -484,30 +463,33 @@ class CallsiteEvaluator:
             if dt.startswith("fp8") and fp8 is not None and dt not in fp8:
                 return Outcome("unsupported", detail=f"{dt} is not a Triton fp8 type on {arch}")
         built = self.plan(case, variant, arch)
+        from .kerneltable import notes
+
+        bound = notes(case, variant) if variant.values else ()
         if isinstance(built, Outcome):
-            return built
+            return replace(built, bound=bound) if bound else built
         args, num_warps, num_stages, options = built
         # Our reference kernels have closed forms: --estimator analytic uses them. Any other
         # kernel has none, so it is compiled whenever Triton is installed, whatever the mode.
         if self.mode == "analytic":
             known = self._known(case, variant, device, num_warps, num_stages)
             if known is not None:
-                return known
+                return replace(known, bound=bound)
         use_exact = self.triton
         if use_exact:
             src = self.source(kernel)
             if src.kind != "none":
                 key = json.dumps([src.function, [(a.name, a.kind, _jsonable(a.value)) for a in args], num_warps,
                                   num_stages, [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
-                return CompileJob(src, case, tuple(args), num_warps, num_stages, options, arch, key)
+                return CompileJob(src, case, tuple(args), num_warps, num_stages, options, arch, key, bound)
             reason = src.reason
         else:
             reason = "Triton is not installed (pip install 'tilefit[triton]')"
         known = self._known(case, variant, device, num_warps, num_stages)
         if known is not None:
-            return known
+            return replace(known, bound=bound)
         hint = "" if self.allow_import or not use_exact else "; --allow-import imports the module instead"
-        return Outcome("unknown", detail=f"{reason}{hint}")
+        return Outcome("unknown", detail=f"{reason}{hint}", bound=bound)
 
     def plan(self, case: Case, variant: Variant, arch: str):
         """``(args, num_warps, num_stages, options)`` of the launch-like compile, or an
@@ -516,8 +498,12 @@ class CallsiteEvaluator:
 
         kernel = case.kernel
         info = self.info(kernel)
-        table_values = dict(variant.values)
-        given = case.given
+        from .sites import LAUNCH_OPTIONS
+
+        # a [tool.tilefit.kernels] value overrides the launch's (a caller's default, a literal,
+        # a run-time value), except where the fix search set one (case.tried)
+        table_values = {k: v for k, v in variant.values if k not in case.tried}
+        given = {**case.given, **{k: v for k, v in table_values.items() if k not in LAUNCH_OPTIONS}}
         args: list[Arg] = []
         missing: list[str] = []
         heur = heuristics_of(self.project, kernel)
@@ -526,8 +512,6 @@ class CallsiteEvaluator:
             name = p.name
             if name in given:
                 value = given[name]
-            elif name in table_values:
-                value = table_values[name]
             elif name in heur:
                 pending.append(name)
                 continue
@@ -592,8 +576,9 @@ class CallsiteEvaluator:
             backend, _, _ = parse_arch(arch)
         except Exception as exc:  # noqa: BLE001
             return Outcome("unsupported", detail=str(exc))
-        opts = case.options
-        bad = [f"{k} ({case.option_reasons[k]})" for k in ("num_warps", "num_stages") if k in case.option_reasons]
+        opts = {**case.options, **{k: v for k, v in table_values.items() if k in LAUNCH_OPTIONS}}
+        bad = [f"{k} ({case.option_reasons[k]})" for k in ("num_warps", "num_stages")
+               if k in case.option_reasons and k not in table_values]
         if bad:
             return Outcome("unknown", detail="no static value for " + ", ".join(bad))
         num_warps = opts.get("num_warps", 4)
@@ -694,8 +679,8 @@ class CallsiteEvaluator:
         if result.error is not None:
             status = "unsupported" if any(s in result.error for s in _UNSUPPORTED) else "failed"
             return Outcome(status, estimator=est, detail=_short_error(result.error), num_warps=num_warps,
-                           num_stages=num_stages)
-        return Outcome("ok", result.shared_bytes, est, num_warps=num_warps, num_stages=num_stages)
+                           num_stages=num_stages, bound=job.bound)
+        return Outcome("ok", result.shared_bytes, est, num_warps=num_warps, num_stages=num_stages, bound=job.bound)
 
     # -- our reference kernels: the analytic model -------------------------------------------
     def _known(self, case: Case, variant: Variant, device, num_warps: int, num_stages: int) -> Outcome | None:
