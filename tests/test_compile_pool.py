@@ -87,13 +87,16 @@ def test_pool_results_equal_one_child_one_after_another(cache):
     assert len(jobs) >= 2
     planned = [(ev.plan_of(j), j.arch, j.src.scratch) for j in jobs]
     seen = []
+    arrived = {}
     with CompilePool(2) as pool:
-        parallel = pool.compile_plans(planned, progress=lambda done, total: seen.append((done, total)))
+        parallel = pool.compile_plans(planned, progress=lambda done, total: seen.append((done, total)),
+                                      on_result=arrived.__setitem__)
     with CompilePool(1) as pool:
         serial = pool.compile_plans(planned)
     assert [r.shared_bytes for r in parallel] == [r.shared_bytes for r in serial]
     assert all(r.error is None and r.shared_bytes > 0 for r in parallel)
     assert seen[-1] == (len(jobs), len(jobs)) and sorted(seen) == seen
+    assert [arrived[i] for i in range(len(jobs))] == parallel  # each result as it arrived
 
 
 def test_a_recycled_child_still_answers(cache):

@@ -68,9 +68,9 @@ def _run(evaluator: CallsiteEvaluator, jobs: list[CompileJob], pool, stats: Pref
         ready.append(job)
     if not ready:
         return
-    results = pool.compile_plans([(evaluator.plan_of(j), j.arch, j.src.scratch) for j in ready], progress)
-    for job, result in zip(ready, results):
-        evaluator.store(job, result)
+    # each result is kept (and written to the disk cache) as it arrives
+    pool.compile_plans([(evaluator.plan_of(j), j.arch, j.src.scratch) for j in ready], progress,
+                       on_result=lambda i, result: evaluator.store(ready[i], result))
     evaluator.compiles += len(ready)
     stats.compiled += len(ready)
 

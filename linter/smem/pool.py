@@ -92,10 +92,12 @@ class CompilePool:
         return self._workers[i]
 
     def compile_plans(self, jobs: Sequence[tuple], progress: Callable[[int, int], None] | None = None,
-                      timeout="default") -> list:
+                      timeout="default", on_result: Callable[[int, object], None] | None = None) -> list:
         """``[compile_plan_limited(plan, arch, source=source) for plan, arch, source in jobs]``,
-        ``size`` at a time; ``progress(done, total)`` after each. Every result is an
-        :class:`~tilefit.smem.exact.ExactResult` (a timeout or a crashed child is one too)."""
+        ``size`` at a time; ``progress(done, total)`` after each, and ``on_result(index,
+        result)`` as each arrives (from the thread that drove it: a run stopped half-way keeps
+        what was compiled). Every result is an :class:`~tilefit.smem.exact.ExactResult` (a
+        timeout or a crashed child is one too)."""
         jobs = list(jobs)
         results: list = [None] * len(jobs)
         if not jobs:
@@ -116,6 +118,8 @@ class CompilePool:
                 plan, arch, source = jobs[i]
                 try:
                     results[i] = compile_plan_limited(plan, arch, source=source, timeout=timeout, worker=worker)
+                    if on_result is not None:
+                        on_result(i, results[i])
                 except BaseException as exc:  # noqa: BLE001 - reported by the caller's thread
                     failures.append(exc)
                     return
