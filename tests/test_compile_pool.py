@@ -51,27 +51,53 @@ def test_default_size_follows_the_cores_and_the_environment(monkeypatch):
     assert default_size() == min(pool_mod.MAX_SIZE, len(os.sched_getaffinity(0)))
 
 
-def test_prefetch_compiles_each_specialisation_once_and_the_rules_compile_nothing(cache):
-    engine, sites, ev, classes = _setup()
+TWICE = """
+import triton
+from engine.ops.gemm_plain import matmul_plain_kernel
+
+
+def first(a, b, c, M, N, K):
+    matmul_plain_kernel[(1,)](a, b, c, M, N, K, a.stride(0), 1, b.stride(0), 1, c.stride(0), 1,
+                              BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4)
+
+
+def second(x, y, z, M, N, K):
+    matmul_plain_kernel[(2,)](x, y, z, M, N, K, x.stride(0), 1, y.stride(0), 1, z.stride(0), 1,
+                              BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, num_warps=8, num_stages=4)
+"""
+
+
+def test_prefetch_compiles_each_specialisation_once_and_the_rules_compile_nothing(cache, tmp_path):
+    import shutil
+
+    copy = tmp_path / "engine"
+    shutil.copytree(ENGINE, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "ops" / "twice.py").write_text(TWICE)
+    engine = build_engine(Settings(kernels=PLAIN), CheckOptions(targets=["rtx4090"]))
+    project = Project.scan([str(copy / "ops" / n) for n in ("twice.py", "gemm_plain.py")])
+    sites = build_sites(project)
+    assert len(sites.launches) == 2
+    ev = CallsiteEvaluator(project, kernels=PLAIN, mode=engine.estimator.mode, estimator=engine.estimator)
+    classes = engine._targets(None)
     stats = prefetch(ev, sites, classes, pool=CompilePool(2))
-    # the wrapper's three call sites and the module-level launch: several launches, and one
-    # compile per distinct (constexprs, options, specialisation, arch)
-    assert stats.requests > stats.distinct >= stats.compiled > 0
-    assert stats.cached == 0 and stats.refused == 0
-    assert ev.compiles == stats.compiled
+    # two launches with the same constexprs, options and argument specialisation: one compile
+    # (and one per num_stages level the fix search tries: 4 overflows, so 3 is compiled, ...)
+    assert stats.requests > stats.distinct == stats.compiled > 0
+    assert stats.cached == 0 and stats.refused == 0 and ev.compiles == stats.compiled
     before = ev.compiles
     checks = SiteChecks(ev, classes)
     verdicts = [v for s in sites.launches for v in checks.launch(s)]
-    assert verdicts and all(v.outcome.ok for v in verdicts)
-    assert ev.compiles == before  # every outcome came from the prefetch
-    # wave 2: the 128x256x64 wrapper call overflows at 4 stages; 3, 2 and 1 were compiled too
-    over = [v for v in verdicts if v.over]
-    assert over
-    case = over[0].case
-    for s in (3, 2, 1):
-        job = ev.job(case.with_value("num_stages", s), over[0].variant, over[0].device)
-        assert isinstance(job, CompileJob) and ev.cached(job) is not None
-    assert ev.compiles == before
+    assert len(verdicts) == 2 and all(v.outcome.ok and v.over for v in verdicts)
+    assert verdicts[0].outcome.shared == verdicts[1].outcome.shared
+    suggestion = checks.suggest(verdicts[0].case, verdicts)
+    assert suggestion is not None and suggestion.name == "num_stages"
+    assert ev.compiles == before  # every outcome, the fix search's too, came from the prefetch
+    # the levels below the one that fits were not compiled
+    case, variant, device = verdicts[0].case, verdicts[0].variant, verdicts[0].device
+    for s in range(suggestion.new - 1, 0, -1):
+        job = ev.job(case.with_value("num_stages", s), variant, device)
+        assert isinstance(job, CompileJob) and ev.cached(job) is None
+    assert stats.distinct == 1 + (4 - suggestion.new)
 
 
 def test_pool_results_equal_one_child_one_after_another(cache):

@@ -6,8 +6,9 @@ rules run, :func:`prefetch` collects the compiles they are going to ask for, in 
 
 1. every (case, dtype variant, target class) of every launch site and autotune config (what
    :meth:`~tilefit.callsites.checks.SiteChecks.verdicts` evaluates);
-2. for each case that overflows a target, the same case at each smaller ``num_stages`` (what
-   the fix search of :meth:`~tilefit.callsites.checks.SiteChecks.suggest` tries first);
+2. for each case that overflows a target, the same case at the next smaller ``num_stages``,
+   level by level until it fits every target and variant (what the fix search of
+   :meth:`~tilefit.callsites.checks.SiteChecks.suggest` tries first, and where it stops);
 
 drops the ones this run or the disk cache already holds, keeps one job per distinct
 specialisation (two launches of one kernel with the same constexprs, options and argument
@@ -75,6 +76,18 @@ def _run(evaluator: CallsiteEvaluator, jobs: list[CompileJob], pool, stats: Pref
     stats.compiled += len(ready)
 
 
+def _fits(evaluator: CallsiteEvaluator, case: Case, classes) -> bool:
+    """Every variant of ``case`` that runs on a target fits it (what the fix search accepts)."""
+    for variant in evaluator.variants(case.kernel):
+        for c in classes:
+            out = evaluator.run(case, variant, c.first)
+            if out.status == "unsupported":
+                continue
+            if not out.ok or out.shared > c.first.smem_per_block_optin:
+                return False
+    return True
+
+
 def prefetch(evaluator: CallsiteEvaluator, sites: Sites, classes, pool=None,
              progress: Callable[[int, int], None] | None = None) -> PrefetchStats:
     """Compile what the rules will ask for ``sites`` on the device ``classes`` (those with a
@@ -95,26 +108,28 @@ def prefetch(evaluator: CallsiteEvaluator, sites: Sites, classes, pool=None,
         first = [(case, variant, c.first) for case in cases for variant in evaluator.variants(case.kernel)
                  for c in classes]
         _run(evaluator, _jobs(evaluator, first, stats, seen), pool, stats, progress)
-        # wave 2: smaller num_stages of the cases that overflow (the fix search tries them first)
-        second = []
-        over: dict[int, Case] = {}
+        # wave 2: smaller num_stages of the cases that overflow, one level at a time, as the fix
+        # search tries them (it stops at the first value that fits): a case that fits at a level
+        # is not compiled at the levels below it
+        over: dict[int, tuple[Case, int]] = {}
         for case, variant, device in first:
             out = evaluator.run(case, variant, device)
             limit = device.smem_per_block_optin
             stages = case.options.get("num_stages", out.num_stages)
             if out.ok and limit is not None and out.shared > limit and isinstance(stages, int) \
-                    and not isinstance(stages, bool):
-                over.setdefault(id(case), case)
-        for case in over.values():
-            stages = case.options.get("num_stages")
-            if stages is None:
-                stages = next((o.num_stages for o in (evaluator.run(case, v, c.first)
-                                                      for v in evaluator.variants(case.kernel) for c in classes)
-                               if o.num_stages is not None), 1)
-            for s in range(stages - 1, 0, -1):
-                trial = case.with_value("num_stages", s)
-                second.extend((trial, v, c.first) for v in evaluator.variants(case.kernel) for c in classes)
-        _run(evaluator, _jobs(evaluator, second, stats, seen), pool, stats, progress)
+                    and not isinstance(stages, bool) and id(case) not in over:
+                over[id(case)] = (case, stages)
+        level = max((st for _, st in over.values()), default=1) - 1
+        pending = dict(over)
+        while level >= 1 and pending:
+            trials = [(case.with_value("num_stages", level), case) for case, st in pending.values() if st > level]
+            requests = [(trial, v, c.first) for trial, case in trials for v in evaluator.variants(case.kernel)
+                        for c in classes]
+            _run(evaluator, _jobs(evaluator, requests, stats, seen), pool, stats, progress)
+            for trial, case in trials:
+                if _fits(evaluator, trial, classes):
+                    pending.pop(id(case), None)
+            level -= 1
     finally:
         if own:
             pool.close()
