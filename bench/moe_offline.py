@@ -57,7 +57,8 @@ def load_finals(path=DATA / "h200_moe_final_points.json"):
 
 # the GPU checks' interleaved rounds, newest first: a pick is scored by the newest rounds that timed
 # it beside every config it is compared with
-CHECKS = ("h200_moe_check_points.json", "h200_moe_final_points.json")
+CHECKS = ("h200_moe_check4_points.json", "h200_moe_check3_points.json", "h200_moe_check_points.json",
+          "h200_moe_final_points.json")
 
 
 class Scorer:
@@ -291,18 +292,18 @@ def finals_plan(rows_bundled: list[dict], rows_loso: list[dict], tune=TUNE_COMBO
     def cfg(k):
         return dict(zip(KEYS, map(int, k.split("/"))))
 
-    before = {(p["combo"], p["M"]): p["roles"] for p in json.loads((DATA / CHECKS[0]).read_text())}
-    # the newest check's roles: its picks become the previous pass's, its earlier passes' stay
-    rename = {"tune": "tune_pass2", "fixer": "fixer_pass2", "fixer_loso": "fixer_pass2_loso",
-              "tune_before": "tune_pass1", "fixer_before_loso": "fixer_pass1_loso",
-              "fixer_before_bundled": "fixer_pass1", "fixer_before_safe": "fixer_pass1_safe",
-              "fixer_before_13": "fixer_before_13"}
+    before = {(p["combo"], p["M"]): p["roles"] for p in json.loads((DATA / "h200_moe_check3_points.json").read_text())}
+    # the third check's roles that are still compared: the sweep's 4 fastest, its fixer picks (the
+    # third pass, bundled and held out) and the tuner as shipped (its "classic" search; its "tune"
+    # was the GROUP_SIZE_M-last experiment, not kept); earlier passes are not re-timed
+    rename = {"sweep_0": "sweep_0", "sweep_1": "sweep_1", "sweep_2": "sweep_2", "sweep_3": "sweep_3",
+              "fixer": "fixer_pass3", "fixer_loso": "fixer_pass3_loso", "tune_classic": "tune_pass3"}
     loso = {(r["combo"], r["M"]): r for r in rows_loso}
     by_name = {c.name: c for c in combos()}
     points = []
     for r in rows_bundled:
         key = (r["combo"], r["M"])
-        roles = {rename.get(role, role): cfg(k) for role, k in before.get(key, {}).items()}
+        roles = {rename[role]: cfg(k) for role, k in before.get(key, {}).items() if role in rename}
         roles["fixer"] = cfg(r["fixer"])
         roles["fixer_loso"] = cfg(loso[key]["fixer"])
         for role in ("vllm_default", "naive"):
