@@ -55,8 +55,22 @@ def load_finals(path=DATA / "h200_moe_final_points.json"):
     return {(p["combo"], p["M"]): p["median_us"] for p in json.loads(Path(path).read_text())}
 
 
-# the GPU checks' interleaved rounds, newest first: a pick is scored by the newest rounds that timed
-# it beside every config it is compared with
+def load_placements(path) -> list[dict]:
+    """A GPU check's medians as placement samples: one per replica where the check timed
+    replicas (``replica_median_us``), else the check's medians as one."""
+    points = json.loads(Path(path).read_text())
+    n = max((len(v) for p in points for v in p.get("replica_median_us", {}).values()), default=0)
+    if not n:
+        return [{(p["combo"], p["M"]): p["median_us"] for p in points}]
+    return [{(p["combo"], p["M"]): {k: v[i] for k, v in p["replica_median_us"].items() if v[i] is not None}
+             for p in points} for i in range(n)]
+
+
+# the GPU checks' interleaved rounds (the first final rounds, checks 2, 3 and 4): a pick is scored
+# over every placement sample (a run, or a replica of one) that timed it beside every config it is
+# compared with, as the geometric mean of its speeds there. One run's figures move by up to 7.5 %
+# between runs (its placement of the operands in DRAM, bench/moe_noise.py), so a pick scored by
+# the newest run alone ranks that run's placement; the sweep's screening timings are the fallback
 CHECKS = ("h200_moe_check4_points.json", "h200_moe_check3_points.json", "h200_moe_check_points.json",
           "h200_moe_final_points.json")
 
@@ -67,7 +81,8 @@ class Scorer:
 
         times, configs = load_configs()
         self.fit = fitting_times(times, configs)
-        self.rounds = [(name.split("_")[2], load_finals(DATA / name)) for name in CHECKS if (DATA / name).exists()]
+        self.rounds = [(name.split("_")[2], sample) for name in CHECKS if (DATA / name).exists()
+                       for sample in load_placements(DATA / name)]
         self.finals = load_finals()
         self.gpu = load_sweep()[1]
 
@@ -79,10 +94,14 @@ class Scorer:
             return None, "none"
         k = cfg if isinstance(cfg, str) else ckey(cfg)
         others = [c if isinstance(c, str) else ckey(c) for c in together if c is not None]
+        logs, srcs = [], []
         for src, rounds in self.rounds:
             fin = rounds.get((name, M), {})
             if k in fin and all(o in fin for o in others):
-                return min(fin.values()) / fin[k], src
+                logs.append(math.log(min(fin.values()) / fin[k]))
+                srcs.append(src)
+        if logs:
+            return math.exp(statistics.mean(logs)), "+".join(sorted(set(srcs))) + f" ({len(logs)})"
         tm = self.fit[(name, M)]
         if k in tm:
             return min(tm.values()) / tm[k], "sweep"

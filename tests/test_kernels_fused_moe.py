@@ -51,13 +51,19 @@ interpreted, test_interpreted, test_gpu = case_tests("fused_moe", CASES, GPU_ONL
     ("block", [16, 32], (6, 3, 3)),
 ])
 @pytest.mark.parametrize("mul_routed_weight", [False, True])
-def test_reference_is_each_routed_row_times_its_expert(quant, block_shape, scale_shape, mul_routed_weight):
-    """The reference (one expert at a time over its routed rows) against its definition, row by
-    row: out[m, j] = a[m] @ dequant(B)[ids[m, j]].T (times the routing weight), with experts that
-    get no row, one row and many, and a token routed to the same expert twice."""
+@pytest.mark.parametrize("chunk_bytes", [None, 1])  # 1: one expert per batched matmul
+def test_reference_is_each_routed_row_times_its_expert(quant, block_shape, scale_shape, mul_routed_weight,
+                                                        chunk_bytes, monkeypatch):
+    """The reference (routed rows grouped by expert, batched matmuls over chunks of experts)
+    against its definition, row by row: out[m, j] = a[m] @ dequant(B)[ids[m, j]].T (times the
+    routing weight), with experts that get no row, one row and many, and a token routed to the
+    same expert twice."""
     import torch
 
     from tilefit.kernels.fused_moe import kernel as fm
+
+    if chunk_bytes is not None:
+        monkeypatch.setattr(fm, "REFERENCE_CHUNK_BYTES", chunk_bytes)
 
     gen = torch.Generator().manual_seed(3)
     M, K, N, E, top_k = 9, 70, 40, 6, 3
