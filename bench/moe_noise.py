@@ -51,14 +51,19 @@ def load_rows(prefix: str) -> list[dict]:
 
 
 def medians(rows, phase="final") -> dict:
-    """(combo, M) -> replica -> config -> median µs."""
+    """(combo, M) -> replica -> config -> median µs (the device's rule, :func:`upper_median`)."""
     times: dict = {}
     for r in rows:
         if r["status"] == "ok" and r["phase"] == phase:
             times.setdefault((r["combo"], r["M"]), {}).setdefault(r.get("replica", 0), {}).setdefault(
                 ckey(r["config"]), []).append(r["time_us"])
-    return {pt: {rep: {k: statistics.median(v) for k, v in cfgs.items()} for rep, cfgs in reps.items()}
+    return {pt: {rep: {k: upper_median(v) for k, v in cfgs.items()} for rep, cfgs in reps.items()}
             for pt, reps in times.items()}
+
+
+def upper_median(values) -> float:
+    """The median as ``moe_h200.py`` takes it on the device (the upper one of an even count)."""
+    return sorted(values)[len(values) // 2]
 
 
 def round_spread(rows, phase="final") -> dict:
