@@ -205,41 +205,33 @@ def tiny_pointers(shape: MoEShape, M: int, device: str = "cuda") -> dict:
 
 
 class EngineWorkload(MoEWorkload):
-    """:class:`tilefit.tune.workload.MoEWorkload`'s inputs, launched with the engine's kernel;
-    the fp32 reference is computed one expert at a time (a gathered (M, N, K) weight tensor
-    does not fit for large shapes)."""
+    """:class:`tilefit.tune.workload.MoEWorkload`'s inputs and fp32 reference, launched with the
+    engine's kernel.
 
-    def __init__(self, shape: MoEShape, M: int, kernel, device: str = "cuda", seed: int = 0, capability: int = 90):
+    ``replica`` > 0: the same values at other addresses (the weights, scales and activations
+    copied into fresh allocations behind a spacer of ``replica`` x 96 MB, the reference shared
+    with ``base``): a config's time can depend on where its operands lie in DRAM, and a fresh
+    process (or machine) places them anew, so replicas measure that part of the run-to-run
+    spread inside one run."""
+
+    def __init__(self, shape: MoEShape, M: int, kernel, device: str = "cuda", seed: int = 0, capability: int = 90,
+                 replica: int = 0, base: "EngineWorkload | None" = None):
         super().__init__(shape, M, device, seed)
         self.kernel = kernel
         self.capability = capability
         self.naive = naive_assignment(M, shape)
-
-    @property
-    def reference(self):
-        if self._ref is None:
+        self.replica = replica
+        self._spacer = None
+        if replica:
             import torch
 
-            from tilefit.kernels.fused_moe import kernel as fm
-
-            quant = self.ref_kw.get("quant", "none")
-            bs = self.ref_kw.get("block_shape")
-            a = fm.dequant_act(self.A, self.ref_kw.get("A_scale"), quant, bs)
-            b_scale = self.ref_kw.get("B_scale")
-            ids = self.topk_ids.long()
-            out = torch.zeros((self.M, self.shape.top_k, self.shape.N), dtype=torch.float32, device=self.device)
-            prev = torch.backends.cuda.matmul.allow_tf32
-            torch.backends.cuda.matmul.allow_tf32 = False
-            try:
-                for e in torch.unique(ids).tolist():
-                    m_idx, j_idx = torch.nonzero(ids == e, as_tuple=True)
-                    w = fm.dequant_weight(self.B[e:e + 1], b_scale[e:e + 1] if b_scale is not None else None,
-                                          quant, bs)[0]
-                    out[m_idx, j_idx] = a[m_idx] @ w.T
-            finally:
-                torch.backends.cuda.matmul.allow_tf32 = prev
-            self._ref = out
-        return self._ref
+            self._spacer = torch.empty(replica * 96 * 2 ** 20, dtype=torch.uint8, device=device)
+            self.A, self.B = self.A.clone(), self.B.clone()
+            self.kw = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in self.kw.items()}
+            self.ref_kw = {k: self.kw.get(k, v) if isinstance(v, torch.Tensor) else v for k, v in self.ref_kw.items()}
+            self.topk_ids, self.topk_weights = self.topk_ids.clone(), self.topk_weights.clone()
+            if base is not None:
+                self._ref = base.reference
 
     def prepare(self, config: dict):
         import torch

@@ -127,13 +127,15 @@ class Timer:
             self.kernel = load_kernel(kernel_path)
             check_parameters(self.kernel)
 
-    def workload(self, combo: dict, M: int):
-        key = (combo["name"], M)
+    def workload(self, combo: dict, M: int, replica: int = 0):
+        key = (combo["name"], M, replica)
         wl = self.workloads.get(key)
         if wl is None:
             from engine_moe import EngineWorkload
 
-            wl = self.workloads[key] = EngineWorkload(moe_shape(combo["shape"]), M, self.kernel)
+            base = self.workload(combo, M) if replica else None
+            wl = self.workloads[key] = EngineWorkload(moe_shape(combo["shape"]), M, self.kernel, replica=replica,
+                                                      base=base)
         return wl
 
     def drop(self, combo: dict) -> None:
@@ -148,7 +150,9 @@ class Timer:
 
         torch.cuda.empty_cache()
 
-    def measure(self, combo: dict, M: int, cfg: dict, phase: str, warmup_ms: float, rep_ms: float) -> dict:
+    def measure(self, combo: dict, M: int, cfg: dict, phase: str, warmup_ms: float, rep_ms: float,
+                replica: int = 0) -> dict:
+        w0 = time.time()
         if self.dry:
             from moe_cases import Combo, combos
 
@@ -164,10 +168,74 @@ class Timer:
         else:
             from tilefit.tune.measure import measure
 
-            rec = measure(self.workload(combo, M), cfg, warmup_ms=warmup_ms, rep_ms=rep_ms).to_json()
+            rec = measure(self.workload(combo, M, replica), cfg, warmup_ms=warmup_ms, rep_ms=rep_ms).to_json()
         self.gpu_seconds[combo["name"]] = self.gpu_seconds.get(combo["name"], 0.0) + rec["gpu_seconds"]
-        rec.update(combo=combo["name"], phase=phase, t=round(time.perf_counter() - T0, 2))
+        # wall clock (time.time) of the call: the timing window is its last rep_ms, for the telemetry
+        rec.update(combo=combo["name"], phase=phase, t=round(time.perf_counter() - T0, 2), replica=replica,
+                   w0=round(w0, 4), w1=round(time.time(), 4))
         return rec
+
+
+class Telemetry:
+    """The GPU's SM and memory clocks, power, temperature and clock-event reasons, sampled every
+    ``period_s`` in a thread (NVML through pynvml; else ``nvidia-smi -lms`` in a child process),
+    written to ``telemetry.jsonl.gz``. Read-only: nothing here changes the device's settings."""
+
+    def __init__(self, out: Path, period_s: float = 0.01, dry: bool = False):
+        self.out, self.period, self.rows, self.stop_flag = out, period_s, [], False
+        self.thread = self.proc = None
+        self.source = "none"
+        if dry:
+            return
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self.nv, self.h = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+            reasons = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+                pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+            self.reasons = reasons
+            import threading
+
+            self.thread = threading.Thread(target=self._loop, daemon=True)
+            self.thread.start()
+            self.source = "nvml"
+        except Exception as exc:  # noqa: BLE001 - fall back to nvidia-smi
+            import shutil
+            import subprocess
+
+            log(f"telemetry: no NVML ({type(exc).__name__}: {exc}); nvidia-smi")
+            if shutil.which("nvidia-smi"):
+                self.csv = open(out / "telemetry_smi.csv", "w")
+                self.proc = subprocess.Popen(
+                    ["nvidia-smi", "--query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,"
+                     "clocks_event_reasons.active", "--format=csv,noheader,nounits", f"-lms={int(period_s * 1000) or 20}"],
+                    stdout=self.csv, stderr=subprocess.STDOUT)
+                self.source = "nvidia-smi"
+
+    def _loop(self):
+        nv, h = self.nv, self.h
+        while not self.stop_flag:
+            try:
+                self.rows.append((round(time.time(), 4), nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_SM),
+                                  nv.nvmlDeviceGetClockInfo(h, nv.NVML_CLOCK_MEM), nv.nvmlDeviceGetPowerUsage(h),
+                                  nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU), int(self.reasons(h))))
+            except Exception as exc:  # noqa: BLE001 - keep what was sampled
+                log(f"telemetry stopped: {exc}")
+                return
+            time.sleep(self.period)
+
+    def close(self) -> dict:
+        self.stop_flag = True
+        if self.thread is not None:
+            self.thread.join(timeout=2)
+        if self.proc is not None:
+            self.proc.terminate()
+            self.csv.close()
+        with gzip.open(self.out / "telemetry.jsonl.gz", "wt") as fh:
+            for r in self.rows:
+                fh.write(json.dumps(dict(zip(("w", "sm_mhz", "mem_mhz", "power_mw", "temp_c", "reasons"), r))) + "\n")
+        return {"telemetry": self.source, "samples": len(self.rows)}
 
 
 class Sink:
@@ -321,22 +389,48 @@ def phase_final(args, out: Path) -> dict:
         M = pt["M"]
         configs = _distinct(pt["roles"].values())
         times = {k: [] for k in configs}
+        by_replica = {k: [[] for _ in range(args.replicas)] for k in configs}
         rows = []
+        # interleaved: each round times every config on every replica, a new shuffle each time
         for rnd in range(args.rounds):
-            order = list(configs)
-            random.Random(rnd * 7919 + M).shuffle(order)
-            for k in order:
-                if time.perf_counter() > deadline:
-                    break
-                r = timer.measure(combo, M, configs[k], "final", args.final_warmup_ms, args.final_rep_ms)
-                r["round"] = rnd
-                rows.append(r)
-                if r["status"] == "ok":
-                    times[k].append(r["time_us"])
+            for rep in range(args.replicas):
+                order = list(configs)
+                random.Random((rnd * 7919 + M) * 31 + rep).shuffle(order)
+                for k in order:
+                    if time.perf_counter() > deadline:
+                        break
+                    r = timer.measure(combo, M, configs[k], "final", args.final_warmup_ms, args.final_rep_ms, rep)
+                    r["round"] = rnd
+                    rows.append(r)
+                    if r["status"] == "ok":
+                        times[k].append(r["time_us"])
+                        by_replica[k][rep].append(r["time_us"])
+        point = {"combo": combo["name"], "M": M}
+        key = f"{combo['name']}:{M}"
+        if key in args.long_warmup_points.split(",") and time.perf_counter() < deadline:
+            # the same configs with a long warm-up each (its own steady clock and power state)
+            long_times = {k: [] for k in configs}
+            for rnd in range(args.long_warmup_rounds):
+                order = list(configs)
+                random.Random(rnd * 104729 + M).shuffle(order)
+                for k in order:
+                    if time.perf_counter() > deadline:
+                        break
+                    r = timer.measure(combo, M, configs[k], "final_longwarm", args.long_warmup_ms,
+                                      args.final_rep_ms)
+                    r["round"] = rnd
+                    rows.append(r)
+                    if r["status"] == "ok":
+                        long_times[k].append(r["time_us"])
+            point["longwarm_median_us"] = {k: sorted(v)[len(v) // 2] for k, v in long_times.items() if v}
+            point["longwarm_times_us"] = long_times
         sink.write(rows)
         med = {k: sorted(v)[len(v) // 2] for k, v in times.items() if v}
-        results.append({"combo": combo["name"], "M": M, "median_us": med, "times_us": times,
-                        "roles": {role: ckey(c) for role, c in pt["roles"].items()}})
+        point.update(median_us=med, times_us=times, roles={role: ckey(c) for role, c in pt["roles"].items()})
+        if args.replicas > 1:
+            point["replica_median_us"] = {k: [sorted(v)[len(v) // 2] if v else None for v in reps]
+                                          for k, reps in by_replica.items()}
+        results.append(point)
         best = min(med.values()) if med else None
         log(f"final {combo['name']} M={M}: " + ", ".join(
             f"{role}={best / med[ckey(c)]:.3f}" for role, c in pt["roles"].items() if ckey(c) in med and best))
@@ -434,6 +528,14 @@ def main(argv=None) -> int:
     ap.add_argument("--final-warmup-ms", type=float, default=10.0)
     ap.add_argument("--final-rep-ms", type=float, default=40.0)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--replicas", type=int, default=1, help="final: time every config on this many copies of "
+                    "the point's inputs at other addresses (EngineWorkload replica), interleaved")
+    ap.add_argument("--long-warmup-points", default="", help="final: comma-separated combo:M points timed again "
+                    "with --long-warmup-ms of warm-up per timing")
+    ap.add_argument("--long-warmup-ms", type=float, default=200.0)
+    ap.add_argument("--long-warmup-rounds", type=int, default=3)
+    ap.add_argument("--telemetry-ms", type=float, default=10.0, help="sampling period of the clock/power log "
+                    "(0: off)")
     ap.add_argument("--g-top", type=int, default=6)
     ap.add_argument("--deadline", type=float, default=520.0, help="seconds after start: stop measuring")
     ap.add_argument("--dry-run", action="store_true")
@@ -449,9 +551,14 @@ def main(argv=None) -> int:
                     sms=torch.cuda.get_device_properties(0).multi_processor_count, cpus=os.cpu_count())
     log(info)
     summary = {}
-    for phase in args.phase.split(","):
-        fn = {"sweep": phase_sweep, "tune": phase_tune, "final": phase_final}[phase]
-        summary.update(fn(args, out))
+    telemetry = Telemetry(out, args.telemetry_ms / 1000.0, args.dry_run) if args.telemetry_ms > 0 else None
+    try:
+        for phase in args.phase.split(","):
+            fn = {"sweep": phase_sweep, "tune": phase_tune, "final": phase_final}[phase]
+            summary.update(fn(args, out))
+    finally:
+        if telemetry is not None:
+            summary.update(telemetry.close())
     summary.update(info=info, wall_s=round(time.perf_counter() - T0, 1))
     (out / f"{args.phase.replace(',', '_')}_summary.json").write_text(json.dumps(summary, indent=1))
     log("done", json.dumps({k: v for k, v in summary.items() if k != "combos"}))

@@ -11,6 +11,7 @@ Noise: per config, (max - min) / median of its 3 rounds.
     python bench/moe_results.py              # markdown tables on stdout
     python bench/moe_results.py --check      # the GPU check of issue 13's second pass (h200_moe_check_*)
     python bench/moe_results.py --check3     # the third pass's (h200_moe_check3_*)
+    python bench/moe_results.py --check4     # the fourth's: placement replicas, pooled over runs (h200_moe_check4_*)
 """
 
 from __future__ import annotations
@@ -180,7 +181,114 @@ def check3() -> int:
     return 0
 
 
+CHECK4_ROLES = ("fixer_loso", "fixer", "fixer_pass3_loso", "fixer_pass3", "vllm_default", "naive", "tune",
+                "tune_pass3")
+
+
+def replica_speeds(p: dict) -> dict:
+    """config -> speed at the point, the geometric mean over the replicas of (the replica's
+    fastest config / the config), over the configs every replica timed."""
+    import math
+
+    reps = p.get("replica_median_us")
+    if not reps:
+        best = min(p["median_us"].values())
+        return {k: best / v for k, v in p["median_us"].items()}
+    n = max(len(v) for v in reps.values())
+    common = [k for k, v in reps.items() if len(v) == n and all(x is not None for x in v)]
+    logs = {k: 0.0 for k in common}
+    for i in range(n):
+        best = min(reps[k][i] for k in common)
+        for k in common:
+            logs[k] += math.log(best / reps[k][i]) / n
+    return {k: math.exp(v) for k, v in logs.items()}
+
+
+def shape_table(points, roles, speed_of, title="median", band=None) -> dict:
+    """Per left-out shape and role: median, min, worst against vLLM's default and the naive fix."""
+    print(f"| left-out shape | role | {title} | min | worst vs vLLM default | worst vs naive fix |")
+    print("|---|---|---:|---:|---:|---:|")
+    by_case: dict = {}
+    for p in points:
+        by_case.setdefault(p["combo"].split("/")[0], []).append(p)
+    out = {}
+    for case, pts in by_case.items():
+        for role in roles:
+            rows = [(speed_of(p).get(p["roles"].get(role)), speed_of(p).get(p["roles"].get("vllm_default")),
+                     speed_of(p).get(p["roles"].get("naive")), p) for p in pts if role in p["roles"]]
+            rows = [r for r in rows if r[0] is not None]
+            if not rows:
+                continue
+            v = [r[0] for r in rows]
+            dv = min((r[0] - r[1] for r in rows if r[1] is not None), default=float("nan"))
+            dn = min((r[0] - r[2] for r in rows if r[2] is not None), default=float("nan"))
+            out[(case, role)] = {"median": statistics.median(v), "min": min(v), "vs_default": dv, "vs_naive": dn,
+                                 "worst": min(rows, key=lambda r: r[0])[3]["combo"] + f" M={min(rows, key=lambda r: r[0])[3]['M']}"}
+            print(f"| {case} | {role} | {statistics.median(v):.3f} | {min(v):.3f} | {dv:+.3f} | {dn:+.3f} |")
+    return out
+
+
+def check4() -> int:
+    """The fourth check (``h200_moe_check4_*``): every config on 3 placements of the inputs
+    (replicas) in 4 interleaved rounds each; speeds are the geometric mean over the replicas;
+    then pooled with checks 2 and 3 (each run a placement sample) as ``bench/moe_offline.py``
+    scores."""
+    sys.path.insert(0, str(HERE))
+    import moe_noise
+
+    points = json.loads((DATA / "h200_moe_check4_points.json").read_text())
+    r = moe_noise.report(str(DATA / "h200_moe_check4"))
+    print(f"rounds (same inputs): {moe_noise._fmt(r['rounds'])}  \nplacement (replicas): "
+          f"{moe_noise._fmt(r['placement'])}")
+    for name, v in r["runs"].items():
+        print(f"  \nruns (check 4 vs {name}): {moe_noise._fmt(v['spread'])}")
+    print()
+    print("| shape / dtype | M | best µs | fixer, held out (LOSO) | fixer, bundled | pass 3 held out | pass 3 bundled | "
+          "vLLM default | naive fix | tuner | tuner pass 3 | placement spread of the held-out pick |")
+    print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for p in points:
+        s = replica_speeds(p)
+        cell = lambda role: f"{s[p['roles'][role]]:.3f}" if p["roles"].get(role) in s else "–"  # noqa: E731
+        k = p["roles"]["fixer_loso"]
+        reps = p.get("replica_median_us", {}).get(k, [])
+        best = [min(p["replica_median_us"][c][i] for c in p["replica_median_us"]) for i in range(len(reps))] if reps else []
+        spread = max(b / t for b, t in zip(best, reps)) - min(b / t for b, t in zip(best, reps)) if reps else float("nan")
+        print(f"| {p['combo']} | {p['M']} | {min(p['median_us'].values()):.1f} | {k} {cell('fixer_loso')} | "
+              f"{p['roles']['fixer']} {cell('fixer')} | {cell('fixer_pass3_loso')} | {cell('fixer_pass3')} | "
+              f"{cell('vllm_default')} | {cell('naive')} | {cell('tune')} | {cell('tune_pass3')} | {spread:.3f} |")
+    print()
+    shape_table(points, CHECK4_ROLES, replica_speeds)
+    print()
+    import moe_offline
+
+    scorer = moe_offline.Scorer()
+
+    def pooled(p):
+        out = {}
+        for k in set(p["roles"].values()):
+            sp, src = scorer.score(p["combo"], p["M"], k)
+            if sp is not None and src != "sweep":
+                out[k] = sp
+        return out
+    print(f"pooled over the placement samples of checks 2, 3 and 4 ({len(scorer.rounds)} samples):\n")
+    shape_table(points, CHECK4_ROLES, pooled, title="median (pooled)")
+    tune = json.loads((DATA / "h200_moe_check4_tune_picks.json").read_text())
+    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
+    print()
+    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio | median | min |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for table, t in tune.items():
+        sw = sweep[table]
+        v = [replica_speeds(p)[p["roles"]["tune"]] for p in points if p["combo"] == table and "tune" in p["roles"]
+             and p["roles"]["tune"] in replica_speeds(p)]
+        print(f"| {table} | {t['timings']} | {t['gpu_s']:.2f} | {sw['timings'] + sw.get('group_timings', 0)} | "
+              f"{sw['gpu_s']:.1f} | 1/{sw['gpu_s'] / t['gpu_s']:.1f} | {statistics.median(v):.3f} | {min(v):.3f} |")
+    return 0
+
+
 def main() -> int:
+    if "--check4" in sys.argv[1:]:
+        return check4()
     if "--check3" in sys.argv[1:]:
         return check3()
     if "--check" in sys.argv[1:]:
