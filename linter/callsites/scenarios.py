@@ -251,6 +251,15 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=None)
+def vocabulary() -> frozenset:
+    """Every identifier :data:`NAMES` gives a dimension or feature (a scenario without that fact
+    is a model without that dimension: :class:`~tilefit.callsites.values.Absent`)."""
+    data = names_table()
+    return frozenset(n for e in data["dimensions"].values() for n in e["names"]) | \
+        frozenset(k for k in data["features"] if k != "$comment")
+
+
+@lru_cache(maxsize=None)
 def names_table() -> dict:
     """:data:`NAMES`, validated against its schema (a malformed shipped file is a bug: it raises)."""
     import jsonschema

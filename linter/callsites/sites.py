@@ -497,7 +497,9 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
-    dims = frozenset(k for s in scenarios for k in s.dims)
+    from .scenarios import vocabulary
+
+    dims = frozenset(k for s in scenarios for k in s.dims) | vocabulary()
     only: set | None = None  # after the first scenario: the launches that read a scenario key
     absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:

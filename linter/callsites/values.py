@@ -25,6 +25,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
 MAX_ARMS = 16
+OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
 MAX_ITEMS = 4096
 MAX_DEPTH = 12
 MAX_STEPS = 50_000  # expressions folded for one launch site (bounded evaluation)
@@ -844,9 +845,15 @@ class Evaluator:
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int)):
             return None
         tensor, i = node.func.value.id, node.args[0].value
-        if i >= 1 and i == _last_index(frame.func, tensor):
+        if i >= 2 and i == _last_index(frame.func, tensor):  # (i >= 2: `q.stride(1)` of a [T, H, D] q is D)
             return Lit(1, None, f"`{tensor}.stride({i})`: the last dimension {frame.func.name}() reads of "
                                 f"{tensor} (contiguous)")
+        if i >= 0:
+            # an outer stride of a contiguous tensor: the product of the inner sizes (heads x head
+            # size, a row of a table), a multiple of 16 as a launch specialises it (the compile
+            # depends on its divisibility, not its magnitude)
+            return Lit(OUTER_STRIDE, None, f"`{tensor}.stride({i})`: an outer stride, judged at {OUTER_STRIDE} "
+                                           "(16-divisible)")
         return None
 
     def _class_attr(self, ref: Ref, attr: str, frame: Frame) -> Val:
