@@ -163,3 +163,13 @@ def test_vllms_rocm_mla_rope_launch_is_judged_for_mla_models_only():
     sites = _sites(["deepseek-v2-lite", "llama-gqa-128"], paths=[VLLM_OPS / "rocm_aiter_mla_sparse.py"])
     rope = [s for s in sites.launches if s.kernel.name == "_inverse_rope_gptj_kernel"]
     assert rope and all("llama" not in i.label for s in rope for i in s.instances)
+
+
+def test_two_levels_of_callers_and_a_launch_that_unpacks_a_tuple():
+    sites = _site(_sites([]), "staged_kernel")
+    # _launch_staged <- staged_entry (splits: its parameter) <- staged_public (4): one site, at the top
+    (site,) = sites
+    assert site.caller is not None and site.caller.scope.name == "staged_public"
+    (inst,) = site.instances
+    # `*args` of a tuple the launcher built; int(head_dim).bit_length() - 1
+    assert _values(inst, ("D", "SPLITS", "LOG2_D")) == {"D": 128, "SPLITS": 4, "LOG2_D": 7}

@@ -34,8 +34,8 @@ from typing import Any, Mapping
 DATA = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "models.json"
 
 Q_NAMES = ("q", "query", "Q", "q_nope", "q_input")
-K_NAMES = ("k_buffer", "k_cache", "key_cache", "kv_cache", "kv_buffer", "K_Buffer", "kv_c_and_k_pe_cache", "k")
-V_NAMES = ("v_buffer", "v_cache", "value_cache", "V_Buffer", "v")
+K_NAMES = ("k_buffer", "k_cache", "key_cache", "kv_cache", "kv_buffer", "K_Buffer", "kv_c_and_k_pe_cache", "k", "key")
+V_NAMES = ("v_buffer", "v_cache", "value_cache", "V_Buffer", "v", "value")
 KV_POINTERS = ("k_buffer", "v_buffer", "k_cache", "v_cache", "key_cache", "value_cache", "kv_cache",
                "kv_buffer", "kv_c_and_k_pe_cache")
 Q_POINTERS = ("q", "query")

@@ -149,7 +149,9 @@ def _callers(project: Project, fn, owner: ModuleScan, cache: dict) -> list[tuple
                 if isinstance(rec.node.func, ast.Attribute) and not isinstance(rec.node.func.value, ast.Name):
                     callee = Unknown("not a function of a module")
                 else:
-                    frame = Frame(m, rec.scope, before_line=rec.node.lineno)
+                    # every definition of the name, not only those the parameters' defaults let
+                    # reach the call (a call under `if mode == INT4:` is still a call of it)
+                    frame = Frame(m, rec.scope)
                     callee = project.evaluator.expr(frame, rec.node.func)
                 cache[key] = callee
             if isinstance(callee, Ref) and callee.kind == "function" and callee.target is fn:
@@ -159,11 +161,13 @@ def _callers(project: Project, fn, owner: ModuleScan, cache: dict) -> list[tuple
     return out
 
 
-def _caller_bindings(project: Project, fn, caller_module: ModuleScan, rec: CallRecord) -> tuple[dict, list[str]]:
-    """Values of ``fn``'s parameters at one call site (only those passed)."""
+def _caller_bindings(project: Project, fn, caller_module: ModuleScan, rec: CallRecord,
+                     outer: dict | None = None) -> tuple[dict, list[str]]:
+    """Values of ``fn``'s parameters at one call site (only those passed); ``outer``: what the
+    caller's own caller passes it (two levels: a public entry point, a wrapper, the launcher)."""
     params = list(function_params(fn))
     positional = [a.arg for a in list(fn.args.posonlyargs) + list(fn.args.args)]
-    frame = Frame(caller_module, rec.scope, before_line=rec.node.lineno)
+    frame = Frame(caller_module, rec.scope, dict(outer or {}), before_line=rec.node.lineno)
     out: dict[str, Val] = {}
     problems = []
     for i, a in enumerate(rec.node.args):
@@ -189,14 +193,21 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
     options: dict[str, Val] = {}
     problems = []
     positional = [p for p in kernel.params]
-    for i, a in enumerate(launch.node.args):
+    values: list[Val] = []
+    for a in launch.node.args:
         if isinstance(a, ast.Starred):
+            seq = ev.expr(frame, a.value)  # `*stage_args` of a tuple the launcher built: its items
+            if isinstance(seq, Seq):
+                values.extend(seq.items)
+                continue
             problems.append(f"`{launch.module.source.segment(a, 40)}` unpacks arguments at run time")
             break
+        values.append(ev.expr(frame, a))
+    for i, v in enumerate(values):
         if i < len(positional):
-            args[positional[i].name] = ev.expr(frame, a)
+            args[positional[i].name] = v
         else:
-            problems.append(f"the launch passes {len(launch.node.args)} positional arguments, "
+            problems.append(f"the launch passes {len(values)} positional arguments, "
                             f"{kernel.name} takes {len(positional)}")
             break
     for kw in launch.node.keywords:
@@ -220,7 +231,16 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
             unit = ev.constexpr_stride(frame, expr)
             if unit is not None:
                 args[name] = unit
+            elif ev.scenario is not None and _is_shape_read(expr):
+                # `block_size=key_cache.shape[1]`: the kernel's parameter names the dimension
+                args[name] = ev._dimension(name, args[name])
     return args, options, problems
+
+
+def _is_shape_read(expr: ast.expr) -> bool:
+    """``x.shape[i]`` or ``x.size(i)``."""
+    return isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape" \
+        or isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size"
 
 
 def _arg_exprs(launch: LaunchCall, kernel: KernelDef) -> dict[str, ast.expr]:
@@ -345,8 +365,17 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                     anchor, lines = _anchor(module, launch)
                     launches.append(LaunchSite(kernel, launch, module, anchor, lines, inst, problems,
                                                arg_exprs=_arg_exprs(launch, kernel)))
+            chains = []  # (caller module, call record, bindings of the launcher's parameters, problems)
             for caller_module, rec in callers:
                 bindings, cproblems = _caller_bindings(project, scope, caller_module, rec)
+                outer = _outer_callers(project, rec, bindings, caller_cache, callee_cache)
+                if not outer:
+                    chains.append((caller_module, rec, bindings, cproblems))
+                for m2, rec2 in outer:  # the caller's own parameters decide: one more level up
+                    b2, p2 = _caller_bindings(project, rec.scope, m2, rec2)
+                    bindings2, cproblems2 = _caller_bindings(project, scope, caller_module, rec, b2)
+                    chains.append((m2, rec2, bindings2, cproblems2 + p2))
+            for caller_module, rec, bindings, cproblems in chains:
                 cframe = Frame(module, scope, bindings, before_line=launch.line)
                 ckernels = _kernels_of(ev.expr(cframe, launch.callee))
                 for _, kernel in ckernels:
@@ -368,6 +397,26 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
     autotunes = [_autotune_site(project, k, launches) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]
     return Sites(launches, autotunes, unresolved, off_platform)
+
+
+_MAX_OUTER = 8
+
+
+def _outer_callers(project: Project, rec: CallRecord, bindings: dict, caller_cache: dict,
+                   callee_cache: dict) -> list:
+    """The callers of ``rec``'s function when a value it passes is one of its own parameters
+    without a default (and it has callers in the tree); else ``[]``."""
+    scope = rec.scope
+    if scope is None:
+        return []
+    mark = f"parameter of {scope.name}() without a default"
+    if not any(isinstance(x, Unknown) and not isinstance(x, Absent) and mark in x.reason
+               for v in bindings.values() for _, x in branches(v)):
+        return []
+    key = id(scope)
+    if key not in caller_cache:
+        caller_cache[key] = _callers(project, scope, None, callee_cache)
+    return [c for c in caller_cache[key] if c[1] is not rec][:_MAX_OUTER]
 
 
 def _needs_caller(kernel: KernelDef, instances: list[Instance], scope) -> bool:

@@ -25,6 +25,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
 MAX_ARMS = 16
+_TOKENS = itertools.count(1)
 OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
 MAX_ITEMS = 4096
 MAX_DEPTH = 12
@@ -133,11 +134,19 @@ class Frame:
     bindings: dict[str, Val] = field(default_factory=dict)
     before_line: int | None = None  # only assignments above this line count
     depth: int = 0
+    # frames with the same token have the same bindings (memo keys of frames with bindings)
+    token: int = 0
+
+    def __post_init__(self) -> None:
+        if self.bindings and not self.token:
+            self.token = next(_TOKENS)
 
     def child(self, **changes) -> "Frame":
-        f = Frame(self.module, self.func, dict(self.bindings), self.before_line, self.depth + 1)
+        f = Frame(self.module, self.func, dict(self.bindings), self.before_line, self.depth + 1, self.token)
         for k, v in changes.items():
             setattr(f, k, v)
+        if "bindings" in changes:
+            f.token = next(_TOKENS) if f.bindings else 0
         return f
 
 
@@ -474,7 +483,7 @@ class Evaluator:
                     return self.global_name(frame.module, name, frame.depth)
             if len(assigns) > MAX_ARMS:
                 return Unknown(f"{name} is assigned {len(assigns)} times in {fn.name}()")
-            memo_key = (id(fn), name, frame.before_line) if not frame.bindings else None
+            memo_key = (id(fn), name, frame.before_line, frame.token)
             if memo_key is not None and memo_key in self._locals:
                 return self._locals[memo_key]
             if assigns:
@@ -513,7 +522,7 @@ class Evaluator:
         from .flow import PARAM, Definition, reaching
 
         test = self._test_folder(frame, fn)
-        key = ("reach", id(fn), name, frame.before_line, self.backend) if not frame.bindings else None
+        key = ("reach", id(fn), name, frame.before_line, self.backend, frame.token)
         hit = self._locals.get(key) if key is not None else None
         if hit is None:
             fast = _straight_line(fn, name, frame.before_line)
@@ -529,13 +538,13 @@ class Evaluator:
 
     def _test_folder(self, frame: Frame, fn):
         """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings)."""
-        bound = bool(frame.bindings)
+        token = frame.token
 
         def test(node: ast.expr, line: int):
-            key = ("test", id(node), line) if not bound else None
+            key = ("test", id(node), line, token)
             if key is not None and key in self._locals:
                 return self._locals[key]
-            v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1), node)
+            v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1, token), node)
             out = bool(v.value) if isinstance(v, Lit) else None
             if key is not None and self._exhausted is None:
                 self._locals[key] = out
@@ -840,6 +849,10 @@ class Evaluator:
         """``x.stride(i)`` passed to a ``tl.constexpr`` parameter (vLLM's ``stride_k_cache_3``:
         declared constexpr because the launcher's tensor is contiguous there): 1 when ``i`` is the
         last dimension the launching function reads of ``x``; else None."""
+        if isinstance(node, ast.Name) and frame.func is not None:  # `stride_block = kv_cache.stride(0)`
+            assigned = local_assignments(frame.func).get(node.id, [])
+            if len(assigned) == 1 and assigned[0].value is not None and assigned[0].line < (frame.before_line or 0):
+                node = assigned[0].value
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride"
                 and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and frame.func is not None
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int)):
@@ -935,6 +948,10 @@ class Evaluator:
         args = [self._expr(frame, a) for a in node.args if not isinstance(a, ast.Starred)]
         if any(isinstance(a, ast.Starred) for a in node.args):
             return Unknown(f"`{self.seg(m, node)}` unpacks arguments at run time")
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "bit_length" and not node.args:
+            base = self._expr(frame, node.func.value)
+            return self._map(base, lambda x: int(x).bit_length(), node, m) if isinstance(base, (Lit, Arms)) else \
+                _first_unknown([base], f"`{self.seg(m, node)}` is computed at run time")
         if fname == "isinstance" and len(args) == 2 and isinstance(args[0], Lit):
             return self._isinstance(args[0], node.args[1])
         if fname in ("triton.constexpr", "int", "float", "bool", "abs", "min", "max", "triton.next_power_of_2",
