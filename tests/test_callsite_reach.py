@@ -173,3 +173,10 @@ def test_two_levels_of_callers_and_a_launch_that_unpacks_a_tuple():
     (inst,) = site.instances
     # `*args` of a tuple the launcher built; int(head_dim).bit_length() - 1
     assert _values(inst, ("D", "SPLITS", "LOG2_D")) == {"D": 128, "SPLITS": 4, "LOG2_D": 7}
+
+
+def test_a_tuple_a_helper_returns_is_unpacked_per_return():
+    (site,) = _site(_sites([]), "tiled_kernel")
+    pairs = sorted((i.value("BM").value, i.value("BN").value) for i in site.instances)
+    # both items come from the same return of the same call; is_xpu() is False on CUDA targets
+    assert pairs == [(16, 64), (64, 128)]

@@ -19,7 +19,7 @@ import ast
 from dataclasses import dataclass
 from typing import Callable
 
-from .values import _shape_element, _shape_of
+from .values import unpacked_element
 
 PARAM = "param"  # the value the function was called with (or the parameter's default)
 
@@ -99,11 +99,11 @@ class _Walker:
                         for tt, vv in zip(t.elts, stmt.value.elts):
                             if isinstance(tt, ast.Name) and tt.id == name:
                                 path = self.define(path, vv, stmt.lineno)
-                    elif _shape_of(stmt.value) is not None and not any(isinstance(e, ast.Starred) for e in t.elts):
+                    elif unpacked_element(stmt.value, 0, len(t.elts)) is not None and \
+                            not any(isinstance(e, ast.Starred) for e in t.elts):
                         for i, tt in enumerate(t.elts):  # `t, h, d = q.shape`: q.shape[i] of a rank-3 q
                             if isinstance(tt, ast.Name) and tt.id == name:
-                                path = self.define(path, _shape_element(_shape_of(stmt.value), stmt.value, i,
-                                                                        len(t.elts)), stmt.lineno)
+                                path = self.define(path, unpacked_element(stmt.value, i, len(t.elts)), stmt.lineno)
                     elif any(n == name for n, _ in _target_names(t)):
                         text = ast.unparse(stmt.value)
                         text = text if len(text) <= 40 else text[:39] + "\u2026"

@@ -194,9 +194,19 @@ def combine(values: dict[str, Val], limit: int = MAX_ARMS) -> list[tuple[str, di
 
 
 def consistent(labels) -> bool:
-    """Whether branch labels can hold together: not ``if c`` beside ``if not c``."""
-    atoms = {a for lab in labels for a in lab.split(", ") if a.startswith("if ")}
-    return not any(f"if not {a[3:]}" in atoms for a in atoms)
+    """Whether branch labels can hold together: not ``if c`` beside ``if not c``, and not two
+    returns of one call (``bm, bn = config(m)``: both from the same ``return``)."""
+    atoms = {a for lab in labels for a in lab.split(", ")}
+    tests = {a for a in atoms if a.startswith("if ")}
+    if any(f"if not {a[3:]}" in tests for a in tests):
+        return False
+    returned: dict[str, str] = {}
+    for a in atoms:
+        call, sep, line = a.partition(" returning at line ")
+        if sep:
+            if returned.setdefault(call, line) != line:
+                return False
+    return True
 
 
 def describe(val: Val) -> str:
@@ -265,14 +275,15 @@ def local_assignments(fn) -> dict[str, list[_Assigned]]:
         if isinstance(t, ast.Name):
             add(t.id, value, line, why)
         elif isinstance(t, (ast.Tuple, ast.List)):
-            shape = _shape_of(value)
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts):
                 for tt, vv in zip(t.elts, value.elts):
                     target(tt, vv, line)
-            elif shape is not None and not any(isinstance(e, ast.Starred) for e in t.elts):
-                # `t, h, d = q.shape`: d is q.shape[2], of a rank-3 tensor (q.shape[-1] too)
+            elif unpacked_element(value, 0, len(t.elts)) is not None and \
+                    not any(isinstance(e, ast.Starred) for e in t.elts):
+                # `t, h, d = q.shape`: d is q.shape[2], of a rank-3 tensor (q.shape[-1] too);
+                # `bm, bn = config(m)`: bm is config(m)[0]
                 for i, tt in enumerate(t.elts):
-                    target(tt, _shape_element(shape, value, i, len(t.elts)), line)
+                    target(tt, unpacked_element(value, i, len(t.elts)), line)
             else:
                 text = ast.unparse(value) if value is not None else "a value"
                 text = text if len(text) <= 40 else text[:39] + "\u2026"
@@ -336,6 +347,34 @@ def _shape_of(value: ast.expr | None) -> ast.expr | None:
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size" and \
             not value.args and not value.keywords and isinstance(value.func.value, ast.Name):
         return value.func.value
+    return None
+
+
+def unpacked_element(value: ast.expr | None, index: int, count: int) -> ast.expr | None:
+    """The expression of item ``index`` of ``count`` names unpacked from ``value``: ``q.shape[i]``
+    (the rank known: ``count``), ``k.shape[1:]`` -> ``k.shape[1 + i]``, else ``value[i]`` of a
+    call, name, attribute or subscript (a helper returning a tuple). None for other values."""
+    if value is None:
+        return None
+    shape = _shape_of(value)
+    if shape is not None:
+        return _shape_element(shape, value, index, count)
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) and value.slice.upper is None \
+            and value.slice.step is None and _shape_of(value.value) is not None:
+        lower = value.slice.lower
+        start = 0 if lower is None else lower.value if isinstance(lower, ast.Constant) and \
+            isinstance(lower.value, int) else None
+        if start is not None and start >= 0:
+            return _shape_element(_shape_of(value.value), value, start + index, start + count)
+        return None
+    if isinstance(value, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
+        node = ast.Subscript(value, ast.Constant(index), ast.Load())
+        ast.copy_location(node, value)
+        ast.copy_location(node.slice, value)
+        node.end_lineno, node.end_col_offset = value.end_lineno, value.end_col_offset
+        node.slice.end_lineno, node.slice.end_col_offset = value.end_lineno, value.end_col_offset
+        node._tilefit_unpacked = True  # type: ignore[attr-defined]
+        return node
     return None
 
 
@@ -579,6 +618,8 @@ class Evaluator:
                 return Lit(self.backend == "cuda", self.loc(frame.module, node))
             if key in _FNUZ_PREDICATES and self.backend == "cuda":  # fnuz fp8 exists only on ROCm parts
                 return Lit(False, self.loc(frame.module, node))
+            if key in _OTHER_PLATFORMS:  # the targets are GPUs of the backend: not Intel XPU, TPU, CPU
+                return Lit(False, self.loc(frame.module, node))
         if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and self.capabilities and \
                 isinstance(node.func, ast.Attribute) and node.func.attr in _CAPABILITY_TESTS:
             return self._capability(node, frame)
@@ -768,6 +809,17 @@ class Evaluator:
                     return base.items[index.value]
                 except IndexError:
                     return Unknown(f"index {index.value} out of range")
+            if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, int):
+                # a helper returning a tuple on each of its branches: the item of each
+                arms = []
+                for lab, arm in branches(base):
+                    item = arm.items[index.value] if isinstance(arm, Seq) and -len(arm.items) <= index.value < \
+                        len(arm.items) else arm if isinstance(arm, Unknown) else Unknown(f"`{self.seg(m, node)}` is not "
+                                                                                        "a static tuple")
+                    arms.append((lab, item))
+                return Arms(tuple(arms[:MAX_ARMS]))
+            if getattr(node, "_tilefit_unpacked", False) and isinstance(base, Unknown):
+                return Unknown(f"unpacked from `{self.seg(m, node.value)}`: {base.reason}")
             rank = getattr(node, "_tilefit_rank", None)
             if rank is not None:  # `t, h, d = q.shape`
                 return Unknown(f"unpacked from `{self.seg(m, node)}` (dimension {node.slice.value} of {rank}, "  # type: ignore
@@ -854,11 +906,12 @@ class Evaluator:
             if len(assigned) == 1 and assigned[0].value is not None and assigned[0].line < (frame.before_line or 0):
                 node = assigned[0].value
         if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride"
-                and isinstance(node.func.value, ast.Name) and len(node.args) == 1 and frame.func is not None
+                and isinstance(node.func.value, (ast.Name, ast.Attribute)) and len(node.args) == 1
+                and frame.func is not None
                 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int)):
             return None
-        tensor, i = node.func.value.id, node.args[0].value
-        if i >= 2 and i == _last_index(frame.func, tensor):  # (i >= 2: `q.stride(1)` of a [T, H, D] q is D)
+        tensor, i = ast.unparse(node.func.value), node.args[0].value
+        if i >= 2 and isinstance(node.func.value, ast.Name) and i == _last_index(frame.func, tensor):  # (i >= 2: `q.stride(1)` of a [T, H, D] q is D)
             return Lit(1, None, f"`{tensor}.stride({i})`: the last dimension {frame.func.name}() reads of "
                                 f"{tensor} (contiguous)")
         if i >= 0:
@@ -1067,7 +1120,8 @@ class Evaluator:
             returns = live or returns
         if len(returns) == 1:
             return self.expr(inner, returns[0].value)
-        return Arms(tuple((f"{fn.name}() returning at line {r.lineno}", self.expr(inner, r.value))
+        call = f"{fn.name}() (line {node.lineno}:{node.col_offset})"  # one call returns once: see consistent()
+        return Arms(tuple((f"{call} returning at line {r.lineno}", self.expr(inner, r.value))
                           for r in returns[:MAX_ARMS]))
 
     def _config(self, frame: Frame, node: ast.Call) -> Val:
@@ -1094,6 +1148,7 @@ _HIP_PREDICATES = frozenset({"is_hip", "is_rocm", "is_hip_available", "is_rocm_a
                              "is_amd", "is_hip_or_rocm"})
 _CUDA_PREDICATES = frozenset({"is_cuda", "is_nvidia", "is_cuda_available"})
 _FNUZ_PREDICATES = frozenset({"is_fp8_fnuz", "is_fnuz"})
+_OTHER_PLATFORMS = frozenset({"is_xpu", "is_tpu", "is_cpu", "is_hpu", "is_neuron", "is_npu", "is_musa"})
 _TORCH_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
                            "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8", "int16", "int32", "int64", "half",
                            "float"})
