@@ -112,7 +112,10 @@ def test_a_launch_the_model_does_not_run_is_not_judged_for_it():
     # with GQA scenarios only, the launch is kept and says why it is not evaluated
     (site,) = _site(_sites(["llama-gqa-128"]), "latent_rope_kernel")
     (inst,) = site.instances
-    assert isinstance(inst.value("HALF"), Absent) and "has no rope_head_dim" in inst.value("HALF").reason
+    assert isinstance(inst.value("HALF"), Absent) and "has no model dimension rope_head_dim" in inst.value("HALF").reason
+    from tilefit.callsites.coverage import reason_of
+
+    assert reason_of(inst.value("HALF").reason, "unknown")[0].startswith("model dimension no scenario has")
 
 
 def test_a_launch_fixed_only_by_its_callers_is_judged_at_the_callers():

@@ -490,7 +490,9 @@ class Evaluator:
         found, value = self.scenario.dimension(name)
         if not found:
             if name in self.scenario_dims:
-                return Absent(f"scenario {self.scenario.name} has no {name} ({_reason(v)})")
+                if isinstance(v, Absent):
+                    return v
+                return Absent(f"scenario {self.scenario.name} has no model dimension {name} ({_reason(v)})")
             return v
         lit = _scenario_lit(value, f"scenario {self.scenario.name} ({name})")
         if isinstance(v, Arms):
