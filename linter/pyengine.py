@@ -61,6 +61,16 @@ def _looks_like_a_launch(launch, reason: str) -> bool:
     return "is imported from" in reason or "is not in the scanned tree" in reason
 
 
+def _capabilities(classes) -> frozenset:
+    """The targets' compute capabilities as vLLM's ``DeviceCapability.to_int`` (sm_89 -> 89)."""
+    out = set()
+    for c in classes:
+        digits = "".join(ch for ch in str(c.first.arch).split("_", 1)[-1] if ch.isdigit())
+        if digits:
+            out.add(int(digits))
+    return frozenset(out)
+
+
 def check_python(engine, paths: Sequence[str], rules: Sequence, options: CallsiteOptions | None = None,
                  project: Project | None = None) -> PythonRun:
     """Run the CALLSITE ``rules`` over the Python files ``paths`` with ``engine``'s targets,
@@ -71,7 +81,8 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
     # one backend among the targets: platform tests fold (a ROCm-only branch is no NVIDIA launch)
     backends = {"hip" if str(c.first.arch).lower().startswith("gfx") else "cuda" for c in classes}
     backend = backends.pop() if len(backends) == 1 else None
-    sites = build_scenario_sites(project, options.scenarios, backend)
+    sites = build_scenario_sites(project, options.scenarios, backend, _capabilities(classes) if backend == "cuda"
+                                 else frozenset())
     evaluator = CallsiteEvaluator(project, kernels=options.kernels, mode=engine.estimator.mode,
                                   allow_import=options.allow_import, estimator=engine.estimator,
                                   scenarios=options.scenarios)

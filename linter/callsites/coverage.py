@@ -26,6 +26,7 @@ REASONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kernel not compiled without importing its file (allowlist)", ("blocks compiling", "--allow-import imports",
                                                                   "computed by Python code")),
     ("compile time limit", ("compile-timeout",)),
+    ("model dimension no scenario has (a launch for other models)", ("has no model dimension",)),
     ("run-time value (tensor shape, stride, ...)", ("computed at run time", "depends on run-time", ".shape",
                                                     "unpacked from", "unpacks arguments at run time")),
     ("caller parameter without a default", ("without a default",)),

@@ -19,6 +19,8 @@ import ast
 from dataclasses import dataclass
 from typing import Callable
 
+from .values import unpacked_element
+
 PARAM = "param"  # the value the function was called with (or the parameter's default)
 
 Test = Callable[[ast.expr, int], "bool | None"]
@@ -97,6 +99,11 @@ class _Walker:
                         for tt, vv in zip(t.elts, stmt.value.elts):
                             if isinstance(tt, ast.Name) and tt.id == name:
                                 path = self.define(path, vv, stmt.lineno)
+                    elif unpacked_element(stmt.value, 0, len(t.elts)) is not None and \
+                            not any(isinstance(e, ast.Starred) for e in t.elts):
+                        for i, tt in enumerate(t.elts):  # `t, h, d = q.shape`: q.shape[i] of a rank-3 q
+                            if isinstance(tt, ast.Name) and tt.id == name:
+                                path = self.define(path, unpacked_element(stmt.value, i, len(t.elts)), stmt.lineno)
                     elif any(n == name for n, _ in _target_names(t)):
                         text = ast.unparse(stmt.value)
                         text = text if len(text) <= 40 else text[:39] + "\u2026"

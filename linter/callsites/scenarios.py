@@ -34,14 +34,15 @@ from typing import Any, Mapping
 DATA = Path(__file__).resolve().parent.parent / "data" / "scenarios" / "models.json"
 
 Q_NAMES = ("q", "query", "Q", "q_nope", "q_input")
-K_NAMES = ("k_buffer", "k_cache", "key_cache", "kv_cache", "kv_buffer", "K_Buffer", "kv_c_and_k_pe_cache", "k")
-V_NAMES = ("v_buffer", "v_cache", "value_cache", "V_Buffer", "v")
+K_NAMES = ("k_buffer", "k_cache", "key_cache", "kv_cache", "kv_buffer", "K_Buffer", "kv_c_and_k_pe_cache", "k", "key")
+V_NAMES = ("v_buffer", "v_cache", "value_cache", "V_Buffer", "v", "value")
 KV_POINTERS = ("k_buffer", "v_buffer", "k_cache", "v_cache", "key_cache", "value_cache", "kv_cache",
                "kv_buffer", "kv_c_and_k_pe_cache")
 Q_POINTERS = ("q", "query")
-_FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "tp", "kv_dtypes",
-          "activation_dtype", "num_kv_splits", "page_size", "experts", "moe_intermediate", "hidden", "top_k",
-          "logit_cap"}
+NAMES = DATA.parent / "names.json"
+_FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "tp",
+          "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
+          "hidden", "top_k", "logit_cap", "sliding_window"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -56,18 +57,36 @@ class Scenario:
     dtypes: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # "a,b" -> dtypes (vary together)
     description: str = ""
     source: str = ""
+    # identifier -> value, for values nothing static gives (names.json: `head_size`, `self.page_size`)
+    dims: Mapping[str, Any] = field(default_factory=dict)
+
+    def dimension(self, name: str) -> tuple[bool, Any]:
+        """(found, value) of a model dimension or optional feature named ``name`` (a local, a
+        parameter without a default or an attribute whose value is computed at run time)."""
+        if name in self.dims:
+            return True, self.dims[name]
+        return False, None
 
     def expression(self, node: ast.expr) -> tuple[bool, Any]:
         """(found, value) for a tensor-shape expression (``q.shape[1]``, ``k.size(-1)``)."""
-        text = expression_key(node)
-        if text is not None and text in self.values:
-            return True, self.values[text]
+        for text in expression_keys(node):
+            if text in self.values:
+                return True, self.values[text]
         return False, None
 
     def parameter(self, name: str) -> tuple[bool, Any]:
         if name in self.values:
             return True, self.values[name]
         return False, None
+
+    def dtype_of(self, tensor: str) -> str | None:
+        """The one dtype the scenario gives the tensor named ``tensor`` (``q``: the activation
+        dtype), else None (none, or several: the variants decide)."""
+        low = tensor.lower()
+        for key, dts in self.dtypes.items():
+            if low in (n.strip().lower() for n in key.split(",")):
+                return dts[0] if len(dts) == 1 else None
+        return None
 
     def table_for(self, pointer_names) -> dict[str, list]:
         """A ``[tool.tilefit.kernels]``-style table of a kernel whose pointer parameters are
@@ -79,6 +98,19 @@ class Scenario:
             if names:
                 out[",".join(dict.fromkeys(names))] = list(dts)
         return out
+
+
+def expression_keys(node: ast.expr) -> tuple[str, ...]:
+    """:func:`expression_key`, and for an element unpacked from a shape of known rank
+    (``t, h, d = q.shape``: ``d`` is ``q.shape[2]`` and ``q.shape[-1]``) its negative index too."""
+    key = expression_key(node)
+    if key is None:
+        return ()
+    rank = getattr(node, "_tilefit_rank", None)
+    index = _index(node.slice) if isinstance(node, ast.Subscript) else None
+    if rank is not None and index is not None and index >= 0:
+        return key, key.rsplit("[", 1)[0] + f"[{index - rank}]"
+    return (key,)
 
 
 def expression_key(node: ast.expr) -> str | None:
@@ -174,7 +206,74 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
     act = facts.get("activation_dtype", "bf16")
     dtypes[",".join(Q_POINTERS)] = (str(act),)
-    return Scenario(name, values, dtypes, description, source)
+    return Scenario(name, values, dtypes, description, source, dimensions(facts))
+
+
+def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
+    """Identifier -> value of the model dimensions and optional features ``facts`` give, by the
+    names engines use for them (:data:`NAMES`). Facts a scenario does not have bind nothing."""
+    data = names_table()
+    heads, kv_heads = facts.get("heads"), facts.get("kv_heads")
+    mla = facts.get("kv_lora_rank") is not None and facts.get("qk_rope_head_dim") is not None
+    dims: dict[str, Any] = {k: facts[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "block_size",
+                                                 "page_size", "num_kv_splits", "experts", "top_k", "hidden",
+                                                 "moe_intermediate", "tp") if facts.get(k) is not None}
+    if heads is not None:
+        dims["heads"] = int(heads)
+    if mla:
+        dims["head_dim"] = int(facts["kv_lora_rank"]) + int(facts["qk_rope_head_dim"])
+        dims["v_head_dim"] = int(facts["kv_lora_rank"])
+        kv_heads = 1 if kv_heads is None else kv_heads
+    elif facts.get("head_dim") is not None:
+        dims["head_dim"] = int(facts["head_dim"])
+        dims["v_head_dim"] = int(facts.get("v_head_dim", facts["head_dim"]))
+    if kv_heads is not None:
+        dims["kv_heads"] = int(kv_heads)
+        if heads is not None:
+            dims["queries_per_kv"] = max(1, int(heads) // int(kv_heads))
+    out: dict[str, Any] = {}
+    for dim, entry in data["dimensions"].items():
+        if dim in dims:
+            for ident in entry["names"]:
+                out[ident] = dims[dim]
+    if heads is not None or facts.get("head_dim") is not None or mla:  # an attention model: its features
+        for ident, entry in data["features"].items():
+            if ident == "$comment":
+                continue
+            value = facts.get(entry["fact"]) if "fact" in entry else None
+            if value is None:
+                out[ident] = list(entry["value"]) if isinstance(entry["value"], list) else entry["value"]
+            elif entry.get("present") == "window":  # (left, right) of a sliding window of `value` tokens
+                out[ident] = [int(value) - 1, 0]
+            else:
+                out[ident] = value
+    return out
+
+
+@lru_cache(maxsize=None)
+def vocabulary() -> frozenset:
+    """Every identifier :data:`NAMES` gives a dimension or feature (a scenario without that fact
+    is a model without that dimension: :class:`~tilefit.callsites.values.Absent`)."""
+    data = names_table()
+    return frozenset(n for e in data["dimensions"].values() for n in e["names"]) | \
+        frozenset(k for k in data["features"] if k != "$comment")
+
+
+@lru_cache(maxsize=None)
+def names_table() -> dict:
+    """:data:`NAMES`, validated against its schema (a malformed shipped file is a bug: it raises)."""
+    import jsonschema
+
+    data = json.loads(NAMES.read_text(encoding="utf-8"))
+    schema = json.loads(NAMES.with_name("names.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(schema).validate(data)
+    seen: dict[str, str] = {}
+    for dim, entry in data["dimensions"].items():
+        for ident in entry["names"]:
+            if ident in seen:
+                raise ValueError(f"{NAMES}: {ident} names both {seen[ident]} and {dim}")
+            seen[ident] = dim
+    return data
 
 
 def from_model_shape(shape, name: str, tp: int = 1) -> Scenario:
@@ -187,6 +286,8 @@ def from_model_shape(shape, name: str, tp: int = 1) -> Scenario:
     kv = getattr(shape, "num_key_value_heads", None)
     if getattr(shape, "kv_lora_rank", None) and getattr(shape, "qk_rope_head_dim", None) is not None:
         facts.update(kv_lora_rank=shape.kv_lora_rank, qk_rope_head_dim=shape.qk_rope_head_dim, kv_heads=1)
+        if getattr(shape, "qk_nope_head_dim", None):
+            facts["qk_nope_head_dim"] = shape.qk_nope_head_dim
     else:
         if kv:
             facts["kv_heads"] = max(1, kv // tp)
@@ -199,6 +300,7 @@ def from_model_shape(shape, name: str, tp: int = 1) -> Scenario:
     facts["kv_dtypes"] = [kv_dtype] if kv_dtype else ["bf16", "fp8e4nv"]
     facts["num_kv_splits"] = 4 if "kv_lora_rank" in facts else 8
     facts["page_size"] = 1
+    facts["block_size"] = 16  # vLLM's default KV-cache block on CUDA
     if getattr(shape, "is_moe", False):
         facts.update(experts=shape.num_experts, moe_intermediate=max(1, shape.moe_intermediate_size // tp),
                      hidden=shape.hidden_size)
@@ -262,7 +364,7 @@ def from_table(name: str, table: Mapping[str, Any], source: str = "pyproject.tom
                                     "(`tensor.shape[i]`, `tensor.size(i)`)")
             key = norm
         values[key] = value
-    return Scenario(name, values, dtypes, str(table.get("description", base.description)), source)
+    return Scenario(name, values, dtypes, str(table.get("description", base.description)), source, dict(base.dims))
 
 
 def _facts_of(s: Scenario) -> dict:

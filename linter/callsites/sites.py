@@ -23,7 +23,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan
 
 from .project import Project
-from .values import (Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches, combine,
+from .values import (Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches, combine,
                      function_params)
 
 # Launch keywords that are compile options, not kernel arguments.
@@ -149,7 +149,9 @@ def _callers(project: Project, fn, owner: ModuleScan, cache: dict) -> list[tuple
                 if isinstance(rec.node.func, ast.Attribute) and not isinstance(rec.node.func.value, ast.Name):
                     callee = Unknown("not a function of a module")
                 else:
-                    frame = Frame(m, rec.scope, before_line=rec.node.lineno)
+                    # every definition of the name, not only those the parameters' defaults let
+                    # reach the call (a call under `if mode == INT4:` is still a call of it)
+                    frame = Frame(m, rec.scope)
                     callee = project.evaluator.expr(frame, rec.node.func)
                 cache[key] = callee
             if isinstance(callee, Ref) and callee.kind == "function" and callee.target is fn:
@@ -159,11 +161,13 @@ def _callers(project: Project, fn, owner: ModuleScan, cache: dict) -> list[tuple
     return out
 
 
-def _caller_bindings(project: Project, fn, caller_module: ModuleScan, rec: CallRecord) -> tuple[dict, list[str]]:
-    """Values of ``fn``'s parameters at one call site (only those passed)."""
+def _caller_bindings(project: Project, fn, caller_module: ModuleScan, rec: CallRecord,
+                     outer: dict | None = None) -> tuple[dict, list[str]]:
+    """Values of ``fn``'s parameters at one call site (only those passed); ``outer``: what the
+    caller's own caller passes it (two levels: a public entry point, a wrapper, the launcher)."""
     params = list(function_params(fn))
     positional = [a.arg for a in list(fn.args.posonlyargs) + list(fn.args.args)]
-    frame = Frame(caller_module, rec.scope, before_line=rec.node.lineno)
+    frame = Frame(caller_module, rec.scope, dict(outer or {}), before_line=rec.node.lineno)
     out: dict[str, Val] = {}
     problems = []
     for i, a in enumerate(rec.node.args):
@@ -189,14 +193,21 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
     options: dict[str, Val] = {}
     problems = []
     positional = [p for p in kernel.params]
-    for i, a in enumerate(launch.node.args):
+    values: list[Val] = []
+    for a in launch.node.args:
         if isinstance(a, ast.Starred):
+            seq = ev.expr(frame, a.value)  # `*stage_args` of a tuple the launcher built: its items
+            if isinstance(seq, Seq):
+                values.extend(seq.items)
+                continue
             problems.append(f"`{launch.module.source.segment(a, 40)}` unpacks arguments at run time")
             break
+        values.append(ev.expr(frame, a))
+    for i, v in enumerate(values):
         if i < len(positional):
-            args[positional[i].name] = ev.expr(frame, a)
+            args[positional[i].name] = v
         else:
-            problems.append(f"the launch passes {len(launch.node.args)} positional arguments, "
+            problems.append(f"the launch passes {len(values)} positional arguments, "
                             f"{kernel.name} takes {len(positional)}")
             break
     for kw in launch.node.keywords:
@@ -214,7 +225,22 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
             continue
         target = options if kw.arg in LAUNCH_OPTIONS else args
         target[kw.arg] = ev.expr(frame, kw.value)
+    for name, expr in _arg_exprs(launch, kernel).items():
+        p = kernel.param(name)
+        if p is not None and p.constexpr and isinstance(args.get(name), Unknown):
+            unit = ev.constexpr_stride(frame, expr)
+            if unit is not None:
+                args[name] = unit
+            elif ev.scenario is not None and _is_shape_read(expr):
+                # `block_size=key_cache.shape[1]`: the kernel's parameter names the dimension
+                args[name] = ev._dimension(name, args[name])
     return args, options, problems
+
+
+def _is_shape_read(expr: ast.expr) -> bool:
+    """``x.shape[i]`` or ``x.size(i)``."""
+    return isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape" \
+        or isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size"
 
 
 def _arg_exprs(launch: LaunchCall, kernel: KernelDef) -> dict[str, ast.expr]:
@@ -325,22 +351,37 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 callers = caller_cache[key]
             kernels = _kernels_of(callee)
             default_sigs: dict[int, tuple] = {}
+            through_callers: set[int] = set()  # kernels whose launch is judged at its callers only
             if kernels:
                 for _, kernel in kernels:
                     args, options, problems = _map_launch(project, launch, kernel, frame)
                     inst = _instances(kernel, args, options, problems)
                     default_sigs[id(kernel)] = _signature(kernel, inst)
+                    if callers and _needs_caller(kernel, inst, scope):
+                        # the compile depends on what the callers pass: the launch exists only as
+                        # their call sites make it (each one a site), not with unknown parameters
+                        through_callers.add(id(kernel))
+                        continue
                     anchor, lines = _anchor(module, launch)
                     launches.append(LaunchSite(kernel, launch, module, anchor, lines, inst, problems,
                                                arg_exprs=_arg_exprs(launch, kernel)))
+            chains = []  # (caller module, call record, bindings of the launcher's parameters, problems)
             for caller_module, rec in callers:
                 bindings, cproblems = _caller_bindings(project, scope, caller_module, rec)
+                outer = _outer_callers(project, rec, bindings, caller_cache, callee_cache)
+                if not outer:
+                    chains.append((caller_module, rec, bindings, cproblems))
+                for m2, rec2 in outer:  # the caller's own parameters decide: one more level up
+                    b2, p2 = _caller_bindings(project, rec.scope, m2, rec2)
+                    bindings2, cproblems2 = _caller_bindings(project, scope, caller_module, rec, b2)
+                    chains.append((m2, rec2, bindings2, cproblems2 + p2))
+            for caller_module, rec, bindings, cproblems in chains:
                 cframe = Frame(module, scope, bindings, before_line=launch.line)
                 ckernels = _kernels_of(ev.expr(cframe, launch.callee))
                 for _, kernel in ckernels:
                     args, options, problems = _map_launch(project, launch, kernel, cframe)
                     inst = _instances(kernel, args, options, problems + cproblems)
-                    if default_sigs.get(id(kernel)) == _signature(kernel, inst):
+                    if id(kernel) not in through_callers and default_sigs.get(id(kernel)) == _signature(kernel, inst):
                         continue  # the caller passes nothing that changes the compile
                     span = caller_module.source.span(rec.node.func)
                     launches.append(LaunchSite(kernel, launch, caller_module, span, (rec.node.lineno,), inst,
@@ -356,6 +397,40 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
     autotunes = [_autotune_site(project, k, launches) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]
     return Sites(launches, autotunes, unresolved, off_platform)
+
+
+_MAX_OUTER = 8
+
+
+def _outer_callers(project: Project, rec: CallRecord, bindings: dict, caller_cache: dict,
+                   callee_cache: dict) -> list:
+    """The callers of ``rec``'s function when a value it passes is one of its own parameters
+    without a default (and it has callers in the tree); else ``[]``."""
+    scope = rec.scope
+    if scope is None:
+        return []
+    mark = f"parameter of {scope.name}() without a default"
+    if not any(isinstance(x, Unknown) and not isinstance(x, Absent) and mark in x.reason
+               for v in bindings.values() for _, x in branches(v)):
+        return []
+    key = id(scope)
+    if key not in caller_cache:
+        caller_cache[key] = _callers(project, scope, None, callee_cache)
+    return [c for c in caller_cache[key] if c[1] is not rec][:_MAX_OUTER]
+
+
+def _needs_caller(kernel: KernelDef, instances: list[Instance], scope) -> bool:
+    """Does a value that decides the compile (a constexpr, an option) depend on a parameter of
+    ``scope`` without a default (so only its callers say what it is)?"""
+    mark = f"parameter of {scope.name}() without a default"
+    for inst in instances:
+        for name, v in list(inst.args.items()) + list(inst.options.items()):
+            p = kernel.param(name)
+            if name in inst.args and (p is None or not p.constexpr):
+                continue
+            if any(isinstance(x, Unknown) and not isinstance(x, Absent) and mark in x.reason for _, x in branches(v)):
+                return True
+    return False
 
 
 def _uses_params(project: Project, launch: LaunchCall, scope) -> bool:
@@ -442,28 +517,47 @@ def _instance_key(inst: Instance) -> tuple:
             tuple(sorted((k, one(v)) for k, v in inst.options.items())))
 
 
-def build_scenario_sites(project: Project, scenarios, backend: str | None = None) -> Sites:
+def _absent_in(kernel: KernelDef, inst: Instance) -> bool:
+    """Does a value that decides the compile (a constexpr, an option) need a model dimension the
+    instance's scenario does not have (:class:`~.values.Absent`)?"""
+    for name, v in inst.args.items():
+        p = kernel.param(name)
+        if p is not None and p.constexpr and any(isinstance(x, Absent) for _, x in branches(v)):
+            return True
+    return any(isinstance(x, Absent) for v in inst.options.values() for _, x in branches(v))
+
+
+def build_scenario_sites(project: Project, scenarios, backend: str | None = None,
+                         capabilities: frozenset = frozenset()) -> Sites:
     """:func:`build_sites` once per scenario (:mod:`.scenarios`; values of two scenarios never mix
     in one launch), merged: a launch's instances carry ``scenario NAME`` in their label, and an
     instance that another scenario already gave (same values) is kept once. Only the launches
     whose values read a scenario's key in the first pass are built again for the others (the
-    rest do not depend on the scenario and carry no label). Without scenarios, one plain pass."""
+    rest do not depend on the scenario and carry no label). Without scenarios, one plain pass.
+    ``capabilities``: the targets' compute capabilities (89, 120), for platform tests that fold."""
     from .values import Evaluator
 
     if not scenarios:
         project.evaluator.backend = backend
+        project.evaluator.capabilities = capabilities
         return build_sites(project)
     merged: list[LaunchSite] = []
     index: dict[tuple, LaunchSite] = {}
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
+    from .scenarios import vocabulary
+
+    dims = frozenset(k for s in scenarios for k in s.dims) | vocabulary()
     only: set | None = None  # after the first scenario: the launches that read a scenario key
+    absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:
         ev = Evaluator(project)
         ev.backend = backend
+        ev.capabilities = capabilities
         ev.scenario = scenario
         ev.scenario_keys = keys
+        ev.scenario_dims = dims
         project.evaluator = ev
         used: set = set()
         sites = build_sites(project, only=only, used=used)
@@ -488,7 +582,16 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
                 seen[key].add(k)
                 if id(site.launch) in used:  # its values depend on the scenario
                     inst.label = ", ".join(x for x in (f"scenario {scenario.name}", inst.label) if x)
+                if _absent_in(site.kernel, inst):
+                    absent.setdefault(key, []).append(inst)  # the model lacks a dimension the launch needs
+                    continue
                 have.instances.append(inst)
+    judged = {key[0] for key, site in index.items() if site.instances}
+    for key, site in index.items():
+        if not site.instances and key[0] not in judged:
+            # no scenario has what the launch needs: judged (not evaluated) as it is
+            site.instances = absent.get(key, [])
+    merged = [site for site in merged if site.instances]
     autotunes = [_autotune_site(project, k, merged) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]
     return Sites(merged, autotunes, first.unresolved, first.off_platform)

@@ -22,8 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from tilefit.model import Span
+from tilefit.pysource.scan import Binding
 
 MAX_ARMS = 16
+_TOKENS = itertools.count(1)
+OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
 MAX_ITEMS = 4096
 MAX_DEPTH = 12
 MAX_STEPS = 50_000  # expressions folded for one launch site (bounded evaluation)
@@ -66,6 +69,24 @@ class Unknown(Val):
 
     def __repr__(self) -> str:
         return f"Unknown({self.reason!r})"
+
+
+@dataclass(frozen=True)
+class TorchDType:
+    """A torch dtype (``torch.bfloat16``, ``q.dtype`` of a tensor the scenario types) by its
+    element type's name (``bf16``): compared, never passed to a kernel as a number."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return f"torch dtype {self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class Absent(Unknown):
+    """A model dimension the current scenario does not have (an MLA size in a GQA scenario, the
+    experts of a dense model): the launch does not serve that model, so the scenario's instance
+    of it is not judged when another scenario's is (:func:`~.sites.build_scenario_sites`)."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -113,11 +134,19 @@ class Frame:
     bindings: dict[str, Val] = field(default_factory=dict)
     before_line: int | None = None  # only assignments above this line count
     depth: int = 0
+    # frames with the same token have the same bindings (memo keys of frames with bindings)
+    token: int = 0
+
+    def __post_init__(self) -> None:
+        if self.bindings and not self.token:
+            self.token = next(_TOKENS)
 
     def child(self, **changes) -> "Frame":
-        f = Frame(self.module, self.func, dict(self.bindings), self.before_line, self.depth + 1)
+        f = Frame(self.module, self.func, dict(self.bindings), self.before_line, self.depth + 1, self.token)
         for k, v in changes.items():
             setattr(f, k, v)
+        if "bindings" in changes:
+            f.token = next(_TOKENS) if f.bindings else 0
         return f
 
 
@@ -150,13 +179,34 @@ def combine(values: dict[str, Val], limit: int = MAX_ARMS) -> list[tuple[str, di
     total = 1
     for o in options:
         total *= len(o)
-        if total > limit:
-            return None
+    if total > limit * 64:
+        return None
     out = []
     for combo in itertools.product(*options):
         labels = [lab for lab, _ in combo if lab]
-        out.append((", ".join(labels), {n: v for n, (_, v) in zip(names, combo)}))
+        if not consistent(labels):
+            continue  # `if c` in one value and `if not c` in another: no run takes both
+        out.append((", ".join(dict.fromkeys(", ".join(labels).split(", "))) if labels else "",
+                    {n: v for n, (_, v) in zip(names, combo)}))
+        if len(out) > limit:
+            return None
     return out
+
+
+def consistent(labels) -> bool:
+    """Whether branch labels can hold together: not ``if c`` beside ``if not c``, and not two
+    returns of one call (``bm, bn = config(m)``: both from the same ``return``)."""
+    atoms = {a for lab in labels for a in lab.split(", ")}
+    tests = {a for a in atoms if a.startswith("if ")}
+    if any(f"if not {a[3:]}" in tests for a in tests):
+        return False
+    returned: dict[str, str] = {}
+    for a in atoms:
+        call, sep, line = a.partition(" returning at line ")
+        if sep:
+            if returned.setdefault(call, line) != line:
+                return False
+    return True
 
 
 def describe(val: Val) -> str:
@@ -216,6 +266,7 @@ def local_assignments(fn) -> dict[str, list[_Assigned]]:
     if cache is not None:
         return cache
     out: dict[str, list[_Assigned]] = {}
+    imports: dict[str, Binding] = {}
 
     def add(name, value, line, why=""):
         out.setdefault(name, []).append(_Assigned(value, line, why))
@@ -227,6 +278,12 @@ def local_assignments(fn) -> dict[str, list[_Assigned]]:
             if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(t.elts):
                 for tt, vv in zip(t.elts, value.elts):
                     target(tt, vv, line)
+            elif unpacked_element(value, 0, len(t.elts)) is not None and \
+                    not any(isinstance(e, ast.Starred) for e in t.elts):
+                # `t, h, d = q.shape`: d is q.shape[2], of a rank-3 tensor (q.shape[-1] too);
+                # `bm, bn = config(m)`: bm is config(m)[0]
+                for i, tt in enumerate(t.elts):
+                    target(tt, unpacked_element(value, i, len(t.elts)), line)
             else:
                 text = ast.unparse(value) if value is not None else "a value"
                 text = text if len(text) <= 40 else text[:39] + "\u2026"
@@ -259,16 +316,77 @@ def local_assignments(fn) -> dict[str, list[_Assigned]]:
             add(node.target.id, node.value, node.lineno)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for a in node.names:
-                add((a.asname or a.name).split(".")[0], None, node.lineno, "imported locally")
+                local = (a.asname or a.name).split(".")[0]
+                add(local, None, node.lineno, "imported locally")
+                if isinstance(node, ast.ImportFrom):
+                    imports[local] = Binding("import", None, node.module, a.name, node.level)
+                else:
+                    imports[local] = Binding("import", None, a.name if a.asname else local, None, 0)
         for child in ast.iter_child_nodes(node):
             stack.append(child)
     for found in out.values():
         found.sort(key=lambda a: a.line)
     try:
         fn._tilefit_locals = out
+        fn._tilefit_imports = imports
     except AttributeError:  # pragma: no cover
         pass
     return out
+
+
+def local_import(fn, name: str):
+    """The :class:`~tilefit.pysource.scan.Binding` of ``from m import name`` inside ``fn``."""
+    local_assignments(fn)
+    return getattr(fn, "_tilefit_imports", {}).get(name)
+
+
+def _shape_of(value: ast.expr | None) -> ast.expr | None:
+    """The tensor expression of ``x.shape`` / ``x.size()``, else None."""
+    if isinstance(value, ast.Attribute) and value.attr == "shape" and isinstance(value.value, ast.Name):
+        return value.value
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "size" and \
+            not value.args and not value.keywords and isinstance(value.func.value, ast.Name):
+        return value.func.value
+    return None
+
+
+def unpacked_element(value: ast.expr | None, index: int, count: int) -> ast.expr | None:
+    """The expression of item ``index`` of ``count`` names unpacked from ``value``: ``q.shape[i]``
+    (the rank known: ``count``), ``k.shape[1:]`` -> ``k.shape[1 + i]``, else ``value[i]`` of a
+    call, name, attribute or subscript (a helper returning a tuple). None for other values."""
+    if value is None:
+        return None
+    shape = _shape_of(value)
+    if shape is not None:
+        return _shape_element(shape, value, index, count)
+    if isinstance(value, ast.Subscript) and isinstance(value.slice, ast.Slice) and value.slice.upper is None \
+            and value.slice.step is None and _shape_of(value.value) is not None:
+        lower = value.slice.lower
+        start = 0 if lower is None else lower.value if isinstance(lower, ast.Constant) and \
+            isinstance(lower.value, int) else None
+        if start is not None and start >= 0:
+            return _shape_element(_shape_of(value.value), value, start + index, start + count)
+        return None
+    if isinstance(value, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)):
+        node = ast.Subscript(value, ast.Constant(index), ast.Load())
+        ast.copy_location(node, value)
+        ast.copy_location(node.slice, value)
+        node.end_lineno, node.end_col_offset = value.end_lineno, value.end_col_offset
+        node.slice.end_lineno, node.slice.end_col_offset = value.end_lineno, value.end_col_offset
+        node._tilefit_unpacked = True  # type: ignore[attr-defined]
+        return node
+    return None
+
+
+def _shape_element(tensor: ast.expr, where: ast.expr, index: int, rank: int) -> ast.expr:
+    """``tensor.shape[index]`` as a node placed at ``where`` (for messages), knowing the rank."""
+    node = ast.Subscript(ast.Attribute(ast.Name(tensor.id, ast.Load()), "shape", ast.Load()),
+                         ast.Constant(index), ast.Load())
+    for sub in ast.walk(node):
+        ast.copy_location(sub, where)
+        sub.end_lineno, sub.end_col_offset = where.end_lineno, where.end_col_offset
+    node._tilefit_rank = rank  # type: ignore[attr-defined]
+    return node
 
 
 def function_params(fn) -> dict[str, ast.expr | None]:
@@ -306,9 +424,13 @@ class Evaluator:
         # "cuda" / "hip" when every target runs that backend: platform tests (`is_hip()`,
         # `current_platform.is_rocm()`, `torch.version.hip`) fold, a ROCm-only branch is no NVIDIA launch
         self.backend: str | None = None
+        # compute capabilities of the targets (89, 120, ...): `has_device_capability(90)` folds
+        # when every target answers it the same way
+        self.capabilities: frozenset = frozenset()
         # tilefit.callsites.scenarios.Scenario: binds tensor shapes and parameters by name
         self.scenario = None
         self.scenario_keys: frozenset = frozenset()  # every key of the run's scenarios
+        self.scenario_dims: frozenset = frozenset()  # every dimension name of the run's scenarios
         self.scenario_hit = False  # did the current site read a scenario key (begin_site resets)
 
     # -- the budget of one launch site (bounded evaluation) ----------------------------------
@@ -354,6 +476,30 @@ class Evaluator:
 
     # -- names -------------------------------------------------------------------------------
     def name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
+        v = self._name(frame, name, node)
+        if frame.func is not None and self.scenario is not None and _has_unknown(v):
+            return self._dimension(name, v)
+        return v
+
+    def _dimension(self, name: str, v: Val) -> Val:
+        """A value nothing static gives (a run-time shape, a parameter without a default): the
+        scenario's model dimension or feature of that name (``head_size``, ``num_kv_splits``,
+        ``alibi_slopes``), else ``v``. Arms that fold keep their value."""
+        if name in self.scenario_dims:
+            self.scenario_hit = True
+        found, value = self.scenario.dimension(name)
+        if not found:
+            if name in self.scenario_dims:
+                if isinstance(v, Absent):
+                    return v
+                return Absent(f"scenario {self.scenario.name} has no model dimension {name} ({_reason(v)})")
+            return v
+        lit = _scenario_lit(value, f"scenario {self.scenario.name} ({name})")
+        if isinstance(v, Arms):
+            return Arms(tuple((lab, lit if isinstance(x, Unknown) else x) for lab, x in v.arms))
+        return lit
+
+    def _name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
         if self.scenario is not None and frame.func is not None and name in function_params(frame.func):
             found, value = self.scenario.parameter(name)
             if found or name in self.scenario_keys:
@@ -378,7 +524,7 @@ class Evaluator:
                     return self.global_name(frame.module, name, frame.depth)
             if len(assigns) > MAX_ARMS:
                 return Unknown(f"{name} is assigned {len(assigns)} times in {fn.name}()")
-            memo_key = (id(fn), name, frame.before_line) if not frame.bindings else None
+            memo_key = (id(fn), name, frame.before_line, frame.token)
             if memo_key is not None and memo_key in self._locals:
                 return self._locals[memo_key]
             if assigns:
@@ -386,9 +532,17 @@ class Evaluator:
                 if name in params and passed:
                     arms.append((f"{name} as passed", self._param(frame, fn, name, params[name])))
                 for a in assigns:
+                    if a.value is None and a.why == "imported locally" and local_import(fn, name) is not None:
+                        # `from pkg.mod import helper` inside the function: followed like a module import
+                        arms.append((f"{name} (line {a.line})",
+                                     self.project.import_value(frame.module, name, local_import(fn, name),
+                                                               frame.depth + 1)))
+                        continue
                     if a.value is None:
                         return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
-                    v = self.expr(frame.child(), a.value)
+                    # the right-hand side sees the names as they are at its own line
+                    v = self.expr(frame.child(before_line=a.line) if frame.before_line is not None else frame.child(),
+                                  a.value)
                     text = self.seg(frame.module, a.value)
                     label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
                     arms.append((label, v))
@@ -409,7 +563,7 @@ class Evaluator:
         from .flow import PARAM, Definition, reaching
 
         test = self._test_folder(frame, fn)
-        key = ("reach", id(fn), name, frame.before_line, self.backend) if not frame.bindings else None
+        key = ("reach", id(fn), name, frame.before_line, self.backend, frame.token)
         hit = self._locals.get(key) if key is not None else None
         if hit is None:
             fast = _straight_line(fn, name, frame.before_line)
@@ -425,13 +579,13 @@ class Evaluator:
 
     def _test_folder(self, frame: Frame, fn):
         """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings)."""
-        bound = bool(frame.bindings)
+        token = frame.token
 
         def test(node: ast.expr, line: int):
-            key = ("test", id(node), line) if not bound else None
+            key = ("test", id(node), line, token)
             if key is not None and key in self._locals:
                 return self._locals[key]
-            v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1), node)
+            v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1, token), node)
             out = bool(v.value) if isinstance(v, Lit) else None
             if key is not None and self._exhausted is None:
                 self._locals[key] = out
@@ -464,12 +618,37 @@ class Evaluator:
                 return Lit(self.backend == "hip", self.loc(frame.module, node))
             if key in _CUDA_PREDICATES:
                 return Lit(self.backend == "cuda", self.loc(frame.module, node))
+            if key in _FNUZ_PREDICATES and self.backend == "cuda":  # fnuz fp8 exists only on ROCm parts
+                return Lit(False, self.loc(frame.module, node))
+            if key in _OTHER_PLATFORMS:  # the targets are GPUs of the backend: not Intel XPU, TPU, CPU
+                return Lit(False, self.loc(frame.module, node))
+        if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and self.capabilities and \
+                isinstance(node.func, ast.Attribute) and node.func.attr in _CAPABILITY_TESTS:
+            return self._capability(node, frame)
         if isinstance(node, ast.Attribute) and node.attr in ("hip", "cuda") and \
                 isinstance(node.value, ast.Attribute) and node.value.attr == "version" and \
                 isinstance(node.value.value, ast.Name) and node.value.value.id == "torch":
             # truthiness only: `torch.version.hip` is None on CUDA builds (a string otherwise)
             return Lit("hip" if self.backend == node.attr == "hip" else "cuda" if self.backend == node.attr
                        else None, self.loc(frame.module, node))
+        return None
+
+    def _capability(self, node: ast.Call, frame: Frame) -> Val | None:
+        """vLLM's ``current_platform.has_device_capability(90)`` (>=), ``is_device_capability(90)``
+        (==), ``is_device_capability_family(100)`` (same major), an int ``<major><minor>`` or a
+        ``(major, minor)`` tuple: folded when every target gives the same answer."""
+        arg = self._expr(frame, node.args[0])
+        if isinstance(arg, Seq) and len(arg.items) == 2 and all(isinstance(x, Lit) for x in arg.items):
+            want = int(arg.items[0].value) * 10 + int(arg.items[1].value)
+        elif isinstance(arg, Lit) and isinstance(arg.value, int) and not isinstance(arg.value, bool):
+            want = arg.value
+        else:
+            return None
+        test = {"has_device_capability": lambda c: c >= want, "is_device_capability": lambda c: c == want,
+                "is_device_capability_family": lambda c: c // 10 == want // 10}[node.func.attr]  # type: ignore
+        answers = {test(c) for c in self.capabilities}
+        if len(answers) == 1:
+            return Lit(answers.pop(), self.loc(frame.module, node), "every target's compute capability")
         return None
 
     def _param(self, frame: Frame, fn, name: str, default: ast.expr | None) -> Val:
@@ -522,6 +701,8 @@ class Evaluator:
             return Ref("function", b.node, module)
         if b.kind == "import":
             return self.project.import_value(module, name, b, depth + 1)
+        if b.kind == "class" and isinstance(b.node, ast.ClassDef):
+            return Ref("class", b.node, module)
         return Unknown(f"{name} is a class")
 
     # -- expressions -------------------------------------------------------------------------
@@ -568,7 +749,16 @@ class Evaluator:
                 return Lit(ok)
             return _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
         if isinstance(node, ast.BoolOp):
-            vals = [self._expr(frame, v) for v in node.values]
+            vals = []
+            unknown_before = False
+            for sub in node.values:
+                v = self._expr(frame, sub)
+                if isinstance(v, Lit) and bool(v.value) == isinstance(node.op, ast.Or):
+                    # `a or True or ...` is truthy, `a and False and ...` falsy, whatever `a` is; only
+                    # its truthiness is known when an unknown came first
+                    return v if not unknown_before else Lit(bool(v.value))
+                unknown_before = unknown_before or not isinstance(v, Lit)
+                vals.append(v)
             if all(isinstance(v, Lit) for v in vals):
                 res = vals[0].value
                 for v in vals[1:]:
@@ -621,17 +811,41 @@ class Evaluator:
                     return base.items[index.value]
                 except IndexError:
                     return Unknown(f"index {index.value} out of range")
+            if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, int):
+                # a helper returning a tuple on each of its branches: the item of each
+                arms = []
+                for lab, arm in branches(base):
+                    item = arm.items[index.value] if isinstance(arm, Seq) and -len(arm.items) <= index.value < \
+                        len(arm.items) else arm if isinstance(arm, Unknown) else Unknown(f"`{self.seg(m, node)}` is not "
+                                                                                        "a static tuple")
+                    arms.append((lab, item))
+                return Arms(tuple(arms[:MAX_ARMS]))
+            if getattr(node, "_tilefit_unpacked", False) and isinstance(base, Unknown):
+                return Unknown(f"unpacked from `{self.seg(m, node.value)}`: {base.reason}")
+            rank = getattr(node, "_tilefit_rank", None)
+            if rank is not None:  # `t, h, d = q.shape`
+                return Unknown(f"unpacked from `{self.seg(m, node)}` (dimension {node.slice.value} of {rank}, "  # type: ignore
+                               "computed at run time)")
             return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
         if isinstance(node, ast.Attribute):
             folded = self.platform(node, frame)
             if folded is not None:
                 return folded
+            if isinstance(node.value, ast.Name):
+                typed = self._dtype_attribute(node.value.id, node.attr, frame)
+                if typed is not None:
+                    return typed
             base = self._expr(frame, node.value)
             if isinstance(base, Ref) and base.kind == "module":
                 return self.global_name(base.target, node.attr, frame.depth + 1)
+            if isinstance(base, Ref) and base.kind == "class":  # `KVQuantMode.NONE`: a member of literal value
+                return self._class_attr(base, node.attr, frame)
             if isinstance(base, Ref) and base.kind == "triton":
                 return Ref("triton", f"{base.target}.{node.attr}")
-            return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+            out = Unknown(f"`{self.seg(m, node)}` is computed at run time")
+            if self.scenario is not None and not isinstance(base, Ref):  # `self.page_size`, `layer.num_heads`
+                return self._dimension(node.attr, out)
+            return out
         if isinstance(node, ast.Call):
             folded = self.platform(node, frame)
             if folded is not None:
@@ -642,10 +856,85 @@ class Evaluator:
                     self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
                 if found:
                     return Lit(value, None, f"scenario {self.scenario.name}")
+            typed = self._tensor_call(node, frame)
+            if typed is not None:
+                return typed
             return self._call(frame, node)
         if isinstance(node, ast.JoinedStr):
             return Unknown("an f-string")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _dtype_attribute(self, base: str, attr: str, frame: Frame) -> Val | None:
+        """``torch.bfloat16`` (when ``torch`` is not a name of the scanned tree), and ``x.dtype``
+        of a tensor the scenario gives one dtype (``q``: the activation dtype)."""
+        from tilefit.dtypes import ALIASES
+
+        if base == "torch" and attr in _TORCH_DTYPES and frame.module.binding("torch") is None or \
+                base == "torch" and attr in _TORCH_DTYPES and frame.module.binding("torch").kind == "import":
+            return Lit(TorchDType(ALIASES[attr]))
+        if attr == "dtype" and self.scenario is not None and frame.func is not None:
+            dt = self.scenario.dtype_of(base)
+            if dt is not None:
+                self.scenario_hit = True
+                return Lit(TorchDType(dt), None, f"scenario {self.scenario.name} ({base}: {dt})")
+        return None
+
+    def _tensor_call(self, node: ast.Call, frame: Frame) -> Val | None:
+        """``x.element_size()`` of a tensor the scenario types; ``current_platform.fp8_dtype()``
+        on CUDA; ``x.stride(i)`` of the last dimension the function reads of ``x`` (1: contiguous)."""
+        f = node.func
+        if not isinstance(f, ast.Attribute):
+            return None
+        if f.attr == "fp8_dtype" and not node.args and self.backend == "cuda":
+            return Lit(TorchDType("fp8e4nv"), self.loc(frame.module, node), "the CUDA fp8 type")
+        if not isinstance(f.value, ast.Name) or frame.func is None:
+            return None
+        tensor = f.value.id
+        if f.attr == "element_size" and not node.args and self.scenario is not None:
+            from tilefit.dtypes import ELEMENT_BYTES
+
+            dt = self.scenario.dtype_of(tensor)
+            if dt is not None and dt in ELEMENT_BYTES:
+                self.scenario_hit = True
+                return Lit(ELEMENT_BYTES[dt], None, f"scenario {self.scenario.name} ({tensor}: {dt})")
+        return None
+
+    def constexpr_stride(self, frame: Frame, node: ast.expr) -> Val | None:
+        """``x.stride(i)`` passed to a ``tl.constexpr`` parameter (vLLM's ``stride_k_cache_3``:
+        declared constexpr because the launcher's tensor is contiguous there): 1 when ``i`` is the
+        last dimension the launching function reads of ``x``; else None."""
+        if isinstance(node, ast.Name) and frame.func is not None:  # `stride_block = kv_cache.stride(0)`
+            assigned = local_assignments(frame.func).get(node.id, [])
+            if len(assigned) == 1 and assigned[0].value is not None and assigned[0].line < (frame.before_line or 0):
+                node = assigned[0].value
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "stride"
+                and isinstance(node.func.value, (ast.Name, ast.Attribute)) and len(node.args) == 1
+                and frame.func is not None
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, int)):
+            return None
+        tensor, i = ast.unparse(node.func.value), node.args[0].value
+        if i >= 2 and isinstance(node.func.value, ast.Name) and i == _last_index(frame.func, tensor):  # (i >= 2: `q.stride(1)` of a [T, H, D] q is D)
+            return Lit(1, None, f"`{tensor}.stride({i})`: the last dimension {frame.func.name}() reads of "
+                                f"{tensor} (contiguous)")
+        if i >= 0:
+            # an outer stride of a contiguous tensor: the product of the inner sizes (heads x head
+            # size, a row of a table), a multiple of 16 as a launch specialises it (the compile
+            # depends on its divisibility, not its magnitude)
+            return Lit(OUTER_STRIDE, None, f"`{tensor}.stride({i})`: an outer stride, judged at {OUTER_STRIDE} "
+                                           "(16-divisible)")
+        return None
+
+    def _class_attr(self, ref: Ref, attr: str, frame: Frame) -> Val:
+        """``Cls.NAME`` where the class body assigns ``NAME = <literal expression>`` (an IntEnum's
+        members, class constants); else Unknown."""
+        cls = ref.target
+        for stmt in cls.body:
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] \
+                if isinstance(stmt, ast.AnnAssign) and stmt.value is not None else []
+            if any(isinstance(x, ast.Name) and x.id == attr for x in targets):
+                v = self.expr(Frame(ref.module or frame.module, None, {}, None, frame.depth + 1), stmt.value)
+                return _with_via(v, f"{cls.name}.{attr}")
+        return Unknown(f"`{cls.name}.{attr}` is not a constant of the class")
 
     def _map(self, v: Val, fn, node, m) -> Val:
         if isinstance(v, Arms):
@@ -659,7 +948,7 @@ class Evaluator:
 
     def _map2(self, a: Val, b: Val, fn, node, m) -> Val:
         if isinstance(a, Arms) or isinstance(b, Arms):
-            pairs = [(la, x, lb, y) for la, x in branches(a) for lb, y in branches(b)]
+            pairs = [(la, x, lb, y) for la, x in branches(a) for lb, y in branches(b) if consistent((la, lb))]
             if len(pairs) > MAX_ARMS:
                 return Unknown(f"`{self.seg(m, node)}` has too many branches")
             return Arms(tuple((", ".join(s for s in (la, lb) if s), self._map2(x, y, fn, node, m))
@@ -714,6 +1003,12 @@ class Evaluator:
         args = [self._expr(frame, a) for a in node.args if not isinstance(a, ast.Starred)]
         if any(isinstance(a, ast.Starred) for a in node.args):
             return Unknown(f"`{self.seg(m, node)}` unpacks arguments at run time")
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "bit_length" and not node.args:
+            base = self._expr(frame, node.func.value)
+            return self._map(base, lambda x: int(x).bit_length(), node, m) if isinstance(base, (Lit, Arms)) else \
+                _first_unknown([base], f"`{self.seg(m, node)}` is computed at run time")
+        if fname == "isinstance" and len(args) == 2 and isinstance(args[0], Lit):
+            return self._isinstance(args[0], node.args[1])
         if fname in ("triton.constexpr", "int", "float", "bool", "abs", "min", "max", "triton.next_power_of_2",
                      "triton.cdiv", "len", "range", "list", "tuple", "sorted", "dict"):
             return self._builtin(fname, args, node, frame)
@@ -722,6 +1017,19 @@ class Evaluator:
         if isinstance(callee, Unknown):
             return Unknown(f"`{self.seg(m, node)}` is computed at run time")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _isinstance(self, value: Lit, types: ast.expr) -> Val:
+        """``isinstance(<literal>, T)``: a Python scalar is an instance of the builtin scalar types
+        only (``isinstance(True, torch.Tensor)`` is False)."""
+        names = types.elts if isinstance(types, ast.Tuple) else [types]
+        builtin = {"int": int, "float": float, "bool": bool, "str": str, "tuple": tuple, "list": list}
+        for n in names:
+            if isinstance(n, ast.Name) and n.id in builtin:
+                if isinstance(value.value, builtin[n.id]):
+                    return Lit(True)
+            elif not isinstance(n, (ast.Name, ast.Attribute)):
+                return Unknown("isinstance of a computed type")
+        return Lit(False)
 
     def _builtin(self, fname: str, args: list[Val], node: ast.Call, frame: Frame) -> Val:
         m = frame.module
@@ -756,6 +1064,13 @@ class Evaluator:
                 return Unknown(f"`{self.seg(m, node)}` has too many branches")
             return Arms(tuple((lab, self._builtin(fname, [vals[str(i)] for i in range(len(args))], node, frame))
                               for lab, vals in combos))
+        if fname == "min" and len(args) >= 2 and any(isinstance(a, Lit) and isinstance(a.value, (int, float))
+                                                      for a in args) \
+                and all(isinstance(a, Lit) or isinstance(a, Unknown) for a in args):
+            # `min(run_time, 1024)`: the tile a launch can get is at most the bound; the largest
+            # is the one that needs the most shared memory, so it is the one judged
+            bound = min(a.value for a in args if isinstance(a, Lit))
+            return Lit(bound, None, f"at most {bound} (`{self.seg(m, node)}`)")
         if not args or not all(isinstance(a, Lit) for a in args):
             return _first_unknown(args, f"`{self.seg(m, node)}` is computed at run time")
         xs = [a.value for a in args]
@@ -799,9 +1114,16 @@ class Evaluator:
                 return Unknown(f"`{self.seg(frame.module, node)}` passes **kwargs")
             bindings[kw.arg] = self._expr(frame, kw.value)
         inner = Frame(module, fn, bindings, None, frame.depth + 1)
+        if len(returns) > 1:  # only the returns the passed values can reach (`if is_prefill: return 32`)
+            from .flow import reaching
+
+            test = self._test_folder(inner, fn)
+            live = [r for r in returns if reaching(fn, "\0", r.lineno, test, False)[1]]
+            returns = live or returns
         if len(returns) == 1:
             return self.expr(inner, returns[0].value)
-        return Arms(tuple((f"{fn.name}() returning at line {r.lineno}", self.expr(inner, r.value))
+        call = f"{fn.name}() (line {node.lineno}:{node.col_offset})"  # one call returns once: see consistent()
+        return Arms(tuple((f"{call} returning at line {r.lineno}", self.expr(inner, r.value))
                           for r in returns[:MAX_ARMS]))
 
     def _config(self, frame: Frame, node: ast.Call) -> Val:
@@ -827,18 +1149,70 @@ class Evaluator:
 _HIP_PREDICATES = frozenset({"is_hip", "is_rocm", "is_hip_available", "is_rocm_available", "use_rocm",
                              "is_amd", "is_hip_or_rocm"})
 _CUDA_PREDICATES = frozenset({"is_cuda", "is_nvidia", "is_cuda_available"})
+_FNUZ_PREDICATES = frozenset({"is_fp8_fnuz", "is_fnuz"})
+_OTHER_PLATFORMS = frozenset({"is_xpu", "is_tpu", "is_cpu", "is_hpu", "is_neuron", "is_npu", "is_musa"})
+_TORCH_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
+                           "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8", "int16", "int32", "int64", "half",
+                           "float"})
+_CAPABILITY_TESTS = frozenset({"has_device_capability", "is_device_capability", "is_device_capability_family"})
 
-_BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list", "tuple", "sorted", "dict"}
+_BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list", "tuple", "sorted", "dict",
+             "isinstance"}
 
 
 class _OutOfBudget(Exception):
     """The current site's budget ran out (:meth:`Evaluator.begin_site`)."""
 
 
-def _key_in(node: ast.expr, keys) -> bool:
-    from .scenarios import expression_key
+def _reason(v: Val) -> str:
+    if isinstance(v, Unknown):
+        return v.reason
+    return next((x.reason for _, x in branches(v) if isinstance(x, Unknown)), "not static")
 
-    return expression_key(node) in keys
+
+def _last_index(fn, tensor: str) -> int | None:
+    """The largest literal dimension index ``fn`` reads of ``tensor`` (``tensor.stride(i)``,
+    ``tensor.shape[i]``, ``tensor.size(i)``, or unpacking ``a, b, c = tensor.shape``), memoised."""
+    memo = getattr(fn, "_tilefit_last_index", None)
+    if memo is None:
+        memo = {}
+        for node in ast.walk(fn):
+            name = idx = None
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("stride", "size") and isinstance(node.func.value, ast.Name) and \
+                    len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and \
+                    isinstance(node.args[0].value, int):
+                name, idx = node.func.value.id, node.args[0].value
+            elif isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+                    node.value.attr == "shape" and isinstance(node.value.value, ast.Name) and \
+                    isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
+                name, idx = node.value.value.id, node.slice.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                    isinstance(node.targets[0], ast.Tuple) and _shape_of(node.value) is not None:
+                name, idx = _shape_of(node.value).id, len(node.targets[0].elts) - 1  # type: ignore[union-attr]
+            if name is not None and idx is not None and idx >= 0:
+                memo[name] = max(memo.get(name, 0), idx)
+        try:
+            fn._tilefit_last_index = memo
+        except AttributeError:  # pragma: no cover
+            pass
+    return memo.get(tensor)
+
+
+def _has_unknown(v: Val) -> bool:
+    return isinstance(v, Unknown) or isinstance(v, Arms) and any(isinstance(x, Unknown) for _, x in v.arms)
+
+
+def _scenario_lit(value: Any, via: str) -> Val:
+    if isinstance(value, (list, tuple)):
+        return Seq(tuple(Lit(x, None, via) for x in value))
+    return Lit(value, None, via)
+
+
+def _key_in(node: ast.expr, keys) -> bool:
+    from .scenarios import expression_keys
+
+    return any(k in keys for k in expression_keys(node))
 
 
 def _straight_line(fn, name: str, line: int) -> "_Assigned | None":
