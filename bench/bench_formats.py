@@ -8,13 +8,16 @@ tests/data/corpus.tar.xz (as the tests find it).
 Each round runs `tilefit check CORPUS --target ... --output-format F -o FILE` as a command (the
 interpreter start included, as CI pays it) for every format, interleaved; "cold" runs with an
 empty result cache (`TILEFIT_CACHE_DIR` a new folder), "warm" right after a run of the same
-format filled it. Prints the medians and each format's ratio to concise.
+format filled it. Prints the medians and each format's ratio to concise, of the wall time and of
+the run's CPU time (user + system of the child: on a shared machine other processes' load moves
+the wall time far more than the CPU time).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -45,16 +48,24 @@ def corpus_root(tmp: Path) -> Path:
     return tmp / "extracted" / "corpus"
 
 
-def run(corpus: str, fmt: str, targets, cache: str, out: str) -> float:
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def run(corpus: str, fmt: str, targets, cache: str, out: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one run."""
     args = [sys.executable, "-m", "tilefit", "check", corpus, "--isolated", "--estimator", "analytic",
             "--output-format", fmt, "-o", out] + [a for t in targets for a in ("--target", t)]
     env = dict(os.environ, TILEFIT_CACHE_DIR=cache)
+    cpu = _children_cpu()
     t = time.perf_counter()
     proc = subprocess.run(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     elapsed = time.perf_counter() - t
+    cpu = _children_cpu() - cpu
     if proc.returncode not in (0, 1):  # 2: the run failed, its time means nothing
         raise SystemExit(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    return elapsed
+    return elapsed, cpu
 
 
 def main() -> int:
@@ -79,12 +90,15 @@ def main() -> int:
                 warm[fmt].append(run(corpus, fmt, targets, cache, out))
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {load()}; corpus {corpus} ({n_files} files); "
           f"targets {targets}; medians of {args.rounds} interleaved rounds")
-    base_c, base_w = statistics.median(cold["concise"]), statistics.median(warm["concise"])
-    print("| format | cold, s | ratio | warm, s | ratio |")
-    print("|---|---:|---:|---:|---:|")
+    print("| format | cold, s | ratio | warm, s | ratio | cold CPU, s | ratio | warm CPU, s | ratio |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    med = statistics.median
+    base = [med(x[0] for x in cold["concise"]), med(x[0] for x in warm["concise"]),
+            med(x[1] for x in cold["concise"]), med(x[1] for x in warm["concise"])]
     for fmt in FORMATS:
-        c, w = statistics.median(cold[fmt]), statistics.median(warm[fmt])
-        print(f"| {fmt} | {c:.2f} | {c / base_c:.2f}x | {w:.2f} | {w / base_w:.2f}x |")
+        row = [med(x[0] for x in cold[fmt]), med(x[0] for x in warm[fmt]),
+               med(x[1] for x in cold[fmt]), med(x[1] for x in warm[fmt])]
+        print(f"| {fmt} | " + " | ".join(f"{v:.2f} | {v / b:.2f}x" for v, b in zip(row, base)) + " |")
     return 0
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from .baseline import filter_baselined, load_baseline
@@ -61,7 +61,9 @@ class CheckOptions:
     # The caller reads only each diagnostic's planned fix (``--output-format json``), not the
     # planner's plans: the plans may then come from the result cache too (never when fixing).
     cache_fixes: bool = False
-    progress: object | None = None  # tilefit.progress.Progress: a bar on a terminal (the CLI's)
+    # tilefit.progress.Progress: the run's one bar (the CLI's, on a terminal); None: one on stderr
+    # if it is a terminal; False: none (--quiet, stdin)
+    progress: object | None = None
 
 
 @dataclass
@@ -193,36 +195,53 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
     ``tilefit.app.run_check`` composes the two (``opts.fix``).
 
     With ``--estimator auto`` and Triton installed, kernels without a proven closed form are
-    compiled: the first pass only collects them, they are compiled in parallel over all cores
-    (``progress(done, total)``; by default a bar with an ETA on a terminal's stderr), and a
-    second pass gives the verdicts (the planner's memos forgotten in between: ``forget()``). A
-    run whose kernels all have proven forms -- the engines' own tables -- is one pass that
-    compiles nothing."""
+    compiled: the first pass only collects them, they are compiled in parallel over all cores,
+    and a second pass gives the verdicts (the planner's memos forgotten in between:
+    ``forget()``). A run whose kernels all have proven forms -- the engines' own tables -- is one
+    pass that compiles nothing.
+
+    One bar shows every stage (files, compiles, files again): ``progress``, else
+    ``opts.progress`` (a :class:`tilefit.progress.Progress`; ``False``: none at all), else one on
+    stderr when it is a terminal, shown only once the run compiles or takes over a second."""
     with _collector_paused():
         opts = opts or CheckOptions()
         settings = settings or Settings()
-        engine = engine or build_engine(settings, opts)
-        est = engine.estimator
-        if not hasattr(est, "deferred"):  # an estimator of the caller's own
-            return _run_check(paths, opts, settings, engine, planner)
-        est.defer = est.mode == "auto" and est.exact_available()
+        bar = progress if progress is not None else opts.progress
+        own_bar = bar is None
+        if own_bar:
+            from .progress import for_terminal
+
+            bar = for_terminal(sys.stderr)
+        if (bar or None) is not opts.progress:
+            opts = replace(opts, progress=bar or None)
         try:
-            result = _run_check(paths, opts, settings, engine, planner)
-            if not est.deferred:
-                return result
-            if progress is None:
-                from .progress import EtaProgress
-
-                progress = EtaProgress("tilefit: compiling kernels without a proven closed form")
-            est.precompile(progress=progress)
-            if planner is not None and hasattr(planner, "forget"):
-                planner.forget()
-            from dataclasses import replace
-
-            return _run_check(paths, opts, settings, replace(engine), planner)
+            return _run_passes(paths, opts, settings, engine, planner)
         finally:
-            est.defer = False
-            est.deferred = {}
+            if own_bar and bar:
+                bar.close()
+
+
+def _run_passes(paths, opts: CheckOptions, settings: Settings, engine: Engine | None, planner) -> CheckResult:
+    """One pass, or two around the deferred compiles (see :func:`run_check`)."""
+    engine = engine or build_engine(settings, opts)
+    est = engine.estimator
+    if not hasattr(est, "deferred"):  # an estimator of the caller's own
+        return _run_check(paths, opts, settings, engine, planner)
+    est.defer = est.mode == "auto" and est.exact_available()
+    try:
+        result = _run_check(paths, opts, settings, engine, planner)
+        if not est.deferred:
+            return result
+        bar = opts.progress
+        if bar is not None:
+            bar.phase("compiling kernels without a proven closed form", len(est.deferred), compiles=True)
+        est.precompile(progress=bar)
+        if planner is not None and hasattr(planner, "forget"):
+            planner.forget()
+        return _run_check(paths, opts, settings, replace(engine), planner)
+    finally:
+        est.defer = False
+        est.deferred = {}
 
 
 def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settings | None,

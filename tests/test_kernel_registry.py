@@ -179,3 +179,22 @@ def test_new_family_check_probe_calibrate(tiny, tmp_path, cli):
     found = json.loads(res.stdout)
     assert [x["code"] for x in found] == ["SMEM001"], found
     assert f"Hardware limit: 101376" in found[0]["message"]
+
+
+@needs_triton
+def test_a_compile_worker_started_before_the_family_was_registered_compiles_it(tmp_path):
+    """The process-wide compile child reads the kernel registry ($TILEFIT_KERNEL_PATH) when it
+    starts: one started by an earlier run (tests/test_readme_main.py's check, in a suite) must
+    not answer a family registered since with "unknown kernel" (it is restarted)."""
+    from tilefit.smem.exact import compile_spec
+    from tilefit.smem.worker import compile_spec_limited
+
+    builtin = make_spec("fused_moe", "bf16", {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32,
+                                              "GROUP_SIZE_M": 1}, num_warps=4, num_stages=2)
+    assert compile_spec_limited(builtin, "sm_89").shared_bytes  # the shared child is running
+    folder = tmp_path / "families" / "tiny_gemm"
+    shutil.copytree(TINY, folder)
+    with kernels.registered(folder.parent):
+        got = compile_spec_limited(_spec(SMALL), "sm_121")
+        assert got.error is None, got.error
+        assert got.shared_bytes == compile_spec(_spec(SMALL), "sm_121").shared_bytes

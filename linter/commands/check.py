@@ -137,7 +137,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
 
         from .fix import run_fix_flow
 
-        opts.progress = None if quiet else for_terminal(sys.stderr)
+        opts.progress = False if quiet else for_terminal(sys.stderr)
         try:
             code = run_fix_flow(opts, settings, list(paths) or ["."], fmt=fmt, output_file=output_file, color=color,
                                 statistics=statistics, quiet=quiet, diff=diff, show_fixes=show_fixes,
@@ -146,7 +146,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
             fail(str(exc))
             return
         finally:
-            if opts.progress is not None:
+            if opts.progress:
                 opts.progress.close()
         sys.exit(code)
     # Fixes are planned when the format shows them (its reporter says so: help lines, the json
@@ -160,7 +160,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     opts.cache_fixes = opts.fix and not needs.human_text and not needs.result
     from tilefit.progress import for_terminal
 
-    opts.progress = None if quiet or from_stdin else for_terminal(sys.stderr)
+    opts.progress = False if quiet or from_stdin else for_terminal(sys.stderr)
     try:
         if from_stdin:
             from tilefit.app import run_check_source
@@ -173,7 +173,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         fail(str(exc))
         return
     finally:
-        if opts.progress is not None:
+        if opts.progress:
             opts.progress.close()
     if update_baseline:
         from tilefit.baseline import load_baseline, write_baseline

@@ -216,7 +216,6 @@ class FixPlanner:
         self._sig_memo: dict[tuple, frozenset] = {}
         self._coeff_memo: dict[str, object] = {}
         self._fit_memo: dict[tuple, bool] = {}
-        self._families: dict[str, str] = {}
         self._by_fix: dict[int, EntryPlan] = {}
 
     # -- public --------------------------------------------------------------------------------
@@ -313,19 +312,23 @@ class FixPlanner:
     def need(self, meta, entry: Mapping, arch: str, vendor: str) -> int | None:
         """Worst shared memory of the entry's kernel variants on ``arch`` (search estimator);
         None when no calibrated estimate exists."""
-        c = cfg_key(entry)
-        # The analytic forms are per arch family (sm_86/89/120 share mma_v2's), and GROUP_SIZE_M
-        # is in none of them.
-        fam = self._families.get(arch)
-        if fam is None:
-            fam = self._families[arch] = self.search_estimator.model.family_of(arch) or arch
+        # The memo is read before the entry's kernel variants are built: building them was most
+        # of a json run's planning time (the search asks for the same configs again and again).
+        # Keyed by the arch itself (the variants and the engine's known compile failures are per
+        # arch) and the whole config (an engine spec carries GROUP_SIZE_M).
         k = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-             meta.triton_folder, fam, vendor, c[0], c[1], c[2], c[4], c[5], entry.get("USE_TMA"))
+             meta.triton_folder, arch, vendor, cfg_key(entry), entry.get("USE_TMA"))
+        try:
+            return self._need_memo[k]
+        except KeyError:
+            pass
+        except TypeError:  # an unhashable value (a list for a block size): never memoised
+            k = None
         variants = kernel_variants(meta, entry, arch, vendor, meta.engine)
         if any(self.search_estimator.compile_failure(v.spec, arch) for v in variants):
+            if k is not None:
+                self._need_memo[k] = COMPILE_FAILS
             return COMPILE_FAILS  # the engine's kernel does not compile it: never a candidate
-        if k in self._need_memo:
-            return self._need_memo[k]
         worst = None
         for variant in variants:
             try:
@@ -338,7 +341,8 @@ class FixPlanner:
             # must fit for sure)
             need = est.shared_bytes + (est.max_error or 0 if est.status == "uncalibrated" else 0)
             worst = need if worst is None else max(worst, need)
-        self._need_memo[k] = worst
+        if k is not None:
+            self._need_memo[k] = worst
         return worst
 
     def fits(self, ctx: "_TableContext", entry: Mapping) -> bool:

@@ -64,8 +64,7 @@ def scrubbed_env(folder: str, environ=None) -> dict[str, str]:
     """The child's environment: what the compile needs of the caller's, ``HOME``/``TMPDIR`` in
     ``folder``; Triton's cache stays where the caller's Triton keeps it (warm runs stay warm)."""
     environ = os.environ if environ is None else environ
-    env = {k: v for k, v in environ.items()
-           if (k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)) and k not in _NOT_KEPT}
+    env = kept_settings(environ)
     home = environ.get("TRITON_HOME") or os.path.expanduser("~")
     env.setdefault("TRITON_CACHE_DIR", os.path.join(home, ".triton", "cache"))
     env["TRITON_HOME"] = home  # Triton's other folders (dumps, overrides) where the caller has them
@@ -74,12 +73,22 @@ def scrubbed_env(folder: str, environ=None) -> dict[str, str]:
     return env
 
 
+def kept_settings(environ=None) -> dict[str, str]:
+    """The caller's settings a child is started with (:func:`scrubbed_env` less its own
+    folders): a child started under other settings answers for them, not for the caller's."""
+    environ = os.environ if environ is None else environ
+    return {k: v for k, v in environ.items()
+            if (k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)) and k not in _NOT_KEPT}
+
+
 class _Child:
     """A started ``python -I -m tilefit.smem.worker``: the process, its socket, its folder."""
 
     def __init__(self):
         from multiprocessing.connection import Connection
 
+        # what the child's registry, caches and compiler read (TILEFIT_KERNEL_PATH, ...)
+        self.settings = kept_settings()
         self.folder = tempfile.mkdtemp(prefix="tilefit-compile-")
         parent, child = socket.socketpair()
         try:
@@ -159,7 +168,9 @@ class CompileWorker:
         """The child's answer to ``job`` (a result record as ``ExactResult.to_json``), or a
         record with ``error_stage`` ``"timeout"`` / ``"crash"``."""
         with self._lock:
-            if self._proc is None or not self._proc.is_alive():
+            # a child started before the settings changed (a kernel family registered since:
+            # $TILEFIT_KERNEL_PATH; another cache folder) would answer with the old ones
+            if self._proc is None or not self._proc.is_alive() or self._proc.settings != kept_settings():
                 self._stop()
                 self._start()
             t0 = time.perf_counter()
