@@ -215,8 +215,20 @@ def _engine_report(results) -> None:
             exact = sum(p.exact for p in r.proofs.values())
             total = sum(p.points for p in r.proofs.values())
             reuse = (kc.doc.get("reused") or {}).get("groups", {}).get(f"{family}/{dtype}")
-            form = f"reused from Triton {kc.doc['reused']['from']}" if reuse else r.origin
-            rows.append((family, kernel, dtype, form, ",".join(r.proven_archs()) or "-", f"{exact}/{total}"))
+            form = r.origin
+            proven = r.proven_archs()
+            if reuse:
+                form = f"reused from Triton {kc.doc['reused']['from']} (probe {reuse['identical']}/{reuse['points']})"
+                if "archs" in reuse:
+                    proven = [a for a in proven if a in reuse["archs"]]
+            rows.append((family, kernel, dtype, form, ",".join(proven) or "-", f"{exact}/{total}"))
+        if not kc.doc.get("reused"):
+            continue
+        for key, g in sorted((kc.doc["reused"].get("differing") or {}).items()):
+            family, dtype = key.split("/", 1)
+            if (family, kc.kernel, dtype) not in kc.results:
+                rows.append((family, kc.kernel, dtype, f"none: probe {g.get('identical')}/{g.get('points')} identical",
+                             "-", "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -1098,7 +1098,7 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
         prov["kernels"] = base_doc.get("provenance", {}).get("kernels", {})
         prov["design"] = dict(design_sizes(scale), probe_per=max(1, round(PROBE_PER * scale)),
                               risk_share=min(scale, 1.0) if risk_share is None else risk_share)
-        reused = {"from": base_v, "groups": reused_groups, "differing": differing,
+        reused = {"from": base_v, "min_points": MIN_PROBE_POINTS, "groups": reused_groups, "differing": differing,
                   "note": f"groups in 'groups' gave the bytes of Triton {base_v} on every probe point this release "
                           f"compiles (points it does not compile are its own failures) and use its forms; the "
                           + ("others were calibrated afresh" if fresh else
