@@ -162,3 +162,23 @@ def test_a_release_without_a_file_falls_back_to_the_nearest_marked_not_proven():
     chain = triton_chain("fused_moe", "vllm", "0.33.0", "3.3.1")
     assert chain and chain[0][1] is not None and "not proven for 3.3" in chain[0][1]
     assert [v for v, _ in chain] == sorted((v for v, _ in chain), key=lambda v: abs(versions.release(v, 2)[1] - 3))
+
+
+def test_a_compile_failure_inside_tritons_code_generation_is_a_fact_with_its_reason():
+    """Triton 3.4.0's ``tl.extra.cuda.gdc_wait`` takes ``_builder`` where its code generator passes
+    ``_semantic``: every launch of a kernel that waits on PDL (SGLang's fused MoE on sm_90+) fails
+    in code generation. The message names the reason and stays a compile failure (a fact of the
+    kernel on that release, cached and reported), not one of tilefit's own setup errors."""
+    from tilefit.smem.engine_kernels import EngineCompile, _error_line
+    from tilefit.smem.exact import _message
+
+    try:
+        try:
+            raise TypeError("gdc_wait() got an unexpected keyword argument '_semantic'")
+        except TypeError as inner:
+            raise RuntimeError("at 30:8:\n    if USE_GDC:\n        tl.extra.cuda.gdc_wait()\n        ^") from inner
+    except RuntimeError as exc:
+        text = _message(exc, "")
+    line = _error_line(text)
+    assert line.startswith("RuntimeError: at 30:8:") and "gdc_wait() got an unexpected keyword argument" in line
+    assert EngineCompile(None, f"compile failed (ast): {line}").failed_to_compile

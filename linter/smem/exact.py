@@ -535,8 +535,9 @@ def _message(exc: BaseException, diagnostics: str) -> str:
     cause = exc.__cause__
     if cause is not None and str(cause).strip():
         # a CompilationError shows the source and a caret; the reason is its cause (Triton 3.4's
-        # gdc_wait: "TypeError: gdc_wait() got an unexpected keyword argument '_semantic'")
-        text += f"\n{type(cause).__name__}: {str(cause).strip().splitlines()[-1]}"
+        # gdc_wait: "gdc_wait() got an unexpected keyword argument '_semantic'", a TypeError, put
+        # after the words: it is the compiler's failure, not a Python error of our own calls)
+        text += f"\nbecause: {str(cause).strip().splitlines()[-1]} [{type(cause).__name__}]"
     diag = "\n".join(line for line in diagnostics.splitlines() if line.strip())
     if diag:
         # keep the compiler's own words first; they say what failed (e.g. "error: ...")
