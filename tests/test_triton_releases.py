@@ -80,8 +80,9 @@ def test_the_probe_record_is_what_its_points_show(kernel, engine, version, trito
     for p in _probe(kernel, engine, version, triton):
         if p.error and p.error.startswith("setup"):
             continue
-        b = base.get(cal._ident(p)) or cal.Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch)
-        pairs[f"{p.family}/{cal.form_dtype(p.path)}"].append((p, b))
+        b = ec.base_point(p, base, base_doc, epilogue)
+        if b is not None:
+            pairs[f"{p.family}/{cal.form_dtype(p.path)}"].append((p, b))
     stored = {**rec.get("groups", {}), **rec.get("differing", {})}
     assert set(stored) == set(pairs)
     for key, ps in pairs.items():

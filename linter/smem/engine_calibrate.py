@@ -918,6 +918,21 @@ def _base_text(doc: Mapping, p: Point) -> str | None:
     return (forms.get(p.arch) or {}).get(dtype) or (forms.get(ARCH_FAMILIES.get(p.arch, "")) or {}).get(dtype)
 
 
+def base_point(p: Point, base_by: Mapping, base_doc: Mapping, epilogue: Mapping) -> Point | None:
+    """What the base release says of probe point ``p``: its compile when it made one, else (a risk
+    tile it never compiled) a failure when its failures cover ``p`` or its form's bytes; None when
+    it has no form for ``p``'s group."""
+    hit = base_by.get(cal._ident(p))
+    if hit is not None:
+        return hit
+    text = _base_text(base_doc, p)
+    if text is None:
+        return None
+    if base_failure(base_doc, p):
+        return Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, None, "base release: does not compile")
+    return Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, evaluate(text, [p], epilogue)[0])
+
+
 def compare_probe(pairs: Sequence[tuple[Point, Point]], base_doc: Mapping, epilogue: Mapping) -> dict:
     """A group's probe record: ``pairs`` of (this release's compile, the base release's point).
 
@@ -1004,31 +1019,17 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
         done = compile_points(ek, probe + risky, jobs, progress_factory(f"{kernel}: probe", len(probe) + len(risky))
                               if progress_factory else None)
         base_by = {cal._ident(d.point): d.point for d in base_pts}
-        # the risk tiles were not compiled by the base release's design: compile them there too? No:
-        # a risk point that compiles is compared with the base release's form, one that fails is a
-        # difference by itself (the base release's design compiled, or would have been recorded)
+        # the risk tiles were not compiled by the base release's design: a risk point is compared
+        # with the base release's form (or its failures), see base_point
         base_forms_doc = json.loads(fp.read_text(encoding="utf-8"))
         base_epilogue = shipped_epilogue(base_v)
-        for d in done:
-            ident = cal._ident(d.point)
-            if ident in base_by or d.point.error and d.point.error.startswith("setup"):
-                continue
-            fam_, _k, dtype_ = group_key(d.point)
-            text = (base_forms_doc.get("formulas") or {}).get(fam_, {}).get(dtype_)
-            if text is None:
-                continue
-            if base_failure(base_forms_doc, d.point):
-                base_by[ident] = Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages,
-                                       d.point.arch, None, "base release: does not compile")
-            else:
-                pred = evaluate(text, [d.point], base_epilogue)[0]
-                base_by[ident] = Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages,
-                                       d.point.arch, pred)
         groups: dict[tuple, list[tuple[Point, Point]]] = {}
         for d in done:
             if d.point.error and d.point.error.startswith("setup"):
                 continue
-            groups.setdefault(group_key(d.point), []).append((d.point, base_by[cal._ident(d.point)]))
+            b = base_point(d.point, base_by, base_forms_doc, base_epilogue)
+            if b is not None:
+                groups.setdefault(group_key(d.point), []).append((d.point, b))
         records = {k: compare_probe(pairs, base_forms_doc, base_epilogue) for k, pairs in groups.items()}
         same = {k for k, rec in records.items() if reuses(rec)}
         differ = sorted(set(groups) - same)
