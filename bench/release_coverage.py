@@ -5,8 +5,8 @@
 Per (kernel family, engine, Triton release): the groups (arch family x dtype path) whose probe
 proved 3.9's bytes, those identical on fewer than 2 points (not reused), the compared probe
 points, the mismatches, the points the release does not compile, the groups that differ; per
-arch, how many groups are proven by reuse there. Read from ``kernels/<family>/smem/<engine>-<version>/triton-X.Y.json``; nothing is
-compiled.
+arch, how many groups are proven by reuse there. Read from
+``kernels/<family>/smem/<engine>-<version>/triton-X.Y.json``; nothing is compiled.
 """
 
 from __future__ import annotations

@@ -198,3 +198,15 @@ def test_probe_names_the_release_whose_forms_answer_and_the_probe(cli):
     assert "not proven for 3.5 (Triton 3.5's probe:" in r.output
     r = cli(*args, "--arch", "sm_90", "--triton-version", "3.4")
     assert r.exit_code == 1 and "gdc_wait() got an unexpected keyword argument '_semantic'" in r.output, r.output
+
+
+def test_the_coverage_in_docs_is_the_shipped_records():
+    """docs/triton_releases.md carries bench/release_coverage.py's tables of the shipped records."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(repo / "bench" / "release_coverage.py")], capture_output=True,
+                         text=True, check=True).stdout
+    assert "| fused_moe | sglang 0.5.23 | 3.5 |" in out
+    assert out.strip() in (repo / "docs" / "triton_releases.md").read_text(encoding="utf-8")
