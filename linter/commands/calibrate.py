@@ -65,9 +65,22 @@ def calibrate() -> None:
               help="With --engine: prove the kernel family's written candidate forms (calibration.engine_candidates "
                    "in its family.json) on a fresh held-out design; one replaces a group's form only where it is "
                    "exact on every fresh point and every point compiled before.")
+@click.option("--fresh/--no-fresh", "fresh", default=True, show_default=True,
+              help="With --probe-from: calibrate the groups whose probe differs afresh for this release; "
+                   "--no-fresh writes only the groups proven identical and the probe's record of the others "
+                   "(answered with another release's forms, marked not proven).")
+@click.option("--risk-share", type=click.FloatRange(min=0, max=1), default=None, metavar="SHARE",
+              help="With --probe-from: the seeded share of the risk tiles (256-row tiles compilers fail on) "
+                   "the probe compiles. [default: --scale, at most 1]")
+@click.option("--triton-python", "triton_python", default=None, metavar="PYTHON",
+              type=click.Path(exists=True, dir_okay=False),
+              help="With --engine: compile with the Triton of this interpreter (a virtual environment with "
+                   "another Triton release and packaging; the same Python version; tilefit itself is not "
+                   "installed there). The forms are written for that release.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_points, proof_corpus, proof_per_arch,
-         proof_only, cache_dir, engine, corpus, archs, probe_from, candidates, quiet):
+         proof_only, cache_dir, engine, corpus, archs, probe_from, candidates, fresh, risk_share, triton_python,
+         quiet):
     """Regenerate the analytic shared-memory model for the installed Triton.
 
     Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
@@ -96,13 +109,24 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
             click.echo(msg, err=True)
 
     command = "tilefit " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv else "tilefit calibrate smem"
+    if triton_python is not None:
+        if engine is None:
+            fail("--triton-python goes with --engine")
+        from tilefit.smem import interpreter
+
+        try:
+            interpreter.use(triton_python)
+        except interpreter.InterpreterError as exc:
+            fail(str(exc))
     if engine is not None:
         _engine(engine, kernels=list(kernels) or None, corpus=list(corpus), archs=list(archs) or None, jobs=jobs,
                 scale=scale, cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from,
-                candidates=candidates, quiet=quiet)
+                candidates=candidates, quiet=quiet, fresh=fresh, risk_share=risk_share)
         return
     if corpus or archs or probe_from or candidates:
         fail("--corpus, --arch, --probe-from and --candidates go with --engine")
+    if not fresh or risk_share is not None:
+        fail("--no-fresh and --risk-share go with --engine and --probe-from")
     if out and into_package:
         fail("--out and --package name two places; give one")
     try:
@@ -132,7 +156,7 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
 
 
 def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, command, log, probe_from, quiet,
-            candidates=False) -> None:
+            candidates=False, fresh=True, risk_share=None) -> None:
     from tilefit import progress
     from tilefit.smem import calibrate as cal
     from tilefit.smem import engine_calibrate as ec
@@ -154,8 +178,10 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
         elif probe_from:
             results = ec.probe_version(source, probe_from, kernels=kernels, archs=archs, jobs=jobs, scale=scale,
                                        cache_dir=cache_dir, write=write, command=command, log=log,
-                                       progress_factory=make)
+                                       progress_factory=make, fresh=fresh, risk_share=risk_share)
         else:
+            if not fresh or risk_share is not None:
+                fail("--no-fresh and --risk-share go with --probe-from")
             items = None
             if corpus:
                 from tilefit.app import touched_items
@@ -189,8 +215,20 @@ def _engine_report(results) -> None:
             exact = sum(p.exact for p in r.proofs.values())
             total = sum(p.points for p in r.proofs.values())
             reuse = (kc.doc.get("reused") or {}).get("groups", {}).get(f"{family}/{dtype}")
-            form = f"reused from Triton {kc.doc['reused']['from']}" if reuse else r.origin
-            rows.append((family, kernel, dtype, form, ",".join(r.proven_archs()) or "-", f"{exact}/{total}"))
+            form = r.origin
+            proven = r.proven_archs()
+            if reuse:
+                form = f"reused from Triton {kc.doc['reused']['from']} (probe {reuse['identical']}/{reuse['points']})"
+                if "archs" in reuse:
+                    proven = [a for a in proven if a in reuse["archs"]]
+            rows.append((family, kernel, dtype, form, ",".join(proven) or "-", f"{exact}/{total}"))
+        if not kc.doc.get("reused"):
+            continue
+        for key, g in sorted((kc.doc["reused"].get("differing") or {}).items()):
+            family, dtype = key.split("/", 1)
+            if (family, kc.kernel, dtype) not in kc.results:
+                rows.append((family, kc.kernel, dtype, f"none: probe {g.get('identical')}/{g.get('points')} identical",
+                             "-", "-"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         click.echo("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())

@@ -86,6 +86,20 @@ GRID_PER = 4
 FIT_PER = {"main": 16, "other": 4}
 
 
+def compile_release() -> str:
+    """The Triton release the compiles are made with (the installed one, or that of the interpreter
+    ``--triton-python`` names: :mod:`tilefit.smem.interpreter`); TritonUnavailable when this process
+    has no Triton to load the engine's kernels with or the compiles' Triton is older than 3.4."""
+    from .exact import MIN_TRITON, TritonUnavailable, _triton
+    from .interpreter import compile_triton_version
+
+    _triton()
+    found = compile_triton_version() or "unknown"
+    if versions.release(found, 2) < MIN_TRITON:
+        raise TritonUnavailable(f"the engine calibration needs Triton >= 3.4 (the compiles' Triton is {found})")
+    return found
+
+
 def design_sizes(scale: float = 1.0) -> dict[str, int]:
     """Points per (path, arch) of each design at ``scale``: real-table kernels, proof grid, fit
     design on an arch family's first arch and on the others (at least 1, 2 on a first arch)."""
@@ -558,6 +572,8 @@ def forms_doc(results: Mapping[tuple, GroupResult], failures: Mapping, *, kernel
     origin: dict[str, dict] = {}
     fits: dict[str, dict] = {}
     for (family, k, dtype), r in sorted(results.items()):
+        if r.origin.startswith("reused:"):
+            continue  # answered with the base release's own forms and proofs (the loader reads them there)
         formulas.setdefault(family, {})[dtype] = r.formula
         proven.setdefault(family, {})[dtype] = {a: pr.to_json() for a, pr in sorted(r.proofs.items())}
         origin.setdefault(family, {})[dtype] = r.origin
@@ -618,11 +634,9 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
     form is not proven a second round (:func:`second_round`)."""
     from .engine_kernels import EngineKernels
     from .engine_source import open_source
-    from .exact import _triton
 
-    _triton()
     log = log or (lambda m: None)
-    triton_version = versions.installed_triton() or "unknown"
+    triton_version = compile_release()
     tree = open_source(source, cache_dir, log)
     if tree.engine is None:
         raise ValueError(f"{source}: cannot tell which engine this is (name a wheel or a vllm/sglang tree)")
@@ -865,6 +879,21 @@ def probe_design(base: Sequence[Designed], per: int = PROBE_PER) -> list[Designe
     return out
 
 
+def probe_set(base: Sequence[Designed], scale: float = 1.0,
+              risk_share: float | None = None) -> tuple[list[Designed], list[Designed]]:
+    """``(probe, risk)``: the points a probe of another release compiles -- :func:`probe_design`
+    with ``PROBE_PER * scale`` points per (path, arch), and the seeded ``risk_share`` (default:
+    ``scale``, at most 1) of the :func:`risk_points` it does not already hold. Deterministic: a
+    smaller scale's set is a subset of a larger one's."""
+    probe = probe_design(base, max(1, round(PROBE_PER * scale)))
+    share = min(scale, 1.0) if risk_share is None else risk_share
+    known = {cal._ident(d.point) for d in probe}
+    risky = [d for d in risk_points(base) if cal._ident(d.point) not in known]
+    if share < 1:
+        risky = [d for d in risky if random.Random(f"risk:{repr(cal._ident(d.point))}").random() < share]
+    return probe, risky
+
+
 def base_failure(doc: Mapping, p: Point) -> bool:
     """Whether the forms file ``doc`` knows ``p`` not to compile (a stored point or its rule)."""
     rec = (doc.get("failures") or {}).get(p.arch, {}).get(p.path.name)
@@ -882,30 +911,91 @@ def base_failure(doc: Mapping, p: Point) -> bool:
     return False
 
 
-def _same(a: Point, b: Point) -> bool:
-    if a.shared is None or b.shared is None:
-        return a.shared is None and b.shared is None
-    return a.shared == b.shared
+def _base_text(doc: Mapping, p: Point) -> str | None:
+    """The form of the calibration ``doc`` that answers ``p``: its arch's own, else its family's."""
+    forms = doc.get("formulas") or {}
+    dtype = cal.form_dtype(p.path)
+    return (forms.get(p.arch) or {}).get(dtype) or (forms.get(ARCH_FAMILIES.get(p.arch, "")) or {}).get(dtype)
+
+
+def base_point(p: Point, base_by: Mapping, base_doc: Mapping, epilogue: Mapping) -> Point | None:
+    """What the base release says of probe point ``p``: its compile when it made one, else (a risk
+    tile it never compiled) a failure when its failures cover ``p`` or its form's bytes; None when
+    it has no form for ``p``'s group."""
+    hit = base_by.get(cal._ident(p))
+    if hit is not None:
+        return hit
+    text = _base_text(base_doc, p)
+    if text is None:
+        return None
+    if base_failure(base_doc, p):
+        return Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, None, "base release: does not compile")
+    return Point(p.path, p.tile, p.num_warps, p.num_stages, p.arch, evaluate(text, [p], epilogue)[0])
+
+
+def compare_probe(pairs: Sequence[tuple[Point, Point]], base_doc: Mapping, epilogue: Mapping) -> dict:
+    """A group's probe record: ``pairs`` of (this release's compile, the base release's point).
+
+    Bytes are compared wherever this release compiles: with the base release's compile, or --
+    where the base release did not compile the point -- with the base form's bytes. A point this
+    release does not compile is a fact of this release (its ``failures``), not a byte difference.
+    ``identical``: the points whose bytes agree; the group reuses the base forms only when every
+    compared point agrees (and at least one was compared)."""
+    compared = identical = failed = new_failures = 0
+    max_diff = 0
+    archs = set()
+    for x, b in pairs:
+        if x.shared is None:
+            failed += 1
+            new_failures += b.shared is not None
+            continue
+        compared += 1
+        archs.add(x.arch)
+        want = b.shared
+        if want is None:
+            text = _base_text(base_doc, x)
+            want = evaluate(text, [x], epilogue)[0] if text else None
+        if want == x.shared:
+            identical += 1
+        else:
+            max_diff = max(max_diff, abs(x.shared - want) if want is not None else x.shared)
+    rec = {"points": compared, "identical": identical, "archs": sorted(archs)}
+    if failed:
+        rec["do_not_compile"] = failed
+        rec["newly_failing"] = new_failures
+    if identical < compared:
+        rec["max_difference"] = max_diff
+    return rec
+
+
+MIN_PROBE_POINTS = 2  # compared points a group's probe needs before it may reuse another release's forms
+
+
+def reuses(rec: Mapping) -> bool:
+    """Whether a group's probe record proves the base release's bytes: every compared point
+    identical, and at least :data:`MIN_PROBE_POINTS` of them."""
+    return rec["points"] >= MIN_PROBE_POINTS and rec["identical"] == rec["points"]
 
 
 def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | None = None,
                   archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None, write: bool = True,
                   command: str = "", log: Callable[[str], None] | None = None, progress_factory=None,
-                  items: Iterable | None = None, scale: float = 1.0) -> list[KernelCalibration]:
+                  items: Iterable | None = None, scale: float = 1.0,
+                  risk_share: float | None = None, fresh: bool = True) -> list[KernelCalibration]:
     """Prove, group by group, that the installed Triton gives the bytes of the calibration for
     Triton ``from_version``; reuse its forms where it does, calibrate afresh where it does not.
     ``scale`` < 1 shrinks the probe (points per path and arch, a seeded share of the risk
-    points) and the fresh designs; the provenance records it."""
+    points) and the fresh designs; the provenance records it. ``fresh=False``: the groups that
+    differ are not calibrated afresh -- the file holds the reused groups and the probe's record of
+    the others, which the loader answers with another release's forms, marked not proven."""
     from .engine_kernels import EngineKernels
     from .engine_source import open_source
-    from .exact import _triton
 
-    _triton()
     log = log or (lambda m: None)
-    triton_version = versions.installed_triton() or "unknown"
+    triton_version = compile_release()
     base_v = versions.major_minor(from_version)
     if base_v == versions.major_minor(triton_version):
-        raise ValueError(f"--probe-from {from_version} is the installed Triton's own release")
+        raise ValueError(f"--probe-from {from_version} is the release the compiles are made with")
     tree = open_source(source, cache_dir, log)
     if tree.engine is None:
         raise ValueError(f"{source}: cannot tell which engine this is (name a wheel or a vllm/sglang tree)")
@@ -922,48 +1012,29 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
         if base_doc.get("reused"):
             raise ValueError(f"{fp}: Triton {base_v} reuses other forms itself; probe from a calibrated release")
         base_pts = [d for d in load_points(pp) if not archs or d.point.arch in archs]
-        probe = probe_design(base_pts, max(1, round(PROBE_PER * scale)))
-        known = {cal._ident(d.point) for d in probe}
-        risky = [d for d in risk_points(base_pts) if cal._ident(d.point) not in known]
-        if scale < 1:
-            risky = [d for d in risky if random.Random(f"risk:{repr(cal._ident(d.point))}").random() < scale]
+        probe, risky = probe_set(base_pts, scale, risk_share)
         t0 = time.perf_counter()
         log(f"{engine} {engine_version} {kernel}: probing Triton {triton_version} against {base_v} "
             f"on {len(probe)} points")
         done = compile_points(ek, probe + risky, jobs, progress_factory(f"{kernel}: probe", len(probe) + len(risky))
                               if progress_factory else None)
         base_by = {cal._ident(d.point): d.point for d in base_pts}
-        # the risk tiles were not compiled by the base release's design: compile them there too? No:
-        # a risk point that compiles is compared with the base release's form, one that fails is a
-        # difference by itself (the base release's design compiled, or would have been recorded)
+        # the risk tiles were not compiled by the base release's design: a risk point is compared
+        # with the base release's form (or its failures), see base_point
         base_forms_doc = json.loads(fp.read_text(encoding="utf-8"))
         base_epilogue = shipped_epilogue(base_v)
-        for d in done:
-            ident = cal._ident(d.point)
-            if ident in base_by or d.point.error and d.point.error.startswith("setup"):
-                continue
-            fam_, _k, dtype_ = group_key(d.point)
-            text = (base_forms_doc.get("formulas") or {}).get(fam_, {}).get(dtype_)
-            if text is None:
-                continue
-            if base_failure(base_forms_doc, d.point):
-                base_by[ident] = Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages,
-                                       d.point.arch, None, "base release: does not compile")
-            else:
-                pred = evaluate(text, [d.point], base_epilogue)[0]
-                base_by[ident] = Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages,
-                                       d.point.arch, pred)
         groups: dict[tuple, list[tuple[Point, Point]]] = {}
         for d in done:
             if d.point.error and d.point.error.startswith("setup"):
                 continue
-            groups.setdefault(group_key(d.point), []).append((d.point, base_by[cal._ident(d.point)]))
-        same = {k for k, pairs in groups.items() if all(_same(a, b) for a, b in pairs)}
+            b = base_point(d.point, base_by, base_forms_doc, base_epilogue)
+            if b is not None:
+                groups.setdefault(group_key(d.point), []).append((d.point, b))
+        records = {k: compare_probe(pairs, base_forms_doc, base_epilogue) for k, pairs in groups.items()}
+        same = {k for k, rec in records.items() if reuses(rec)}
         differ = sorted(set(groups) - same)
-        reused_groups = {f"{k[0]}/{k[2]}": {"points": len(groups[k]), "identical": len(groups[k]),
-                                            "archs": sorted({a.arch for a, _ in groups[k]})} for k in sorted(same)}
-        differing = {f"{k[0]}/{k[2]}": {"points": len(groups[k]),
-                                        "identical": sum(_same(a, b) for a, b in groups[k])} for k in differ}
+        reused_groups = {f"{k[0]}/{k[2]}": records[k] for k in sorted(same)}
+        differing = {f"{k[0]}/{k[2]}": records[k] for k in differ}
         log(f"{kernel}: {len(same)} groups give identical bytes, {len(differ)} differ")
         results: dict[tuple, GroupResult] = {}
         base_forms = base_doc.get("formulas") or {}
@@ -985,7 +1056,7 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
                                   (base_doc.get("proofs", {}).get(where, {}).get(dtype) or {}).items()}
                         results[(where, kernel, dtype)] = GroupResult(where, kernel, dtype, text, "reused:fit", proofs)
         fresh_points: list[Designed] = []
-        if differ:
+        if differ and fresh:
             # a fresh calibration of the groups that differ, on the base release's held-out design
             want = {(k[0], k[2]) for k in differ}
             redo = [Designed(Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages, d.point.arch),
@@ -1026,10 +1097,13 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
         prov = _provenance(ek, registry.get(kernel), [], archs or ALL_ARCHS, triton_version, command,
                            time.perf_counter() - t0, everything)
         prov["kernels"] = base_doc.get("provenance", {}).get("kernels", {})
-        prov["design"] = dict(design_sizes(scale), probe_per=max(1, round(PROBE_PER * scale)), risk_share=min(scale, 1.0))
-        reused = {"from": base_v, "groups": reused_groups, "differing": differing,
-                  "note": f"groups in 'groups' gave the bytes of Triton {base_v} on every probe point "
-                          f"(and failed where it failed) and use its forms; the others were calibrated afresh"}
+        prov["design"] = dict(design_sizes(scale), probe_per=max(1, round(PROBE_PER * scale)),
+                              risk_share=min(scale, 1.0) if risk_share is None else risk_share)
+        reused = {"from": base_v, "min_points": MIN_PROBE_POINTS, "groups": reused_groups, "differing": differing,
+                  "note": f"groups in 'groups' gave the bytes of Triton {base_v} on every probe point this release "
+                          f"compiles (points it does not compile are its own failures) and use its forms; the "
+                          + ("others were calibrated afresh" if fresh else
+                             "others ('differing') have no form of their own for this release")}
         doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version,
                         reused=reused)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
@@ -1117,11 +1191,9 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     it is exact on every fresh point and on every point compiled before; the others keep theirs."""
     from .engine_kernels import EngineKernels
     from .engine_source import open_source
-    from .exact import _triton
 
-    _triton()
     log = log or (lambda m: None)
-    triton_version = versions.installed_triton() or "unknown"
+    triton_version = compile_release()
     tree = open_source(source, cache_dir, log)
     engine, engine_version = tree.engine, tree.version or "unknown"
     ek = EngineKernels(source, cache_dir=cache_dir, engine=engine, tree=tree)

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .. import versions
 from ..atomicfile import write_atomic
 from ..kernels import launch_plan, registry
 from ..kernels.plan import Arg, LaunchPlan
@@ -394,7 +393,9 @@ class EngineKernels:
                 return None
         key = hashlib.sha256(repr((plan.function, plan.args, plan.num_warps, plan.num_stages, plan.options,
                                    self.stop)).encode()).hexdigest()[:32]
-        return (self._cache_root / f"triton-{versions.installed_triton() or 'none'}" / arch / digest[:20]
+        from .interpreter import compile_triton_version
+
+        return (self._cache_root / f"triton-{compile_triton_version() or 'none'}" / arch / digest[:20]
                 / f"{key}.json")
 
     def _cache_get(self, path: Path | None, spec: KernelSpec) -> EngineCompile | None:

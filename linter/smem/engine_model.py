@@ -85,17 +85,33 @@ def pick_engine_version(kernel: str, engine: str, wanted: str | None) -> str | N
 def pick_triton(kernel: str, engine: str, engine_version: str, wanted: str | None) -> tuple[str | None, str | None]:
     """``(X.Y, note)``: the calibrated (or probe-reused) Triton release of the engine's forms for
     ``wanted``; the note says when it is not the release asked for (and so not proven for it)."""
+    chain = triton_chain(kernel, engine, engine_version, wanted)
+    return chain[0] if chain else (None, None)
+
+
+def triton_chain(kernel: str, engine: str, engine_version: str, wanted: str | None) -> list[tuple[str, str | None]]:
+    """The releases whose forms answer ``wanted``, in the order they are tried, each with its note:
+    ``wanted``'s own file first (no note: a release of its own, or one whose probe proved another's
+    forms give its bytes), then the others, nearest release first (a tie: the lower), each noted as
+    not proven for ``wanted``. A group the first file lacks (its probe differed and no form was
+    fitted for it) is answered by the next file that has it."""
     have = triton_versions(kernel, engine, engine_version)
     if not have:
-        return None, None
+        return []
     if wanted is None:
-        return have[-1], None
+        return [(have[-1], None)]
     want = versions.major_minor(wanted)
-    if want in have:
-        return want, None
-    older = [v for v in have if versions.parse(v) <= versions.parse(want)]
-    pick = older[-1] if older else have[0]
-    return pick, f"no calibration for Triton {want}: the forms of Triton {pick} are used, not proven for {want}"
+    w = versions.release(want, 2)
+
+    def distance(v: str) -> tuple[int, int]:
+        r = versions.release(v, 2)
+        return (abs((r[0] - w[0]) * 100 + r[1] - w[1]), 0 if r < w else 1)  # the nearest; a tie: the lower
+
+    chain: list[tuple[str, str | None]] = [(want, None)] if want in have else []
+    why = (f"no form of Triton {want}'s own for this path" if want in have else f"no calibration for Triton {want}")
+    for pick in sorted((v for v in have if v != want), key=distance):
+        chain.append((pick, f"{why}: the forms of Triton {pick} are used, not proven for {want}"))
+    return chain
 
 
 @lru_cache(maxsize=None)
@@ -155,18 +171,54 @@ class KernelForms:
         kernels = (self.doc.get("provenance") or {}).get("kernels") or {}
         return ", ".join(sorted(kernels)) or self.kernel
 
+    def _group_of(self, where: str, dtype: str) -> str:
+        from .calibrate import ARCH_FAMILIES
+
+        return f"{ARCH_FAMILIES.get(where, where)}/{dtype}"
+
+    def _reused(self, where: str, dtype: str) -> KernelForms | None:
+        """The base release's forms when this release's probe proved them for ``where``'s group."""
+        if not self.reused_from or self._group_of(where, dtype) not in self.reused_groups:
+            return None
+        return kernel_forms(self.kernel, self.engine, self.engine_version, self.reused_from)
+
     def form(self, family: str, dtype: str):
+        base = self._reused(family, dtype)
+        if base is not None:
+            return base.form(family, dtype)
         return self._forms.get((family, dtype))
 
     def proof(self, family: str, dtype: str, arch: str) -> Mapping | None:
+        base = self._reused(family, dtype)
+        if base is not None:
+            return base.proof(family, dtype, arch)
         return ((self.doc.get("proofs") or {}).get(family) or {}).get(dtype, {}).get(arch)
 
     def reuse_note(self, family: str, dtype: str) -> str | None:
         g = self.reused_groups.get(f"{family}/{dtype}")
         if not g or not self.reused_from:
             return None
-        return (f"forms of Triton {self.reused_from} (Triton {self.triton} gave identical bytes on a "
-                f"{g.get('points')}-point probe)")
+        return (f"forms of Triton {self.reused_from}: Triton {self.triton} gave identical bytes on a "
+                f"{g.get('points')}-point probe ({', '.join(g.get('archs') or ()) or 'no arch'})")
+
+    def reuses_on(self, family: str, dtype: str, arch: str) -> bool:
+        """Whether this release's probe compared ``arch``'s points of the group it reuses (a
+        reused form is proven only on the archs its probe covered)."""
+        g = self.reused_groups.get(f"{family}/{dtype}")
+        if not g or not self.reused_from:
+            return True  # not reused: its own calibration's proofs decide
+        archs = g.get("archs")
+        return archs is None or arch in archs
+
+    def probe_difference(self, family: str, dtype: str) -> str | None:
+        """The probe's figures of a group this release does not reuse and has no form for."""
+        g = ((self.doc.get("reused") or {}).get("differing") or {}).get(f"{family}/{dtype}")
+        if not g:
+            return None
+        gap = f", up to {g['max_difference']} B apart" if g.get("max_difference") else ""
+        few = " (too few to prove)" if g.get("identical") == g.get("points") else ""
+        return (f"Triton {self.triton}'s probe: {g.get('identical')} of {g.get('points')} points identical to "
+                f"Triton {self.reused_from}{gap}{few}")
 
     def failure(self, arch: str, path_name: str, tile: tuple[int, ...], num_warps: int, num_stages: int,
                 vars_: Mapping[str, int]) -> str | None:
@@ -231,16 +283,20 @@ class EngineModel:
         self._memo: dict[tuple, object] = {}
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
+        """The first file of :meth:`forms_chain` (the release's own when it has one)."""
+        chain = self.forms_chain(spec)
+        return chain[0] if chain else (None, None)
+
+    def forms_chain(self, spec: KernelSpec) -> list[tuple[KernelForms, str | None]]:
         key = (spec.kernel, spec.engine, spec.triton)
         hit = self._memo.get(key)
         if hit is not None:
             return hit  # type: ignore[return-value]
         ev = pick_engine_version(spec.kernel, spec.engine, self.engine_versions.get(spec.engine))
-        found: tuple = (None, None)
+        found: list = []
         if ev is not None:
-            tv, note = pick_triton(spec.kernel, spec.engine, ev, spec.triton or self.triton)
-            if tv is not None:
-                found = (kernel_forms(spec.kernel, spec.engine, ev, tv), note)
+            found = [(kernel_forms(spec.kernel, spec.engine, ev, tv), note)
+                     for tv, note in triton_chain(spec.kernel, spec.engine, ev, spec.triton or self.triton)]
         self._memo[key] = found
         return found
 
@@ -254,10 +310,35 @@ class EngineModel:
     def answer(self, spec: KernelSpec, arch: str, forms_only: bool = False) -> Answer | None:
         """The engine's kernel's bytes for ``spec`` on ``arch``: the calibration's compile of this
         very point when it made one, else the form (``forms_only``: the form, always -- what the
-        proof test checks on the held-out points)."""
-        forms, note = self.forms_for(spec)
-        if forms is None:
+        proof test checks on the held-out points). A group the release's own file has no form for
+        is answered by the next release of :meth:`forms_chain`, not proven, with the probe's
+        figures of the difference."""
+        chain = self.forms_chain(spec)
+        if not chain:
             return None
+        own, own_note = chain[0]
+        for forms, note in chain:
+            if forms is not own and own_note is None:  # the release's own file lacks this group
+                gap = self._difference(own, spec, arch)
+                if gap:
+                    note = f"{note} ({gap})"
+            got = self._answer(forms, note, spec, arch, forms_only)
+            if got is not None:
+                return got
+        return None
+
+    def _difference(self, own: KernelForms, spec: KernelSpec, arch: str) -> str | None:
+        family = self._base_model(own).family_of(arch)
+        if family is None:
+            return None
+        for dtype in registry.get(spec.kernel).form_dtypes(spec.reference):
+            gap = own.probe_difference(family, dtype)
+            if gap:
+                return gap
+        return None
+
+    def _answer(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str,
+                forms_only: bool) -> Answer | None:
         base = self._base_model(forms)
         family = base.family_of(arch)
         if family is None:
@@ -285,7 +366,7 @@ class EngineModel:
             value = int(round(fn(**base.variables(ref, family, arch))))
             proof = forms.proof(where, dtype, arch)
             proven = bool(proof) and proof.get("points", 0) > 0 and proof.get("exact") == proof.get("points") \
-                and not proof.get("verdict_errors") and note is None
+                and not proof.get("verdict_errors") and note is None and forms.reuses_on(family, dtype, arch)
             if proven:
                 detail = f"{who}: form proven exact on {proof['points']} held-out compiles on {arch}"
             elif proof:
@@ -293,7 +374,7 @@ class EngineModel:
                           f"{arch} (not proven)")
             else:
                 detail = f"{who}: form not proven on {arch} (no held-out compiles there)"
-            reuse = forms.reuse_note(where, dtype)
+            reuse = forms.reuse_note(family, dtype)
             if reuse:
                 detail += f"; {reuse}"
             else:

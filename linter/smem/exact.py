@@ -532,6 +532,12 @@ def _capture_stderr():
 
 def _message(exc: BaseException, diagnostics: str) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
+    cause = exc.__cause__
+    if cause is not None and str(cause).strip():
+        # a CompilationError shows the source and a caret; the reason is its cause (Triton 3.4's
+        # gdc_wait: "gdc_wait() got an unexpected keyword argument '_semantic'", a TypeError, put
+        # after the words: it is the compiler's failure, not a Python error of our own calls)
+        text += f"\nbecause: {str(cause).strip().splitlines()[-1]} [{type(cause).__name__}]"
     diag = "\n".join(line for line in diagnostics.splitlines() if line.strip())
     if diag:
         # keep the compiler's own words first; they say what failed (e.g. "error: ...")

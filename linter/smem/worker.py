@@ -16,7 +16,7 @@ The limit is :data:`DEFAULT_TIMEOUT` seconds, ``[tool.tilefit] compile-timeout``
 
 The child is isolated from the folder being scanned (issue 18: Triton runs Python while it
 compiles, so a compile is never in tilefit's own process). It is ``python -I -m
-tilefit.smem.worker``: no current folder, script folder, ``PYTHONPATH`` or user site on
+tilefit.smem.worker`` (or another interpreter's Triton: :mod:`tilefit.smem.interpreter`): no current folder, script folder, ``PYTHONPATH`` or user site on
 ``sys.path``, so no ``conftest.py``, ``sitecustomize.py``, ``.pth`` or shadowing ``triton.py`` of
 the tree is imported. It runs in a temporary working folder (removed when the child stops) with
 a scrubbed environment (:func:`scrubbed_env`: ``PATH``, the locale, the ``TRITON_*``,
@@ -87,6 +87,8 @@ class _Child:
     def __init__(self):
         from multiprocessing.connection import Connection
 
+        from .interpreter import child_command
+
         # what the child's registry, caches and compiler read (TILEFIT_KERNEL_PATH, ...)
         self.settings = kept_settings()
         self.folder = tempfile.mkdtemp(prefix="tilefit-compile-")
@@ -94,7 +96,7 @@ class _Child:
         try:
             with open(os.path.join(self.folder, "compiler.log"), "wb") as log:
                 self.popen = subprocess.Popen(
-                    [sys.executable, "-I", "-m", "tilefit.smem.worker", str(child.fileno())],
+                    child_command(child.fileno()),
                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.folder,
                     env=scrubbed_env(self.folder), pass_fds=(child.fileno(),), close_fds=True)
         except BaseException:
@@ -216,14 +218,14 @@ def _limit(timeout) -> float | None:
 def result_of(answer: dict, arch: str, num_warps: int, warp_size: int = 32):
     """An :class:`~tilefit.smem.exact.ExactResult` from the child's answer (a result record, or
     the parent's own record of a timeout, a crash or a setup error)."""
-    from .. import versions
     from .exact import ExactResult
+    from .interpreter import compile_triton_version
 
     if "arch" in answer:
         return ExactResult.from_json(answer)
     stage = answer.get("error_stage") or "setup"
     return ExactResult(arch, None, num_warps, num_warps * warp_size, stage, float(answer.get("seconds") or 0.0),
-                       versions.installed_triton() or "", answer.get("error") or "unknown failure", stage)
+                       compile_triton_version() or "", answer.get("error") or "unknown failure", stage)
 
 
 def compile_spec_limited(spec, arch: str, *, stop: str = "alloc", timeout="default", worker=None):

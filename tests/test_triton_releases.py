@@ -1,0 +1,212 @@
+"""Triton releases without a calibration of their own (issue 17, item 2), checked in CI.
+
+A release X (3.4 ... 3.8) of an engine's kernel family ships ``triton-X.json`` with a probe
+record (``reused``: per (arch family, dtype path) group, the points of X compared with the
+3.9 calibration, how many were identical, the archs) and ``points-triton-X.json`` (X's own
+compiles of the probe, made with X by ``calibrate smem --triton-python``). A group whose probe
+was identical on every compared point answers with 3.9's forms and says so; one that differed
+has no form of X's own and is answered with the nearest release's, marked not proven. These
+tests hold the shipped records to the shipped points: they fail if a record claims more than its
+points show, if the 3.9 calibration it rests on changes under it, or if the model answers a
+probe point with other bytes than X compiled.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tilefit import versions
+from tilefit.kernels import registry
+from tilefit.smem import calibrate as cal
+from tilefit.smem import engine_calibrate as ec
+from tilefit.smem.engine_model import EngineModel, kernel_forms, triton_chain
+
+ROOT = Path(registry.get("fused_moe").folder).parent
+
+
+def probe_records() -> list[tuple[str, str, str, str]]:
+    """(kernel, engine, engine version, X.Y) of every shipped release answered by a probe record
+    (the older vLLM fused MoE 3.6 record predates the format: its groups that differed were
+    calibrated afresh)."""
+    out = []
+    for forms in sorted(ROOT.glob("*/smem/*-*/triton-*.json")):
+        doc = json.loads(forms.read_text(encoding="utf-8"))
+        rec = doc.get("reused") or {}
+        if not rec.get("min_points") or not forms.with_name(f"points-{forms.name}").is_file():
+            continue
+        out.append((doc["kernel"], doc["engine"], doc["engine_version"], doc["triton_version"]))
+    return out
+
+
+RECORDS = probe_records()
+IDS = [f"{k}-{e}-{v}-triton{t}" for k, e, v, t in RECORDS]
+SGLANG_FOLDERS = ("3.4", "3.5", "3.6", "3.7", "3.8")
+
+
+def _doc(kernel, engine, version, triton) -> dict:
+    return json.loads(ec.forms_path(kernel, engine, version, triton).read_text(encoding="utf-8"))
+
+
+def _probe(kernel, engine, version, triton):
+    return [d.point for d in ec.load_points(ec.points_path(kernel, engine, version, triton))]
+
+
+def test_every_release_of_the_sglang_folders_has_a_probe_record_for_its_fused_moe():
+    """SGLang keeps fused MoE tables per Triton release (triton_3_4_0 ... triton_3_8_0): each of
+    those releases is answered by a file of its own, not by a silent fallback."""
+    have = {t for k, e, _v, t in RECORDS if (k, e) == ("fused_moe", "sglang")}
+    assert set(SGLANG_FOLDERS) <= have, sorted(have)
+    for rel in SGLANG_FOLDERS:
+        chain = triton_chain("fused_moe", "sglang", "0.5.23", f"{rel}.0")
+        assert chain[0] == (rel, None), chain
+
+
+@pytest.mark.parametrize("kernel,engine,version,triton", RECORDS, ids=IDS)
+def test_the_probe_record_is_what_its_points_show(kernel, engine, version, triton):
+    """Recount every group's record from X's compiled probe points and the 3.9 calibration."""
+    doc = _doc(kernel, engine, version, triton)
+    rec = doc["reused"]
+    base_v = rec["from"]
+    assert versions.parse(base_v) > versions.parse(triton)
+    base_doc = _doc(kernel, engine, version, base_v)
+    assert not base_doc.get("reused"), "a probe record rests on a release calibrated on its own"
+    base = {cal._ident(d.point): d.point for d in ec.load_points(ec.points_path(kernel, engine, version, base_v))}
+    epilogue = ec.shipped_epilogue(base_v)
+    pairs = defaultdict(list)
+    for p in _probe(kernel, engine, version, triton):
+        if p.error and p.error.startswith("setup"):
+            continue
+        b = ec.base_point(p, base, base_doc, epilogue)
+        if b is not None:
+            pairs[f"{p.family}/{cal.form_dtype(p.path)}"].append((p, b))
+    stored = {**rec.get("groups", {}), **rec.get("differing", {})}
+    assert set(stored) == set(pairs)
+    for key, ps in pairs.items():
+        got = ec.compare_probe(ps, base_doc, epilogue)
+        assert got == stored[key], key
+        assert (key in rec.get("groups", {})) == ec.reuses(got), key
+
+
+@pytest.mark.parametrize("kernel,engine,version,triton", RECORDS, ids=IDS)
+def test_a_reused_group_answers_as_its_base_release_and_its_probe_points_with_the_bytes_x_compiled(
+        kernel, engine, version, triton):
+    """X's answer is the base release's (same bytes, proven exactly where the base form is proven
+    on an arch the probe covered, the reuse named), and where that form is proven it is X's own
+    compiled figure at every probe point; a probe point itself is answered with X's compile."""
+    model = EngineModel(triton)
+    forms = kernel_forms(kernel, engine, version, triton)
+    base_model = EngineModel(forms.reused_from)
+    reused = forms.reused_groups
+    checked = 0
+    for p in _probe(kernel, engine, version, triton):
+        key = f"{p.family}/{cal.form_dtype(p.path)}"
+        if p.shared is None or key not in reused:
+            continue
+        spec = p.spec().with_(engine=engine, triton=f"{triton}.0")
+        form = model.answer(spec, p.arch, forms_only=True)
+        base = base_model.answer(p.spec().with_(engine=engine, triton=forms.reused_from), p.arch, forms_only=True)
+        assert form is not None and base is not None
+        assert form.shared_bytes == base.shared_bytes and form.proven == base.proven, (p, form, base)
+        assert f"Triton {triton} gave identical bytes on a {reused[key]['points']}-point probe" in form.detail
+        assert p.arch in reused[key]["archs"]
+        if form.proven:
+            assert form.shared_bytes == p.shared, (p, form)
+        direct = model.answer(spec, p.arch)
+        assert direct.compiled and direct.shared_bytes == p.shared
+        assert f"by the calibration (Triton {triton})" in direct.detail
+        checked += 1
+    assert checked or not reused
+
+
+def test_a_reused_form_is_proven_only_on_the_archs_its_probe_covered():
+    for kernel, engine, version, triton in RECORDS:
+        forms = kernel_forms(kernel, engine, version, triton)
+        for key, g in forms.reused_groups.items():
+            family, dtype = key.split("/", 1)
+            for arch in ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"):
+                if cal.ARCH_FAMILIES.get(arch) == family:
+                    assert forms.reuses_on(family, dtype, arch) == (arch in g["archs"])
+
+
+@pytest.mark.parametrize("kernel,engine,version,triton", RECORDS, ids=IDS)
+def test_a_group_that_differed_is_never_claimed_proven(kernel, engine, version, triton):
+    model = EngineModel(triton)
+    differing = _doc(kernel, engine, version, triton)["reused"].get("differing") or {}
+    seen = set()
+    for p in _probe(kernel, engine, version, triton):
+        key = f"{p.family}/{cal.form_dtype(p.path)}"
+        if key not in differing or p.shared is None:
+            continue
+        ans = model.answer(p.spec().with_(engine=engine, triton=f"{triton}.0"), p.arch, forms_only=True)
+        if ans is None:
+            continue  # no release has a form for it: the estimate says so elsewhere
+        assert not ans.proven, (p, ans)
+        assert f"not proven for {triton}" in ans.detail and f"Triton {triton}'s probe:" in ans.detail, ans.detail
+        seen.add(key)
+    assert seen or not differing
+
+
+@pytest.mark.parametrize("kernel,engine,version,triton", RECORDS, ids=IDS)
+def test_points_x_does_not_compile_are_known_failures_of_x(kernel, engine, version, triton):
+    model = EngineModel(triton)
+    for p in _probe(kernel, engine, version, triton):
+        if p.shared is None and not (p.error or "").startswith("setup"):
+            why = model.compile_failure(p.spec().with_(engine=engine, triton=f"{triton}.0"), p.arch)
+            assert why, p
+
+
+def test_a_release_without_a_file_falls_back_to_the_nearest_marked_not_proven():
+    chain = triton_chain("fused_moe", "vllm", "0.33.0", "3.3.1")
+    assert chain and chain[0][1] is not None and "not proven for 3.3" in chain[0][1]
+    assert [v for v, _ in chain] == sorted((v for v, _ in chain), key=lambda v: abs(versions.release(v, 2)[1] - 3))
+
+
+def test_a_compile_failure_inside_tritons_code_generation_is_a_fact_with_its_reason():
+    """Triton 3.4.0's ``tl.extra.cuda.gdc_wait`` takes ``_builder`` where its code generator passes
+    ``_semantic``: every launch of a kernel that waits on PDL (SGLang's fused MoE on sm_90+) fails
+    in code generation. The message names the reason and stays a compile failure (a fact of the
+    kernel on that release, cached and reported), not one of tilefit's own setup errors."""
+    from tilefit.smem.engine_kernels import EngineCompile, _error_line
+    from tilefit.smem.exact import _message
+
+    try:
+        try:
+            raise TypeError("gdc_wait() got an unexpected keyword argument '_semantic'")
+        except TypeError as inner:
+            raise RuntimeError("at 30:8:\n    if USE_GDC:\n        tl.extra.cuda.gdc_wait()\n        ^") from inner
+    except RuntimeError as exc:
+        text = _message(exc, "")
+    line = _error_line(text)
+    assert line.startswith("RuntimeError: at 30:8:") and "gdc_wait() got an unexpected keyword argument" in line
+    assert EngineCompile(None, f"compile failed (ast): {line}").failed_to_compile
+
+
+def test_probe_names_the_release_whose_forms_answer_and_the_probe(cli):
+    """What a user sees: an SGLang 3.5 table's Hopper block-fp8 entry is answered with 3.9's forms
+    and the output says Triton 3.5 gave identical bytes; on sm_100, where 3.5's probe differed, the
+    figure is marked not proven with the probe's figures; under 3.4 the launch does not compile."""
+    args = ("probe", "fused_moe", "--engine", "sglang", "--dtype", "fp8_w8a8", "--quant", "block", "--block-shape",
+            "128,128", "--tile", "64,128,128", "--stages", "3", "--estimator", "analytic")
+    rec = kernel_forms("fused_moe", "sglang", "0.5.23", "3.5").reused_groups["wgmma/fp8_w8a8"]
+    r = cli(*args, "--arch", "sm_90,sm_100", "--triton-version", "3.5")
+    assert r.exit_code == 0, r.output
+    assert f"Triton 3.5 gave identical bytes on a {rec['points']}-point probe (sm_90)" in r.output
+    assert "not proven for 3.5 (Triton 3.5's probe:" in r.output
+    r = cli(*args, "--arch", "sm_90", "--triton-version", "3.4")
+    assert r.exit_code == 1 and "gdc_wait() got an unexpected keyword argument '_semantic'" in r.output, r.output
+
+
+def test_the_coverage_in_docs_is_the_shipped_records():
+    """docs/triton_releases.md carries bench/release_coverage.py's tables of the shipped records."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(repo / "bench" / "release_coverage.py")], capture_output=True,
+                         text=True, check=True).stdout
+    assert "| fused_moe | sglang 0.5.23 | 3.5 |" in out
+    assert out.strip() in (repo / "docs" / "triton_releases.md").read_text(encoding="utf-8")
