@@ -307,8 +307,8 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                            compiles=bool(engine.extra_targets))
         try:
             stored = None
-            if cache is not None:  # the call-site results of an unchanged tree (tilefit.callsites.runcache)
-                from .callsites.runcache import CallsiteRunCache
+            if cache is not None:  # the call-site results of an unchanged tree (tilefit.callsiteresults)
+                from .callsiteresults import CallsiteRunCache
 
                 stored = CallsiteRunCache(cache_key, engine.callsites, found.python_files)
             run = stored.get() if stored is not None else None

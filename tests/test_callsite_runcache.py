@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("triton")
 
 from tilefit.api import CheckOptions, run_check  # noqa: E402
-from tilefit.callsites import runcache  # noqa: E402
+from tilefit import callsiteresults as runcache  # noqa: E402
 from tilefit.callsites.project import Project  # noqa: E402
 from tilefit.config import Settings  # noqa: E402
 

@@ -199,7 +199,7 @@ def _coverage_of(data):
         return None
     import collections
 
-    from .coverage import Coverage
+    from tilefit.callsites.coverage import Coverage
 
     return Coverage(launches=int(data["launches"]), launches_evaluated=int(data["launches_evaluated"]),
                     autotunes=int(data["autotune_lists"]), autotunes_evaluated=int(data["autotune_lists_evaluated"]),
