@@ -37,18 +37,12 @@ class Answer:
     compiled: bool = False  # the calibration compiled this very point: its figure, not a form's
 
 
-def _engine_dirs(kernel: str, engine: str) -> dict[str, Path]:
-    """``{engine version: folder}`` of the family's calibrated releases of ``engine``."""
-    fam = registry.find(kernel)
-    if fam is None:
-        return {}
-    base = Path(fam.folder) / "smem"
-    out = {}
-    if base.is_dir():
-        for d in base.iterdir():
-            if d.is_dir() and d.name.startswith(f"{engine}-"):
-                out[d.name[len(engine) + 1:]] = d
-    return out
+def _engine_dirs(kernel: str, engine: str) -> dict[str, list[Path]]:
+    """``{engine version: [folders]}`` of the family's calibrated releases of ``engine``: the user
+    data folder's before the package's (:mod:`tilefit.smem.engine_files`)."""
+    from .engine_files import release_dirs
+
+    return release_dirs(kernel, engine)
 
 
 def engine_versions(kernel: str, engine: str) -> list[str]:
@@ -56,10 +50,8 @@ def engine_versions(kernel: str, engine: str) -> list[str]:
 
 
 def triton_versions(kernel: str, engine: str, engine_version: str) -> list[str]:
-    d = _engine_dirs(kernel, engine).get(engine_version)
-    if d is None:
-        return []
-    found = [p.name[len("triton-"):-len(".json")] for p in d.glob("triton-*.json")]
+    found = {p.name[len("triton-"):-len(".json")] for d in _engine_dirs(kernel, engine).get(engine_version, ())
+             for p in d.glob("triton-*.json")}
     return sorted(found, key=versions.parse)
 
 
@@ -124,8 +116,9 @@ class KernelForms:
 
     def __init__(self, kernel: str, engine: str, engine_version: str, triton: str):
         self.kernel, self.engine, self.engine_version, self.triton = kernel, engine, engine_version, triton
-        folder = _engine_dirs(kernel, engine)[engine_version]
-        self.path = folder / f"triton-{triton}.json"
+        from .engine_files import stored_dir
+
+        self.path = stored_dir(kernel, engine, engine_version, triton) / f"triton-{triton}.json"
         self.doc = _doc(str(self.path))
         reused = self.doc.get("reused") or {}
         self.reused_from: str | None = reused.get("from")
@@ -157,13 +150,14 @@ class KernelForms:
             self._compiled = {}
             pp = self.path.with_name(f"points-{self.path.name}")
             if pp.is_file():
+                from .calibrate import Path as CPath, decode_row
+
                 doc = _doc(str(pp))
-                names = [_path_name(p) for p in doc.get("paths", ())]
-                n = len(registry.get(self.kernel).point_columns)
+                paths = [CPath.from_json(p) for p in doc.get("paths", ())]
                 for row in doc.get("points", ()):
-                    shared = row[4 + n]
-                    if shared is not None:
-                        self._compiled[(row[1], names[row[0]], tuple(row[2:4 + n]))] = int(shared)
+                    p, _rest = decode_row(paths, row)
+                    if p.shared is not None:
+                        self._compiled[(p.arch, p.path.name, (*p.tile, p.num_warps, p.num_stages))] = p.shared
         return self._compiled.get((arch, path_name, (*tile, num_warps, num_stages)))
 
     @property
@@ -249,12 +243,6 @@ class KernelForms:
                     break
             self._rule_ok[key] = hit
         return hit
-
-
-def _path_name(doc: Mapping) -> str:
-    from .calibrate import Path as CPath
-
-    return CPath.from_json(doc).name
 
 
 @lru_cache(maxsize=None)
