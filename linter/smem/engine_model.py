@@ -123,10 +123,10 @@ class KernelForms:
         reused = self.doc.get("reused") or {}
         self.reused_from: str | None = reused.get("from")
         self.reused_groups: Mapping = reused.get("groups") or {}
-        self._forms = {}
-        for family, per in (self.doc.get("formulas") or {}).items():
-            for dtype, text in per.items():
-                self._forms[(family, dtype)] = (text, compile_formula(text, _variables()))
+        # forms are compiled when first asked for: a check touches a few of a file's hundreds
+        self._texts = {(family, dtype): text for family, per in (self.doc.get("formulas") or {}).items()
+                       for dtype, text in per.items()}
+        self._forms: dict[tuple, tuple] = {}
         self._compiled: dict[tuple, int] | None = None
         self._rule_ok: dict[tuple, bool] = {}
         self.failures: Mapping = self.doc.get("failures") or {}
@@ -180,7 +180,14 @@ class KernelForms:
         base = self._reused(family, dtype)
         if base is not None:
             return base.form(family, dtype)
-        return self._forms.get((family, dtype))
+        key = (family, dtype)
+        hit = self._forms.get(key)
+        if hit is None:
+            text = self._texts.get(key)
+            if text is None:
+                return None
+            hit = self._forms[key] = (text, compile_formula(text, _variables()))
+        return hit
 
     def proof(self, family: str, dtype: str, arch: str) -> Mapping | None:
         base = self._reused(family, dtype)
@@ -269,6 +276,7 @@ class EngineModel:
         self.triton = triton
         self.engine_versions = dict(engine_versions_ or {})
         self._memo: dict[tuple, object] = {}
+        self._answers: dict[tuple, Answer | None] = {}
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
         """The first file of :meth:`forms_chain` (the release's own when it has one)."""
@@ -301,6 +309,13 @@ class EngineModel:
         proof test checks on the held-out points). A group the release's own file has no form for
         is answered by the next release of :meth:`forms_chain`, not proven, with the probe's
         figures of the difference."""
+        key = (spec, arch, forms_only)
+        if key in self._answers:
+            return self._answers[key]
+        out = self._answers[key] = self._answer(spec, arch, forms_only)
+        return out
+
+    def _answer(self, spec: KernelSpec, arch: str, forms_only: bool) -> Answer | None:
         chain = self.forms_chain(spec)
         if not chain:
             return None
