@@ -1298,11 +1298,21 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
             held.verdict_errors += pr.verdict_errors
         n_new = sum(pr.proven for pr in proofs.values())
         cur = results.get(key)
-        n_cur = sum(pr.proven for pr in cur.proofs.values()) if cur else -1
+        # the current form is held to the fresh points too: an arch it misses there is not proven
+        cur_fresh = prove(cur.formula, pts, epilogue, limits) if cur else {}
+        n_cur = sum(pr.proven and (a not in cur_fresh or cur_fresh[a].proven) for a, pr in cur.proofs.items()) \
+            if cur else -1
         if n_new > n_cur:
             results[key] = GroupResult(*key, text, "candidate", proofs)
             taken_over[f"{key[0]}/{key[2]}"] = {"proven_on": sorted(a for a, pr in proofs.items() if pr.proven),
                                                "held_out": len(pts), "compiled_before": len(seen)}
+        elif cur is not None:  # the current form keeps its place, with the fresh points in its proofs
+            for arch, pr in cur_fresh.items():
+                held = cur.proofs.setdefault(arch, Proof())
+                held.points += pr.points
+                held.exact += pr.exact
+                held.max_error = max(held.max_error, pr.max_error)
+                held.verdict_errors += pr.verdict_errors
         log(f"{key[0]} {key[2]}: candidate proven on {sorted(a for a, pr in proofs.items() if pr.proven) or '-'}"
             f" ({len(pts)} fresh points){'; taken' if f'{key[0]}/{key[2]}' in taken_over else ''}")
     everything = before + done
