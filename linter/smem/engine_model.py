@@ -277,6 +277,7 @@ class EngineModel:
         self.engine_versions = dict(engine_versions_ or {})
         self._memo: dict[tuple, object] = {}
         self._answers: dict[tuple, Answer | None] = {}
+        self._bases: dict[str, object] = {}
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
         """The first file of :meth:`forms_chain` (the release's own when it has one)."""
@@ -299,9 +300,13 @@ class EngineModel:
     def _base_model(self, forms: KernelForms):
         """The analytic model whose variables (operand bytes, epilogue tables) the forms read: the
         release they were calibrated on."""
-        from .analytic import load_model
+        version = forms.reused_from or forms.triton
+        hit = self._bases.get(version)
+        if hit is None:
+            from .analytic import load_model
 
-        return load_model(forms.reused_from or forms.triton)
+            hit = self._bases[version] = load_model(version)
+        return hit
 
     def answer(self, spec: KernelSpec, arch: str, forms_only: bool = False) -> Answer | None:
         """The engine's kernel's bytes for ``spec`` on ``arch``: the calibration's compile of this
