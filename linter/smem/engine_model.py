@@ -317,10 +317,10 @@ class EngineModel:
         key = (spec, arch, forms_only)
         if key in self._answers:
             return self._answers[key]
-        out = self._answers[key] = self._answer(spec, arch, forms_only)
+        out = self._answers[key] = self._answer_chain(spec, arch, forms_only)
         return out
 
-    def _answer(self, spec: KernelSpec, arch: str, forms_only: bool) -> Answer | None:
+    def _answer_chain(self, spec: KernelSpec, arch: str, forms_only: bool) -> Answer | None:
         chain = self.forms_chain(spec)
         if not chain:
             return None
