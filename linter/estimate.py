@@ -41,6 +41,12 @@ class CompileTimedOut(EstimatorUnavailable):
     does not fall back to a closed form it had asked a compile to confirm (EST001 says so)."""
 
 
+def _has_tma(arch: str) -> bool:
+    """Whether host tensor descriptors lower to the TMA unit on ``arch`` (NVIDIA sm_90 and later)."""
+    digits = "".join(c for c in arch[3:] if c.isdigit()) if arch.startswith("sm_") else ""
+    return bool(digits) and int(digits) >= 90
+
+
 class Estimator:
     def __init__(self, mode: str = "auto", model: AnalyticModel | None = None, margin: int = DEFAULT_MARGIN,
                  exact: Callable[[KernelSpec, str], int] | None = None, triton_version: str | None = None,
@@ -176,6 +182,11 @@ class Estimator:
 
     def _reference(self, spec: KernelSpec, arch: str, limit: int | None, why: str) -> Estimate:
         try:
+            if "tma" in dict(spec.extra) and not _has_tma(arch) and not self._covers(spec.reference, arch):
+                # no TMA unit and no TMA form of our kernel here: a compile of our kernel's emulated
+                # descriptors would not be the engine's figure either, so the plain form answers at
+                # once (below) instead of a deferred compile
+                raise EstimatorUnavailable("no TMA form on this arch")
             ref = self.estimate(spec.reference, arch, limit)
         except EstimatorUnavailable:
             extra = dict(spec.extra)
@@ -189,6 +200,12 @@ class Estimator:
         return Estimate(ref.shared_bytes, ref.estimator, ref.arch, ref.status,
                         f"our reference kernel's figure ({why})",
                         ref.max_error)
+
+    def _covers(self, spec: KernelSpec, arch: str) -> bool:
+        try:
+            return self.model.covers(spec, arch)
+        except ModelError:
+            return False
 
     def _engine_source(self, spec: KernelSpec):
         """An :class:`~tilefit.smem.engine_kernels.EngineKernels` for the spec's engine: its wheel

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import math
+from functools import lru_cache
 from typing import Callable, Mapping
 
 _ALLOWED_NODES = (
@@ -39,8 +40,10 @@ class FormulaError(ValueError):
     pass
 
 
+@lru_cache(maxsize=8192)
 def compile_formula(text: str, variables: tuple[str, ...]) -> Callable[..., float]:
-    """Compile ``text`` to ``f(**values)`` after checking it uses only allowed syntax."""
+    """Compile ``text`` to ``f(**values)`` after checking it uses only allowed syntax. Memoised:
+    the same form text recurs across arch families, kernels and calibration files."""
     try:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:

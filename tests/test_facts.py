@@ -49,8 +49,14 @@ def test_installed_triton_is_read_from_metadata(monkeypatch):
         raise md.PackageNotFoundError(dist)
 
     monkeypatch.setattr(md, "version", fake)
-    assert versions.installed_triton() == "3.4.0+git12"
-    assert seen[:2] == ["triton", "pytorch-triton"]
+    versions.forget_installed()
+    try:
+        assert versions.installed_triton() == "3.4.0+git12"
+        assert seen[:2] == ["triton", "pytorch-triton"]
+        # memoised per process: a check asks once per estimate, the metadata is read once
+        assert versions.installed_triton() == "3.4.0+git12" and len(seen) == 2
+    finally:
+        versions.forget_installed()
 
 
 # -------------------------------------------------------------------------------------------- dtypes

@@ -170,3 +170,20 @@ def test_mla_forms_are_keyed_by_the_kv_cache():
     # the docstring's figures of the reference kernel (fp8 KV 120832, bf16 89088 at 2 stages)
     assert model.estimate(kv, "sm_120").shared_bytes == 120832
     assert model.estimate(kv.with_(kv_dtype="bf16"), "sm_120").shared_bytes == 89088
+
+
+def test_a_tma_launch_on_an_arch_without_tma_compiles_nothing():
+    """SGLang's USE_TMA entry judged for an RTX 4090 (sm_89: no TMA unit, no TMA form of either
+    kernel there): the plain form of our reference kernel answers, says so, and no compile is
+    queued."""
+    from tilefit.smem import calibrate as cal
+
+    spec = cal.point_spec(cal.Path("fused_moe", "bf16", tma="ab"), (64, 64, 64), 4, 3).with_(engine="sglang")
+    exact = CountingExact()
+    est = Estimator("auto", exact=exact)
+    est.defer = True
+    got = est.estimate(spec, "sm_89")
+    assert not est.deferred and not exact.calls
+    assert "without the TMA descriptors' barriers" in got.detail
+    plain = est.estimate(cal.point_spec(cal.Path("fused_moe", "bf16"), (64, 64, 64), 4, 3), "sm_89")
+    assert got.shared_bytes == plain.shared_bytes

@@ -35,7 +35,8 @@ def calibrate() -> None:
                    "read before the bundled model]")
 @click.option("--package", "into_package", is_flag=True,
               help="Write into tilefit's own data instead (tilefit/data/smem_model/ and each kernel family's "
-                   "smem/ folder): how the bundled model is refreshed.")
+                   "smem/ folder; with --engine its smem/<engine>-<version>/ folder): how the bundled model is "
+                   "refreshed.")
 @click.option("--dry-run", is_flag=True, help="Fit and report, write nothing.")
 @click.option("--proof-points", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Also compile the held-out proof set (a different design, plus real tables from "
@@ -51,7 +52,8 @@ def calibrate() -> None:
               help="Calibrate against an engine's own kernels instead of ours: vllm==0.33.0 or sglang==0.5.23 "
                    "(the wheel is fetched with pip download --no-deps into the cache and read from its zip), a "
                    ".whl file, or a source tree. The forms, the compiled points and their provenance go into "
-                   "each kernel family's smem/<engine>-<version>/ folder.")
+                   "engine_smem/<kernel>/<engine>-<version>/ in the user data folder, read before the bundled "
+                   "data (with --package: each kernel family's smem/<engine>-<version>/ folder).")
 @click.option("--corpus", "corpus", multiple=True, type=click.Path(exists=True, file_okay=False), metavar="DIR",
               help="With --engine: tuning tables whose kernels (each file's own device and the consumer cards) "
                    "join the held-out points. Repeatable.")
@@ -77,10 +79,13 @@ def calibrate() -> None:
               help="With --engine: compile with the Triton of this interpreter (a virtual environment with "
                    "another Triton release and packaging; the same Python version; tilefit itself is not "
                    "installed there). The forms are written for that release.")
+@click.option("--extend", is_flag=True,
+              help="With --engine and --arch: add these archs to the stored calibration of the engine release and "
+                   "the installed Triton; its compiled points are kept, not recompiled, and its forms unchanged.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_points, proof_corpus, proof_per_arch,
          proof_only, cache_dir, engine, corpus, archs, probe_from, candidates, fresh, risk_share, triton_python,
-         quiet):
+         extend, quiet):
     """Regenerate the analytic shared-memory model for the installed Triton.
 
     Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
@@ -121,10 +126,11 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
     if engine is not None:
         _engine(engine, kernels=list(kernels) or None, corpus=list(corpus), archs=list(archs) or None, jobs=jobs,
                 scale=scale, cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from,
-                candidates=candidates, quiet=quiet, fresh=fresh, risk_share=risk_share)
+                candidates=candidates, quiet=quiet, fresh=fresh, risk_share=risk_share, extend=extend,
+                package=into_package)
         return
-    if corpus or archs or probe_from or candidates:
-        fail("--corpus, --arch, --probe-from and --candidates go with --engine")
+    if corpus or archs or probe_from or candidates or extend:
+        fail("--corpus, --arch, --probe-from, --candidates and --extend go with --engine")
     if not fresh or risk_share is not None:
         fail("--no-fresh and --risk-share go with --engine and --probe-from")
     if out and into_package:
@@ -156,7 +162,7 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
 
 
 def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, command, log, probe_from, quiet,
-            candidates=False, fresh=True, risk_share=None) -> None:
+            candidates=False, fresh=True, risk_share=None, extend=False, package=False) -> None:
     from tilefit import progress
     from tilefit.smem import calibrate as cal
     from tilefit.smem import engine_calibrate as ec
@@ -166,6 +172,15 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
     unknown = sorted(set(archs or ()) - set(cal.ARCH_FAMILIES))
     if unknown:
         fail(f"unknown arch {', '.join(unknown)}; known: {', '.join(cal.ARCH_FAMILIES)}")
+    if extend and (candidates or probe_from or not archs):
+        fail("--extend adds the --arch archs to a calibration: give --arch, without --candidates or --probe-from")
+    if write and not package:
+        from tilefit.smem.engine_files import EngineFilesError, write_dir
+
+        try:  # refused before minutes of compiles
+            write_dir((kernels or registry_kernels())[0], "vllm", "0", package=False)
+        except EngineFilesError as exc:
+            fail(str(exc))
     make = None if quiet else progress.factory(log=log if not sys.stderr.isatty() else None)
     try:
         if candidates:
@@ -173,12 +188,13 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
 
             items = touched_items(corpus) if corpus else None
             results = [ec.candidate_round(source, k, archs=archs, jobs=jobs, cache_dir=cache_dir, items=items,
-                                          scale=scale, write=write, command=command, log=log, progress_factory=make)
+                                          scale=scale, write=write, command=command, log=log, progress_factory=make,
+                                          package=package)
                        for k in (kernels or registry_kernels()) if ec.engine_candidates(k, _engine_name(source))]
         elif probe_from:
             results = ec.probe_version(source, probe_from, kernels=kernels, archs=archs, jobs=jobs, scale=scale,
                                        cache_dir=cache_dir, write=write, command=command, log=log,
-                                       progress_factory=make, fresh=fresh, risk_share=risk_share)
+                                       progress_factory=make, fresh=fresh, risk_share=risk_share, package=package)
         else:
             if not fresh or risk_share is not None:
                 fail("--no-fresh and --risk-share go with --probe-from")
@@ -190,10 +206,13 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
                 items = touched_items(corpus)
             results = ec.calibrate_engine(source, kernels=kernels, items=items, archs=archs, jobs=jobs,
                                           scale=scale, cache_dir=cache_dir, write=write, command=command, log=log,
-                                          progress_factory=make)
+                                          progress_factory=make, extend=extend, package=package)
     except (TritonUnavailable, EngineSourceError, ValueError) as exc:
         fail(str(exc))
     _engine_report(results)
+    if not package and any(kc.written for kc in results):
+        click.echo("written to the user data folder: tilefit reads it before the bundled calibration of the same "
+                   "engine and Triton release (--package writes the package's data)")
 
 
 def registry_kernels() -> list[str]:

@@ -354,20 +354,32 @@ def write_points(doc: Mapping, path: str | FsPath) -> None:
     write_atomic(path, "\n".join(lines) + "\n")
 
 
+def decode_row(paths: Sequence[Path], row: Sequence) -> tuple[Point, list]:
+    """One row of a points file, ``[path index, arch, *tile, num_warps, num_stages, shared, *rest]``
+    (the tile as long as the kernel family's point columns; shared null where the point did not
+    compile): the point, and what follows its bytes (an engine calibration's design and error
+    index). The one reader of both points formats (:func:`load_points`, the engine calibration's
+    :func:`~tilefit.smem.engine_calibrate.load_points` and its model's compiled points)."""
+    if not isinstance(row, (list, tuple)) or len(row) < 5 or not isinstance(row[0], int) \
+            or not 0 <= row[0] < len(paths):
+        raise ValueError(f"points row {row!r}: not [path index, arch, *tile, num_warps, num_stages, shared, ...]")
+    path = paths[row[0]]
+    ntile = len(registry.get(path.kernel).point_columns)
+    if len(row) < 5 + ntile:
+        raise ValueError(f"points row {row!r}: {path.kernel} rows have {ntile} tile columns")
+    tile = tuple(int(x) for x in row[2:2 + ntile])
+    w, s, shared = row[2 + ntile:5 + ntile]
+    return (Point(path, tile, int(w), int(s), str(row[1]), None if shared is None else int(shared)),
+            list(row[5 + ntile:]))
+
+
 def load_points(doc_or_path) -> list[Point]:
     if isinstance(doc_or_path, (str, FsPath)):
         doc = json.loads(FsPath(doc_or_path).read_text(encoding="utf-8"))
     else:
         doc = doc_or_path
     paths = [Path.from_json(p) for p in doc["paths"]]
-    out = []
-    for row in doc["points"]:
-        path = paths[row[0]]
-        ntile = len(registry.get(path.kernel).point_columns)
-        tile = tuple(int(x) for x in row[2:2 + ntile])
-        w, s, shared = row[2 + ntile:5 + ntile]
-        out.append(Point(path, tile, int(w), int(s), row[1], int(shared)))
-    return out
+    return [decode_row(paths, row)[0] for row in doc["points"]]
 
 
 # ------------------------------------------------------------------------------------------------

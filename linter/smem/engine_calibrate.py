@@ -60,6 +60,7 @@ from .. import versions
 from ..atomicfile import write_atomic
 from ..kernels import registry
 from . import calibrate as cal
+from . import engine_files as files
 from .calibrate import ARCH_FAMILIES, Path, Point
 
 FORMAT = 1
@@ -68,10 +69,10 @@ FORMAT = 1
 # the fit design when a fit is needed). gfx1250 is not here: Triton's support for it differs
 # between releases and the engines run other kernels there.
 ENGINE_ARCHS: Mapping[str, tuple[str, ...]] = {
-    "mma_v2": ("sm_89", "sm_80", "sm_86", "sm_120"),
+    "mma_v2": ("sm_89", "sm_80", "sm_86", "sm_120", "sm_87"),
     "mma_v2_sm121": ("sm_121",),
     "wgmma": ("sm_90",),
-    "tcgen05": ("sm_100",),
+    "tcgen05": ("sm_100", "sm_110"),
     "tcgen05_sm103": ("sm_103",),
     "cdna3": ("gfx942", "gfx90a"),
     "cdna4": ("gfx950",),
@@ -473,16 +474,21 @@ def failure_rule(points: Sequence[Point]) -> str | None:
 # files
 
 
-def engine_dir(kernel: str, engine: str, version: str) -> FsPath:
-    return FsPath(registry.get(kernel).folder) / "smem" / f"{engine}-{version}"
+def forms_path(kernel: str, engine: str, version: str, triton: str, package: bool | None = None) -> FsPath:
+    """The release's forms file: where it is read from (``package`` None: the user data folder's
+    when it has one, else the package's), or where a calibration writes it (``package`` True: the
+    package's, False: the user data folder's) -- :mod:`tilefit.smem.engine_files`."""
+    return _folder(kernel, engine, version, triton, package) / files.forms_name(triton)
 
 
-def forms_path(kernel: str, engine: str, version: str, triton: str) -> FsPath:
-    return engine_dir(kernel, engine, version) / f"triton-{versions.major_minor(triton)}.json"
+def points_path(kernel: str, engine: str, version: str, triton: str, package: bool | None = None) -> FsPath:
+    return _folder(kernel, engine, version, triton, package) / files.points_name(triton)
 
 
-def points_path(kernel: str, engine: str, version: str, triton: str) -> FsPath:
-    return engine_dir(kernel, engine, version) / f"points-triton-{versions.major_minor(triton)}.json"
+def _folder(kernel: str, engine: str, version: str, triton: str, package: bool | None) -> FsPath:
+    if package is None:
+        return files.stored_dir(kernel, engine, version, triton)
+    return files.write_dir(kernel, engine, version, package)
 
 
 def dump_points(designed: Sequence[Designed], *, kernel: str, engine: str, engine_version: str,
@@ -517,11 +523,11 @@ def dump_points(designed: Sequence[Designed], *, kernel: str, engine: str, engin
 
 
 def _write_calibration(doc, everything, kernel: str, engine: str, engine_version: str, triton_version: str,
-                       forms_file=None, points_file=None) -> list:
-    """Write a calibration's forms and compiled points (default: the family's engine folder);
-    the paths written."""
-    fp = forms_file or forms_path(kernel, engine, engine_version, triton_version)
-    pp = points_file or points_path(kernel, engine, engine_version, triton_version)
+                       package: bool = False) -> list:
+    """Write a calibration's forms and compiled points (the user data folder's engine folder, the
+    package's with ``package``); the paths written."""
+    fp = forms_path(kernel, engine, engine_version, triton_version, package)
+    pp = points_path(kernel, engine, engine_version, triton_version, package)
     write_forms(doc, fp)
     write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
                              triton_version=triton_version), pp)
@@ -533,15 +539,16 @@ def load_points(doc_or_path) -> list[Designed]:
     else:
         doc = doc_or_path
     paths = [Path.from_json(p) for p in doc["paths"]]
+    errors = doc.get("errors") or []
     out = []
     for row in doc["points"]:
-        path = paths[row[0]]
-        n = len(registry.get(path.kernel).point_columns)
-        tile = tuple(int(x) for x in row[2:2 + n])
-        w, s, shared, design, err = row[2 + n:7 + n]
-        error = doc["errors"][err] if err is not None else None
-        out.append(Designed(Point(path, tile, int(w), int(s), row[1], shared if shared is None else int(shared),
-                                  error), design))
+        point, rest = cal.decode_row(paths, row)
+        if len(rest) != 2 or (rest[1] is not None and not (isinstance(rest[1], int) and 0 <= rest[1] < len(errors))):
+            raise ValueError(f"engine points row {row!r}: ends with [design, error index or null]")
+        design, err = rest
+        if err is not None:
+            point = Point(point.path, point.tile, point.num_warps, point.num_stages, point.arch, None, errors[err])
+        out.append(Designed(point, design))
     return out
 
 
@@ -625,13 +632,17 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
                      archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None,
                      write: bool = True, command: str = "", log: Callable[[str], None] | None = None,
                      progress_factory=None, items: Iterable | None = None,
-                     scale: float = 1.0, rounds: int = 2) -> list[KernelCalibration]:
+                     scale: float = 1.0, rounds: int = 2, extend: bool = False,
+                     package: bool = False) -> list[KernelCalibration]:
     """Calibrate the shared-memory forms of the engine ``source`` (``vllm==0.33.0``, a wheel, a
     tree) for the installed Triton; see the module docstring. ``items``: the ``(spec, arch)``
     pairs a check of the engine's tuning tables estimates (:func:`tilefit.app.touched_items`),
     whose kernels join the held-out design. ``scale`` multiplies the design's sizes per (path,
     arch) (:func:`design_sizes`; recorded in the provenance); ``rounds=2`` gives a group whose
-    form is not proven a second round (:func:`second_round`)."""
+    form is not proven a second round (:func:`second_round`). ``extend``: ``archs`` are added to
+    the stored calibration of this engine release and Triton release, whose compiled points are
+    kept (:mod:`tilefit.smem.engine_extend`). Written to the user data folder, or with
+    ``package`` to the package's data (:mod:`tilefit.smem.engine_files`)."""
     from .engine_kernels import EngineKernels
     from .engine_source import open_source
 
@@ -651,6 +662,11 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
     for kernel in (list(kernels) if kernels else registry.names()):
         fam = registry.get(kernel)
         if engine not in fam.engine_launchers():
+            continue
+        stored = _stored_calibration(kernel, engine, engine_version, triton_version, archs, package) if extend else None
+        if extend and stored is None:
+            log(f"{engine} {engine_version} {kernel}: no stored calibration for Triton "
+                f"{versions.major_minor(triton_version)} to extend; skipped")
             continue
         paths = engine_paths(engine, kernel)
         tables = table_points(items, engine, kernel)
@@ -687,18 +703,60 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
         if rounds >= 2:
             results, everything = second_round(ek, engine, kernel, paths, tables, archs, sizes, results, everything,
                                                reference, epilogue, limits, jobs, log, progress_factory)
+        if stored is not None:
+            from . import engine_extend
+
+            old_doc, old_points = stored
+            results, how = engine_extend.merge(engine_extend.stored_results(old_doc, kernel), results,
+                                               [d.point for d in everything], archs, epilogue, limits)
+            record = engine_extend.extension_record(archs, command, time.perf_counter() - t0, everything, how)
+            everything = engine_extend.merged_points(old_points, everything)
+            prov = dict(old_doc.get("provenance") or {})
+            prov["archs"] = list(prov.get("archs") or ()) + list(archs)
+            prov["extensions"] = list(prov.get("extensions") or ()) + [record]
+            prov["points"] = len(everything)
+            prov["compiled"] = sum(1 for d in everything if d.point.shared is not None)
+            prov["failed"] = prov["points"] - prov["compiled"]
+            for line in sorted(how.items()):
+                log(f"{kernel}: {line[0]}: {line[1]}")
+        else:
+            prov = _provenance(ek, fam, paths, archs, triton_version, command, time.perf_counter() - t0, everything)
+            prov["design"] = dict(sizes, rounds=rounds)
         failures = failures_of([d.point for d in everything])
-        prov = _provenance(ek, fam, paths, archs, triton_version, command, time.perf_counter() - t0, everything)
-        prov["design"] = dict(sizes, rounds=rounds)
         doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
         if write:
-            kc.written = _write_calibration(doc, everything, kernel, engine, engine_version, triton_version)
+            kc.written = _write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
         out.append(kc)
     from .analytic import forget_models
 
     forget_models()
     return out
+
+
+def _read_from(package: bool) -> bool | None:
+    """Where a step that changes a stored calibration reads it: the place it writes to (the
+    package's data with ``package``), else wherever the model reads it (the user's first)."""
+    return True if package else None
+
+
+def _stored_calibration(kernel: str, engine: str, engine_version: str, triton_version: str,
+                        archs: Sequence[str], package: bool = False) -> tuple[dict, list[Designed]] | None:
+    """The stored forms file and points of the calibration ``--extend`` adds ``archs`` to; None
+    when there is none. Refused for a release that reuses another's forms, and for an arch the
+    stored calibration covers already (extending never recompiles a stored arch)."""
+    fp = forms_path(kernel, engine, engine_version, triton_version, _read_from(package))
+    pp = points_path(kernel, engine, engine_version, triton_version, _read_from(package))
+    if not fp.is_file() or not pp.is_file():
+        return None
+    doc = json.loads(fp.read_text(encoding="utf-8"))
+    if doc.get("reused"):
+        raise ValueError(f"{fp} reuses the forms of Triton {doc['reused'].get('from')}: extend that release")
+    have = set((doc.get("provenance") or {}).get("archs") or ())
+    again = sorted(set(archs) & have)
+    if again:
+        raise ValueError(f"{fp} covers {', '.join(again)} already; --extend adds archs it does not cover")
+    return doc, load_points(pp)
 
 
 def unproven_groups(results: Mapping[tuple, GroupResult]) -> list[tuple]:
@@ -981,7 +1039,7 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
                   archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None, write: bool = True,
                   command: str = "", log: Callable[[str], None] | None = None, progress_factory=None,
                   items: Iterable | None = None, scale: float = 1.0,
-                  risk_share: float | None = None, fresh: bool = True) -> list[KernelCalibration]:
+                  risk_share: float | None = None, fresh: bool = True, package: bool = False) -> list[KernelCalibration]:
     """Prove, group by group, that the installed Triton gives the bytes of the calibration for
     Triton ``from_version``; reuse its forms where it does, calibrate afresh where it does not.
     ``scale`` < 1 shrinks the probe (points per path and arch, a seeded share of the risk
@@ -1004,8 +1062,8 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
     limits = cal.device_limits()
     out = []
     for kernel in (list(kernels) if kernels else registry.names()):
-        fp = forms_path(kernel, engine, engine_version, base_v)
-        pp = points_path(kernel, engine, engine_version, base_v)
+        fp = forms_path(kernel, engine, engine_version, base_v, _read_from(package))
+        pp = points_path(kernel, engine, engine_version, base_v, _read_from(package))
         if not fp.is_file() or not pp.is_file():
             continue
         base_doc = json.loads(fp.read_text(encoding="utf-8"))
@@ -1108,7 +1166,7 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
                         reused=reused)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
         if write:
-            kc.written = _write_calibration(doc, everything, kernel, engine, engine_version, triton_version)
+            kc.written = _write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
         out.append(kc)
     from .analytic import forget_models
 
@@ -1131,13 +1189,13 @@ def in_launch_space(engine: str, p: Point) -> bool:
 
 
 def refit_engine(kernel: str, engine: str, engine_version: str, triton: str, *, write: bool = True,
-                 command: str = "") -> KernelCalibration:
+                 command: str = "", package: bool = False) -> KernelCalibration:
     """Choose the forms again from the compiled points of a calibration (``points-triton-X.Y.json``)
     without compiling anything: the held-out design (table, grid) proves, the fit design fits, as in
     :func:`calibrate_engine`. For a change of the form search; the provenance of the compiles is
     kept and the refit is recorded."""
-    fp = forms_path(kernel, engine, engine_version, triton)
-    pp = points_path(kernel, engine, engine_version, triton)
+    fp = forms_path(kernel, engine, engine_version, triton, _read_from(package))
+    pp = points_path(kernel, engine, engine_version, triton, _read_from(package))
     if not pp.is_file():
         raise ValueError(f"no compiled points of {engine} {engine_version} {kernel} for Triton {triton} ({pp})")
     old = json.loads(fp.read_text(encoding="utf-8")) if fp.is_file() else {}
@@ -1160,9 +1218,8 @@ def refit_engine(kernel: str, engine: str, engine_version: str, triton: str, *, 
                      "note": "forms chosen again from the stored compiled points; nothing compiled"}
     doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
     kc = KernelCalibration(kernel, results, designed, failures, doc)
-    if write:
-        write_forms(doc, fp)
-        kc.written = [fp]
+    if write:  # the points go along: a forms file is read with the points beside it
+        kc.written = _write_calibration(doc, designed, kernel, engine, engine_version, triton_version, package)
     from .analytic import forget_models
 
     forget_models()
@@ -1183,7 +1240,7 @@ def engine_candidates(kernel: str, engine: str) -> dict[tuple[str, str, str], st
 def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = None, jobs: int | None = None,
                     cache_dir=None, items: Iterable | None = None, scale: float = 1.0, write: bool = True,
                     command: str = "", log: Callable[[str], None] | None = None,
-                    progress_factory=None) -> KernelCalibration:
+                    progress_factory=None, package: bool = False) -> KernelCalibration:
     """Prove the family's written candidate forms (:func:`engine_candidates`) for the installed
     Triton's calibration of ``source``'s ``kernel``: a fresh held-out design (the next real-table
     kernels and a grid of seed 4) of the groups with a candidate is compiled -- none of its points
@@ -1197,8 +1254,11 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     tree = open_source(source, cache_dir, log)
     engine, engine_version = tree.engine, tree.version or "unknown"
     ek = EngineKernels(source, cache_dir=cache_dir, engine=engine, tree=tree)
-    fp = forms_path(kernel, engine, engine_version, triton_version)
-    pp = points_path(kernel, engine, engine_version, triton_version)
+    fp = forms_path(kernel, engine, engine_version, triton_version, _read_from(package))
+    pp = points_path(kernel, engine, engine_version, triton_version, _read_from(package))
+    if not fp.is_file() or not pp.is_file():
+        raise ValueError(f"no calibration of {engine} {engine_version} {kernel} for Triton "
+                         f"{versions.major_minor(triton_version)} to prove candidates on ({fp})")
     doc = json.loads(fp.read_text(encoding="utf-8"))
     before = load_points(pp)
     cands = engine_candidates(kernel, engine)
@@ -1238,11 +1298,21 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
             held.verdict_errors += pr.verdict_errors
         n_new = sum(pr.proven for pr in proofs.values())
         cur = results.get(key)
-        n_cur = sum(pr.proven for pr in cur.proofs.values()) if cur else -1
+        # the current form is held to the fresh points too: an arch it misses there is not proven
+        cur_fresh = prove(cur.formula, pts, epilogue, limits) if cur else {}
+        n_cur = sum(pr.proven and (a not in cur_fresh or cur_fresh[a].proven) for a, pr in cur.proofs.items()) \
+            if cur else -1
         if n_new > n_cur:
             results[key] = GroupResult(*key, text, "candidate", proofs)
             taken_over[f"{key[0]}/{key[2]}"] = {"proven_on": sorted(a for a, pr in proofs.items() if pr.proven),
                                                "held_out": len(pts), "compiled_before": len(seen)}
+        elif cur is not None:  # the current form keeps its place, with the fresh points in its proofs
+            for arch, pr in cur_fresh.items():
+                held = cur.proofs.setdefault(arch, Proof())
+                held.points += pr.points
+                held.exact += pr.exact
+                held.max_error = max(held.max_error, pr.max_error)
+                held.verdict_errors += pr.verdict_errors
         log(f"{key[0]} {key[2]}: candidate proven on {sorted(a for a, pr in proofs.items() if pr.proven) or '-'}"
             f" ({len(pts)} fresh points){'; taken' if f'{key[0]}/{key[2]}' in taken_over else ''}")
     everything = before + done
@@ -1258,8 +1328,7 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     out = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
     kc = KernelCalibration(kernel, results, everything, failures, out)
     if write:
-        kc.written = _write_calibration(out, everything, kernel, engine, engine_version, triton_version,
-                                        fp, pp)
+        kc.written = _write_calibration(out, everything, kernel, engine, engine_version, triton_version, package)
     from .analytic import forget_models
 
     forget_models()

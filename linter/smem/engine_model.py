@@ -37,18 +37,12 @@ class Answer:
     compiled: bool = False  # the calibration compiled this very point: its figure, not a form's
 
 
-def _engine_dirs(kernel: str, engine: str) -> dict[str, Path]:
-    """``{engine version: folder}`` of the family's calibrated releases of ``engine``."""
-    fam = registry.find(kernel)
-    if fam is None:
-        return {}
-    base = Path(fam.folder) / "smem"
-    out = {}
-    if base.is_dir():
-        for d in base.iterdir():
-            if d.is_dir() and d.name.startswith(f"{engine}-"):
-                out[d.name[len(engine) + 1:]] = d
-    return out
+def _engine_dirs(kernel: str, engine: str) -> dict[str, list[Path]]:
+    """``{engine version: [folders]}`` of the family's calibrated releases of ``engine``: the user
+    data folder's before the package's (:mod:`tilefit.smem.engine_files`)."""
+    from .engine_files import release_dirs
+
+    return release_dirs(kernel, engine)
 
 
 def engine_versions(kernel: str, engine: str) -> list[str]:
@@ -56,10 +50,8 @@ def engine_versions(kernel: str, engine: str) -> list[str]:
 
 
 def triton_versions(kernel: str, engine: str, engine_version: str) -> list[str]:
-    d = _engine_dirs(kernel, engine).get(engine_version)
-    if d is None:
-        return []
-    found = [p.name[len("triton-"):-len(".json")] for p in d.glob("triton-*.json")]
+    found = {p.name[len("triton-"):-len(".json")] for d in _engine_dirs(kernel, engine).get(engine_version, ())
+             for p in d.glob("triton-*.json")}
     return sorted(found, key=versions.parse)
 
 
@@ -124,16 +116,17 @@ class KernelForms:
 
     def __init__(self, kernel: str, engine: str, engine_version: str, triton: str):
         self.kernel, self.engine, self.engine_version, self.triton = kernel, engine, engine_version, triton
-        folder = _engine_dirs(kernel, engine)[engine_version]
-        self.path = folder / f"triton-{triton}.json"
+        from .engine_files import stored_dir
+
+        self.path = stored_dir(kernel, engine, engine_version, triton) / f"triton-{triton}.json"
         self.doc = _doc(str(self.path))
         reused = self.doc.get("reused") or {}
         self.reused_from: str | None = reused.get("from")
         self.reused_groups: Mapping = reused.get("groups") or {}
-        self._forms = {}
-        for family, per in (self.doc.get("formulas") or {}).items():
-            for dtype, text in per.items():
-                self._forms[(family, dtype)] = (text, compile_formula(text, _variables()))
+        # forms are compiled when first asked for: a check touches a few of a file's hundreds
+        self._texts = {(family, dtype): text for family, per in (self.doc.get("formulas") or {}).items()
+                       for dtype, text in per.items()}
+        self._forms: dict[tuple, tuple] = {}
         self._compiled: dict[tuple, int] | None = None
         self._rule_ok: dict[tuple, bool] = {}
         self.failures: Mapping = self.doc.get("failures") or {}
@@ -157,13 +150,14 @@ class KernelForms:
             self._compiled = {}
             pp = self.path.with_name(f"points-{self.path.name}")
             if pp.is_file():
+                from .calibrate import Path as CPath, decode_row
+
                 doc = _doc(str(pp))
-                names = [_path_name(p) for p in doc.get("paths", ())]
-                n = len(registry.get(self.kernel).point_columns)
+                paths = [CPath.from_json(p) for p in doc.get("paths", ())]
                 for row in doc.get("points", ()):
-                    shared = row[4 + n]
-                    if shared is not None:
-                        self._compiled[(row[1], names[row[0]], tuple(row[2:4 + n]))] = int(shared)
+                    p, _rest = decode_row(paths, row)
+                    if p.shared is not None:
+                        self._compiled[(p.arch, p.path.name, (*p.tile, p.num_warps, p.num_stages))] = p.shared
         return self._compiled.get((arch, path_name, (*tile, num_warps, num_stages)))
 
     @property
@@ -186,7 +180,14 @@ class KernelForms:
         base = self._reused(family, dtype)
         if base is not None:
             return base.form(family, dtype)
-        return self._forms.get((family, dtype))
+        key = (family, dtype)
+        hit = self._forms.get(key)
+        if hit is None:
+            text = self._texts.get(key)
+            if text is None:
+                return None
+            hit = self._forms[key] = (text, compile_formula(text, _variables()))
+        return hit
 
     def proof(self, family: str, dtype: str, arch: str) -> Mapping | None:
         base = self._reused(family, dtype)
@@ -251,12 +252,6 @@ class KernelForms:
         return hit
 
 
-def _path_name(doc: Mapping) -> str:
-    from .calibrate import Path as CPath
-
-    return CPath.from_json(doc).name
-
-
 @lru_cache(maxsize=None)
 def _variables() -> tuple[str, ...]:
     from .analytic import VARIABLES
@@ -281,6 +276,8 @@ class EngineModel:
         self.triton = triton
         self.engine_versions = dict(engine_versions_ or {})
         self._memo: dict[tuple, object] = {}
+        self._answers: dict[tuple, Answer | None] = {}
+        self._bases: dict[str, object] = {}
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
         """The first file of :meth:`forms_chain` (the release's own when it has one)."""
@@ -303,9 +300,13 @@ class EngineModel:
     def _base_model(self, forms: KernelForms):
         """The analytic model whose variables (operand bytes, epilogue tables) the forms read: the
         release they were calibrated on."""
-        from .analytic import load_model
+        version = forms.reused_from or forms.triton
+        hit = self._bases.get(version)
+        if hit is None:
+            from .analytic import load_model
 
-        return load_model(forms.reused_from or forms.triton)
+            hit = self._bases[version] = load_model(version)
+        return hit
 
     def answer(self, spec: KernelSpec, arch: str, forms_only: bool = False) -> Answer | None:
         """The engine's kernel's bytes for ``spec`` on ``arch``: the calibration's compile of this
@@ -313,6 +314,13 @@ class EngineModel:
         proof test checks on the held-out points). A group the release's own file has no form for
         is answered by the next release of :meth:`forms_chain`, not proven, with the probe's
         figures of the difference."""
+        key = (spec, arch, forms_only)
+        if key in self._answers:
+            return self._answers[key]
+        out = self._answers[key] = self._answer_chain(spec, arch, forms_only)
+        return out
+
+    def _answer_chain(self, spec: KernelSpec, arch: str, forms_only: bool) -> Answer | None:
         chain = self.forms_chain(spec)
         if not chain:
             return None
