@@ -1026,6 +1026,7 @@ def compare_probe(pairs: Sequence[tuple[Point, Point]], base_doc: Mapping, epilo
     return rec
 
 
+MIN_RULE_POINTS = 3  # failing probe points of an (arch, path) a failure rule is drawn from, at least
 MIN_PROBE_POINTS = 2  # compared points a group's probe needs before it may reuse another release's forms
 
 
@@ -1152,6 +1153,10 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
             fresh_points = redone + fit_done
         everything = done + fresh_points
         failures = failures_of([d.point for d in everything])
+        for per in failures.values():  # a probe's few failures are facts; a rule drawn from one or two is a guess
+            for rec_ in per.values():
+                if len(rec_["points"]) < MIN_RULE_POINTS:
+                    rec_["rule"] = None
         prov = _provenance(ek, registry.get(kernel), [], archs or ALL_ARCHS, triton_version, command,
                            time.perf_counter() - t0, everything)
         prov["kernels"] = base_doc.get("provenance", {}).get("kernels", {})
