@@ -23,7 +23,7 @@ from tilefit import versions
 from tilefit.kernels import registry
 from tilefit.smem import calibrate as cal
 from tilefit.smem import engine_calibrate as ec
-from tilefit.smem.engine_model import EngineModel, kernel_forms, triton_chain
+from tilefit.smem.engine_model import EngineModel, kernel_forms, release_cannot_build, triton_chain
 
 ROOT = Path(registry.get("fused_moe").folder).parent
 
@@ -155,8 +155,33 @@ def test_points_x_does_not_compile_are_known_failures_of_x(kernel, engine, versi
     model = EngineModel(triton)
     for p in _probe(kernel, engine, version, triton):
         if p.shared is None and not (p.error or "").startswith("setup"):
-            why = model.compile_failure(p.spec().with_(engine=engine, triton=f"{triton}.0"), p.arch)
+            spec = p.spec().with_(engine=engine, triton=f"{triton}.0")
+            if release_cannot_build(kernel, engine, triton, p.arch):
+                # the release builds no point there: a fact of the release, not of the tile; the
+                # table is judged with the nearest release that builds it, and the answer says so
+                moved, note = model.runnable(spec, p.arch)
+                assert moved.triton != spec.triton and f"Triton {triton} cannot build" in note, (p, note)
+                continue
+            why = model.compile_failure(spec, p.arch)
             assert why, p
+
+
+def test_a_release_that_builds_nothing_on_an_arch_hands_over_to_the_nearest_that_builds():
+    """SGLang 0.5.23's fused MoE does not compile under Triton 3.4 on sm_90 and newer (its
+    ``gdc_wait`` takes ``_builder`` where 3.4's code generator passes ``_semantic``): a
+    ``triton_3_4_0`` table there is judged with Triton 3.5, not reported CMP001 entry by entry."""
+    assert release_cannot_build("fused_moe", "sglang", "3.4", "sm_90")
+    assert release_cannot_build("fused_moe", "sglang", "3.4", "sm_89") is None  # sm_89 builds
+    assert release_cannot_build("fused_moe", "sglang", "3.5", "sm_90") is None
+    model = EngineModel("3.9")
+    failing = [p for p in _probe("fused_moe", "sglang", "0.5.23", "3.4") if p.arch == "sm_90" and p.shared is None]
+    assert failing
+    for p in failing:
+        spec = p.spec().with_(engine="sglang", triton="3.4.0")
+        moved, note = model.runnable(spec, "sm_90")
+        assert moved.triton == "3.5" and "judged with Triton 3.5, the nearest release that builds it" in note
+        ans = model.answer(spec, "sm_90")
+        assert ans is None or "Triton 3.4 cannot build" in ans.detail
 
 
 def test_a_release_without_a_file_falls_back_to_the_nearest_marked_not_proven():

@@ -15,7 +15,7 @@ Nothing here imports triton or torch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Mapping
@@ -252,6 +252,35 @@ class KernelForms:
         return hit
 
 
+# a release that compiled none of at least this many points of an arch "cannot build" the kernel there
+_UNBUILDABLE_MIN_FAILURES = 10
+
+
+@lru_cache(maxsize=None)
+def release_cannot_build(kernel: str, engine: str, triton: str, arch: str) -> str | None:
+    """The compiler's words when Triton ``triton`` builds none of the engine's kernel on ``arch``:
+    its calibration compiled none of its points there and recorded at least
+    :data:`_UNBUILDABLE_MIN_FAILURES` failures (e.g. SGLang 0.5.23's fused MoE under Triton 3.4 on
+    sm_90 and newer: its ``gdc_wait`` takes ``_builder`` where its code generator passes
+    ``_semantic``). That is a fact of the release, not of any tile: this engine release does not
+    run on that Triton there, and SGLang loads such a folder's table (its fallback across
+    ``triton_X_Y_Z`` folders) under the Triton it runs with. None when the release builds it, or
+    has no calibration of its own."""
+    ev = pick_engine_version(kernel, engine, None)
+    if ev is None or versions.major_minor(triton) not in triton_versions(kernel, engine, ev):
+        return None
+    forms = kernel_forms(kernel, engine, ev, versions.major_minor(triton))
+    per = forms.failures.get(arch) or {}
+    failed = sum(len(rec.get("points", ())) for rec in per.values())
+    if failed < _UNBUILDABLE_MIN_FAILURES:
+        return None
+    forms.compiled(arch, "", (), 0, 0)  # load the compiled points
+    if any(a == arch for a, _name, _row in (forms._compiled or {})):
+        return None
+    errors = sorted({e for rec in per.values() for e in (rec.get("errors") or ())})
+    return errors[0] if len(errors) == 1 else "; ".join(errors[:2])
+
+
 @lru_cache(maxsize=None)
 def _variables() -> tuple[str, ...]:
     from .analytic import VARIABLES
@@ -266,6 +295,7 @@ def kernel_forms(kernel: str, engine: str, engine_version: str, triton: str) -> 
 
 def forget() -> None:
     kernel_forms.cache_clear()
+    release_cannot_build.cache_clear()
     _doc.cache_clear()
 
 
@@ -320,7 +350,30 @@ class EngineModel:
         out = self._answers[key] = self._answer_chain(spec, arch, forms_only)
         return out
 
+    def runnable(self, spec: KernelSpec, arch: str) -> tuple[KernelSpec, str | None]:
+        """``spec`` under a Triton release that builds the engine's kernel on ``arch``, with a note
+        when that is not the release ``spec`` names: an SGLang ``triton_X_Y_Z`` folder whose release
+        cannot build the kernel there at all (:func:`release_cannot_build`) is read by the engine
+        under the Triton it runs with, so the installed release (the model's) is judged instead."""
+        if not (spec.engine and spec.triton and release_cannot_build(spec.kernel, spec.engine, spec.triton, arch)):
+            return spec, None
+        asked = versions.major_minor(spec.triton)
+        why = f"Triton {asked} cannot build {spec.engine}'s kernel on {arch} (no point of its calibration compiles there)"
+        ev = pick_engine_version(spec.kernel, spec.engine, self.engine_versions.get(spec.engine))
+        w = versions.release(asked, 2)
+        # the nearest release that builds it, a newer one first (the engine outgrew the old release)
+        for tv in sorted((v for v in triton_versions(spec.kernel, spec.engine, ev) if v != asked),
+                         key=lambda v: (abs((versions.release(v, 2)[0] - w[0]) * 100 + versions.release(v, 2)[1] - w[1]),
+                                        0 if versions.release(v, 2) > w else 1)):
+            if not release_cannot_build(spec.kernel, spec.engine, tv, arch):
+                return spec.evolve(triton=tv), f"{why}: judged with Triton {tv}, the nearest release that builds it"
+        return spec.evolve(triton=None), f"{why}: judged with the installed Triton's forms"
+
     def _answer_chain(self, spec: KernelSpec, arch: str, forms_only: bool) -> Answer | None:
+        spec, moved = self.runnable(spec, arch)
+        if moved:
+            got = self._answer_chain(spec, arch, forms_only)
+            return None if got is None else replace(got, detail=f"{got.detail}; {moved}" if got.detail else moved)
         chain = self.forms_chain(spec)
         if not chain:
             return None
@@ -398,6 +451,7 @@ class EngineModel:
         (a point of the calibration, or its failure rule for this arch and dtype path)."""
         if not spec.engine:
             return None
+        spec, _moved = self.runnable(spec, arch)
         forms, note = self.forms_for(spec)
         if forms is None or note is not None or not forms.failures.get(arch):
             return None  # failures are facts of the release they were compiled with
