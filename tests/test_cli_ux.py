@@ -211,7 +211,7 @@ def test_write_json_puts_one_row_per_line_in_the_indented_document():
     assert out.getvalue() == "[\n" + ",\n".join("  " + json.dumps(r) for r in rows) + "\n]\n"
 
 
-MI300X = "E=8,N=14336,device_name=AMD_Instinct_MI300X,dtype=fp8_w8a8.json"
+MI455X_GEMM = "N=4096,K=2048,device_name=AMD_Instinct_MI455X,dtype=fp8_w8a8,block_shape=[128, 128].json"
 
 
 def test_a_run_that_compiles_deferred_points_shows_one_bar(cli, monkeypatch, tmp_path, corpus):
@@ -225,11 +225,12 @@ def test_a_run_that_compiles_deferred_points_shows_one_bar(cli, monkeypatch, tmp
         def isatty(self):
             return True
 
-    # vLLM's MI300X table, its last entry: no proven closed form on gfx942, so the run compiles
-    src = json.loads((corpus / "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs" / MI300X).read_text())
+    # SGLang's MI455X block-GEMM table, its last entry: gfx1250 has no arch family in the model
+    # (no closed form at all), so the run compiles (gfx942 has calibrated forms since issue 17)
+    src = json.loads((corpus / "sglang-0.5.23/sglang/kernels/ops/gemm/configs" / MI455X_GEMM).read_text())
     key = list(src)[-1]
     (tmp_path / "t").mkdir()
-    (tmp_path / "t" / MI300X).write_text(json.dumps({key: src[key]}, indent=4) + "\n")
+    (tmp_path / "t" / MI455X_GEMM).write_text(json.dumps({key: src[key]}, indent=4) + "\n")
     stream = Tty()
     made = []
 
