@@ -31,10 +31,15 @@ HERE = list(sys.version_info[:2])
 
 
 @pytest.fixture(autouse=True)
-def _no_named_python(monkeypatch):
-    monkeypatch.delenv(interpreter.ENV, raising=False)
+def _no_named_python():
+    # interpreter.use() writes os.environ itself: restore by hand (monkeypatch.delenv of a name that
+    # is not set records nothing to undo, so a named interpreter leaked into later tests' compiles)
+    before = os.environ.pop(interpreter.ENV, None)
     interpreter.describe.cache_clear()
     yield
+    os.environ.pop(interpreter.ENV, None)
+    if before is not None:
+        os.environ[interpreter.ENV] = before
     interpreter.describe.cache_clear()
 
 
