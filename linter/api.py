@@ -325,18 +325,24 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
             errors.append(f"internal error while checking Python files: {type(exc).__name__}: {exc}")
     if cache is not None:
         cache.save()
-    baselined = 0
-    baseline = opts.baseline or (resolve_relative(settings, settings.baseline) if settings.baseline else None)
-    if baseline:
-        try:
-            records = load_baseline(baseline)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-        diagnostics, baselined = filter_baselined(diagnostics, records)
+    diagnostics, baselined = _apply_baseline(diagnostics, opts, settings)
     return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files) + len(found.python_files),
                        missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine,
                        planner=planner, root=settings.root, coverage=coverage,
                        untargeted_python=len(found.python_files) if not engine.extra_targets else 0)
+
+
+def _apply_baseline(diagnostics, opts: CheckOptions, settings: Settings):
+    """``(diagnostics the baseline does not hide, how many it hid)``: ``--baseline`` or the
+    settings' ``baseline`` (relative to the pyproject that names it)."""
+    baseline = opts.baseline or (resolve_relative(settings, settings.baseline) if settings.baseline else None)
+    if not baseline:
+        return diagnostics, 0
+    try:
+        records = load_baseline(baseline)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return filter_baselined(diagnostics, records)
 
 
 def run_check_source(data: bytes, filename: str, opts: CheckOptions | None = None,
@@ -364,14 +370,7 @@ def run_check_source(data: bytes, filename: str, opts: CheckOptions | None = Non
             errors.append(f"internal error while checking {filename}: {type(exc).__name__}: {exc}")
         if planner is not None and not errors:
             diagnostics = planner.attach(table, diagnostics)
-        baselined = 0
-        baseline = opts.baseline or (resolve_relative(settings, settings.baseline) if settings.baseline else None)
-        if baseline:
-            try:
-                records = load_baseline(baseline)
-            except ValueError as exc:
-                raise UsageError(str(exc)) from None
-            diagnostics, baselined = filter_baselined(diagnostics, records)
+        diagnostics, baselined = _apply_baseline(diagnostics, opts, settings)
     return CheckResult(diagnostics=diagnostics, tables={filename: table}, files_checked=1, missing_paths=[],
                        errors=errors, baselined=baselined, engine=engine, planner=planner, root=settings.root)
 
