@@ -81,6 +81,18 @@ def pick_triton(kernel: str, engine: str, engine_version: str, wanted: str | Non
     return chain[0] if chain else (None, None)
 
 
+def nearest_first(have, want: str, newer_first: bool = False) -> list[str]:
+    """The releases of ``have`` other than ``want``, the nearest to it first; a tie: the lower
+    (``newer_first``: the higher)."""
+    w = versions.release(want, 2)
+
+    def distance(v: str) -> tuple[int, int]:
+        r = versions.release(v, 2)
+        return (abs((r[0] - w[0]) * 100 + r[1] - w[1]), 0 if (r > w) == newer_first else 1)
+
+    return sorted((v for v in have if v != want), key=distance)
+
+
 def triton_chain(kernel: str, engine: str, engine_version: str, wanted: str | None) -> list[tuple[str, str | None]]:
     """The releases whose forms answer ``wanted``, in the order they are tried, each with its note:
     ``wanted``'s own file first (no note: a release of its own, or one whose probe proved another's
@@ -93,15 +105,9 @@ def triton_chain(kernel: str, engine: str, engine_version: str, wanted: str | No
     if wanted is None:
         return [(have[-1], None)]
     want = versions.major_minor(wanted)
-    w = versions.release(want, 2)
-
-    def distance(v: str) -> tuple[int, int]:
-        r = versions.release(v, 2)
-        return (abs((r[0] - w[0]) * 100 + r[1] - w[1]), 0 if r < w else 1)  # the nearest; a tie: the lower
-
     chain: list[tuple[str, str | None]] = [(want, None)] if want in have else []
     why = (f"no form of Triton {want}'s own for this path" if want in have else f"no calibration for Triton {want}")
-    for pick in sorted((v for v in have if v != want), key=distance):
+    for pick in nearest_first(have, want):
         chain.append((pick, f"{why}: the forms of Triton {pick} are used, not proven for {want}"))
     return chain
 
@@ -360,11 +366,8 @@ class EngineModel:
         asked = versions.major_minor(spec.triton)
         why = f"Triton {asked} cannot build {spec.engine}'s kernel on {arch} (no point of its calibration compiles there)"
         ev = pick_engine_version(spec.kernel, spec.engine, self.engine_versions.get(spec.engine))
-        w = versions.release(asked, 2)
         # the nearest release that builds it, a newer one first (the engine outgrew the old release)
-        for tv in sorted((v for v in triton_versions(spec.kernel, spec.engine, ev) if v != asked),
-                         key=lambda v: (abs((versions.release(v, 2)[0] - w[0]) * 100 + versions.release(v, 2)[1] - w[1]),
-                                        0 if versions.release(v, 2) > w else 1)):
+        for tv in nearest_first(triton_versions(spec.kernel, spec.engine, ev), asked, newer_first=True):
             if not release_cannot_build(spec.kernel, spec.engine, tv, arch):
                 return spec.evolve(triton=tv), f"{why}: judged with Triton {tv}, the nearest release that builds it"
         return spec.evolve(triton=None), f"{why}: judged with the installed Triton's forms"
