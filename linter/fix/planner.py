@@ -387,7 +387,8 @@ class FixPlanner:
                                       table=ctx.values)
         search_key = bucket_key(key) if ctx.bucketed else key
         memo_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.E, meta.N,
-                    meta.K, meta.down, search_key, freeze(entry), ctx.groups, tuple(d.key for d, _ in ctx.ranking),
+                    meta.K, meta.down, meta.triton_folder, search_key, freeze(entry), ctx.groups,
+                    tuple(d.key for d, _ in ctx.ranking),
                     self.unsafe, space.domain, space.groups)
         found = self._plan_memo.get(memo_key)
         if found is None:
