@@ -183,3 +183,59 @@ def test_a_tuple_a_helper_returns_is_unpacked_per_return():
     pairs = sorted((i.value("BM").value, i.value("BN").value) for i in site.instances)
     # both items come from the same return of the same call; is_xpu() is False on CUDA targets
     assert pairs == [(16, 64), (64, 128)]
+
+
+# -- per-kernel-family roles of an MLA model's dimensions ---------------------------------------------
+
+ROLES = Path(__file__).parent / "fixtures" / "callsites" / "roles"
+
+
+def _role_sites(names, paths=None):
+    return _sites(names, paths=paths or sorted(ROLES.rglob("*.py")))
+
+
+def test_an_mla_models_absorbed_head_is_not_bound_to_a_generic_prefill_launcher():
+    # was: deepseek-v2-lite's 576 bound to the generic prefill's Lk (BLOCK_DMODEL 1024, BLOCK 32):
+    # a finding under a scenario whose model never runs that launcher
+    (site,) = _site(_role_sites(["deepseek-v2-lite", "llama-gqa-128"]), "_prefill_kernel")
+    assert [i.label for i in site.instances] == ["scenario llama-gqa-128"]
+    assert _values(site.instances[0], ("Lk", "BLOCK_DMODEL", "BLOCK_M", "kv_group_num")) == \
+        {"Lk": 128, "BLOCK_DMODEL": 128, "BLOCK_M": 128, "kv_group_num": 4}
+    # with the MLA scenario alone the launch is not judged at all (not a site with 576 in it)
+    sites = _role_sites(["deepseek-v2-lite"])
+    assert not [s for s in sites.launches if s.kernel.name == "_prefill_kernel"]
+    assert all(i.value("BLOCK_DMODEL").value != 1024 for s in sites.launches for i in s.instances)
+
+
+def test_an_extend_launcher_is_judged_in_both_shapes_an_mla_model_runs():
+    (site,) = _site(_role_sites(["deepseek-v2-lite"]), "_extend_kernel")
+    got = {i.label: _values(i, ("BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV")) for i in site.instances}
+    assert got == {"scenario deepseek-v2-lite": {"BLOCK_DMODEL": 512, "BLOCK_DPE": 64, "BLOCK_DV": 512},
+                   "scenario deepseek-v2-lite (MLA prefill as multi-head attention)":
+                       {"BLOCK_DMODEL": 128, "BLOCK_DPE": 64, "BLOCK_DV": 128}}
+
+
+def test_roles_are_validated_data():
+    from tilefit.callsites.scenarios import launch_roles, prefill_facts, with_roles
+
+    assert launch_roles("/x/vllm/v1/attention/ops/triton_prefill_attention.py") == ()
+    assert launch_roles("/x/extend_attention.py") == ("absorbed", "prefill")
+    assert launch_roles("/x/triton_decode_attention.py") == ("absorbed",)
+    ds = builtin()["deepseek-v2-lite"]
+    assert ds.role == "absorbed" and builtin()["llama-gqa-128"].role == ""
+    assert prefill_facts(ds.facts)["head_dim"] == 192 and prefill_facts(ds.facts)["v_head_dim"] == 128
+    assert [s.role for s in with_roles([ds, builtin()["llama-gqa-128"]])] == ["absorbed", "prefill", ""]
+    schema = json.loads(NAMES.with_name("names.schema.json").read_text())
+    bad = json.loads(NAMES.read_text())
+    bad["mla_roles"]["families"][0]["roles"] = ["decode"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(bad)
+
+
+@real
+def test_vllms_generic_prefill_is_not_judged_with_the_absorbed_mla_head():
+    sites = _sites(["deepseek-v2-lite", "gemma-gqa-256"], paths=[VLLM_OPS / "triton_prefill_attention.py"])
+    (site,) = [s for s in sites.launches if s.kernel.name == "_fwd_kernel"]
+    # get_block_size()'s two returns on CUDA (sm_80+ or not): both gemma's, none deepseek's
+    assert site.instances and all(i.label.startswith("scenario gemma-gqa-256,") for i in site.instances)
+    assert {(_values(i, ("Lk", "BLOCK_DMODEL"))["BLOCK_DMODEL"]) for i in site.instances} == {256}
