@@ -239,3 +239,21 @@ def test_vllms_generic_prefill_is_not_judged_with_the_absorbed_mla_head():
     # get_block_size()'s two returns on CUDA (sm_80+ or not): both gemma's, none deepseek's
     assert site.instances and all(i.label.startswith("scenario gemma-gqa-256,") for i in site.instances)
     assert {(_values(i, ("Lk", "BLOCK_DMODEL"))["BLOCK_DMODEL"]) for i in site.instances} == {256}
+
+
+def test_an_optional_tensor_test_judges_both_launches():
+    sites = _site(_sites([]), "scatter_kernel")
+    got = {(i.value("BLOCK").value, i.value("HAS_MAP").value) for s in sites for i in s.instances}
+    # the mapping assigned in a branch (None otherwise), and a parameter without a default: both cases
+    assert got == {(512, False), (512, True), (1024, False), (1024, True)}, got
+    labels = [i.label for s in sites for i in s.instances if i.value("BLOCK").value == 512]
+    assert any("mapping is None (either, at run time)" in lab for lab in labels), labels
+
+
+def test_a_stride_chosen_by_the_tensors_rank_is_judged_per_layout():
+    (site,) = _site(_sites([]), "gather_kernel")
+    got = sorted((i.value("si_g").value, i.value("si_n").value) for i in site.instances)
+    # [B, G, N] indices: an outer stride (16-divisible) and the last, contiguous one. [B, N]: 0, and
+    # stride(1) judged as an outer stride too (the launcher reads stride(2) of indices, so the rank
+    # is not known in that arm; the value is address arithmetic, not a tile size)
+    assert got == [(0, 4096), (4096, 1)], got

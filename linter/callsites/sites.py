@@ -227,7 +227,8 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
         target[kw.arg] = ev.expr(frame, kw.value)
     for name, expr in _arg_exprs(launch, kernel).items():
         p = kernel.param(name)
-        if p is not None and p.constexpr and isinstance(args.get(name), Unknown):
+        if p is not None and p.constexpr and (isinstance(args.get(name), Unknown) or isinstance(expr, ast.IfExp)
+                                              and any(isinstance(x, Unknown) for _, x in branches(args.get(name)))):
             unit = ev.constexpr_stride(frame, expr)
             if unit is not None:
                 args[name] = unit
