@@ -257,3 +257,20 @@ def test_a_stride_chosen_by_the_tensors_rank_is_judged_per_layout():
     # stride(1) judged as an outer stride too (the launcher reads stride(2) of indices, so the rank
     # is not known in that arm; the value is address arithmetic, not a tile size)
     assert got == [(0, 4096), (4096, 1)], got
+
+
+def test_a_parameter_the_launcher_reassigns_is_not_the_callers_value():
+    sites = _site(_sites([]), "window_kernel")
+    # the caller passes None; the launcher turns it into 0 before the launch (was: WINDOW=None, a
+    # launch that fails to compile on `None > 0`)
+    assert {i.value("WINDOW").value for s in sites for i in s.instances} == {0}
+
+
+def test_an_offset_added_to_a_pointer_is_not_a_pointer():
+    from tilefit.callsites.evaluate import CallsiteEvaluator
+
+    project = Project.scan([str(p) for p in sorted(REACH.rglob("*.py"))])
+    ev = CallsiteEvaluator(project, kernels={}, mode="exact", allow_import=False, estimator=None, triton=False)
+    (kernel,) = [k for m in project.primary_modules() for k in m.all_kernels if k.name == "window_kernel"]
+    pointers = ev.info(kernel).pointers
+    assert set(pointers) == {"start_len_ptr", "x_ptr"} and pointers["x_ptr"] == "data"  # not num_seqs

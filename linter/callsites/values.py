@@ -506,7 +506,10 @@ class Evaluator:
                 self.scenario_hit = True
             if found:  # the scenario's value wins over the default and over what a caller passes
                 return Lit(value, None, f"scenario {self.scenario.name}")
-        if name in frame.bindings:
+        if name in frame.bindings and (frame.func is None or frame.before_line is None or not any(
+                a.line < frame.before_line for a in local_assignments(frame.func).get(name, ()))):
+            # a caller's value, unless the body reassigns the parameter before the line
+            # (`sliding_window_q = sliding_window_q if sliding_window_q is not None else 0`)
             return frame.bindings[name]
         if frame.depth > MAX_DEPTH:
             return Unknown(f"{name}: names nest too deeply")
@@ -652,6 +655,8 @@ class Evaluator:
         return None
 
     def _param(self, frame: Frame, fn, name: str, default: ast.expr | None) -> Val:
+        if name in frame.bindings and frame.func is fn:  # what the caller passes
+            return frame.bindings[name]
         if default is None:
             return Unknown(f"{name} is a parameter of {fn.name}() without a default")
         v = self.expr(Frame(frame.module, None, {}, None, frame.depth + 1), default)
