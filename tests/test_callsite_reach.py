@@ -221,6 +221,8 @@ def test_roles_are_validated_data():
     assert launch_roles("/x/vllm/v1/attention/ops/triton_prefill_attention.py") == ()
     assert launch_roles("/x/extend_attention.py") == ("absorbed", "prefill")
     assert launch_roles("/x/triton_decode_attention.py") == ("absorbed",)
+    assert launch_roles("/e/vllm/v1/attention/ops/ultraquant/triton_store.py") == ()
+    assert launch_roles("/e/other/triton_store.py") == ("absorbed",)  # a path entry matches that path only
     ds = builtin()["deepseek-v2-lite"]
     assert ds.role == "absorbed" and builtin()["llama-gqa-128"].role == ""
     assert prefill_facts(ds.facts)["head_dim"] == 192 and prefill_facts(ds.facts)["v_head_dim"] == 128

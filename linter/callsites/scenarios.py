@@ -229,16 +229,23 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
 def launch_roles(path: str) -> tuple[str, ...]:
     """The MLA roles a launch in the module at ``path`` takes (names.json ``mla_roles``: the
     first family that lists the file's name, else the default)."""
-    return _roles_by_file().get(Path(str(path)).stem, _roles_default())
+    text = str(path).replace("\\", "/")
+    text = text[:-3] if text.endswith(".py") else text
+    stem = text.rsplit("/", 1)[-1]
+    for entry, roles in _roles_by_file():
+        if ("/" in entry and (text == entry or text.endswith("/" + entry))) or entry == stem:
+            return roles
+    return _roles_default()
 
 
 @lru_cache(maxsize=None)
-def _roles_by_file() -> dict[str, tuple[str, ...]]:
-    out: dict[str, tuple[str, ...]] = {}
+def _roles_by_file() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    out: list[tuple[str, tuple[str, ...]]] = []
     for fam in names_table().get("mla_roles", {}).get("families", ()):
         for f in fam["files"]:
-            out.setdefault(f, tuple(fam["roles"]))
-    return out
+            out.append((f, tuple(fam["roles"])))
+    # paths first: `vllm/.../ultraquant/triton_store` before any plain file name
+    return tuple(sorted(out, key=lambda e: "/" not in e[0]))
 
 
 @lru_cache(maxsize=None)
