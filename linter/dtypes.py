@@ -59,6 +59,23 @@ ALIASES: Mapping[str, str] = {
     "fp8": "fp8e4nv", "fp8_e4m3": "fp8e4nv", "fp8e4m3": "fp8e4nv", "fp8_e5m2": "fp8e5",
 }
 
+# ``torch.finfo(dtype)``'s fields of the float types, as literals (a kernel's ``FP8_MAX:
+# tl.constexpr = float8_info.max`` with ``float8_info = torch.finfo(...)`` at module level: the
+# extraction folds them so the kernel compiles without importing torch or the file). Each value
+# follows from the format (exponent bits e, mantissa bits m, bias): IEEE types max (2 - 2^-m) *
+# 2^(2^(e-1) - 1); e4m3fn (no infinities) 1.75 * 2^8; the fnuz types a bias one larger.
+# tests/test_compile_isolation.py checks them against those formulas.
+FINFO: Mapping[str, Mapping[str, float]] = {
+    "fp16": {"bits": 16, "max": 65504.0, "min": -65504.0, "eps": 0.0009765625, "tiny": 6.103515625e-05},
+    "bf16": {"bits": 16, "max": 3.3895313892515355e+38, "min": -3.3895313892515355e+38, "eps": 0.0078125,
+             "tiny": 1.1754943508222875e-38},
+    "fp32": {"bits": 32, "max": 3.4028234663852886e+38, "min": -3.4028234663852886e+38,
+             "eps": 1.1920928955078125e-07, "tiny": 1.1754943508222875e-38},
+    "fp8e4nv": {"bits": 8, "max": 448.0, "min": -448.0, "eps": 0.125, "tiny": 0.015625},
+    "fp8e5": {"bits": 8, "max": 57344.0, "min": -57344.0, "eps": 0.25, "tiny": 6.103515625e-05},
+    "fp8e4b8": {"bits": 8, "max": 240.0, "min": -240.0, "eps": 0.125, "tiny": 0.0078125},
+}
+
 AUTO = "auto"
 # --kv-cache-dtype values the doctor accepts (the engines' spellings).
 KV_CACHE_NAMES = ("auto", "bf16", "bfloat16", "fp16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")

@@ -76,6 +76,11 @@ class EST002(Rule):
                 reasons.append(site.problem)
             verdicts = [v for c in site.configs for v in checks.config(site, c)]
         undecided = [v for v in verdicts if v.undecided]
+        if not any(v.outcome.ok for v in verdicts):
+            # every swept dtype variant rejected by the kernel: say so (its pointers' types are the gap)
+            swept = [v for v in verdicts if v.outcome.status == "unsupported"
+                     and "swept pointer dtypes" in (v.outcome.detail or "")]
+            undecided += swept[:1]
         for v in undecided:
             text = v.outcome.detail or v.outcome.status
             if v.outcome.status == "failed":
@@ -90,6 +95,9 @@ class EST002(Rule):
         if any("no static value" in r for r in reasons):
             hint = (f"; give values in [tool.tilefit.kernels.\"{site.kernel.key}\"]" if table is None
                     else f"; [tool.tilefit.kernels.\"{site.kernel.key}\"] lacks them")
+        if any("swept pointer dtypes" in r for r in reasons):
+            hint += (f"; give its pointers' dtypes in [tool.tilefit.kernels.\"{site.kernel.key}\"]"
+                     if "[tool.tilefit.kernels" not in hint else "")
         if not ctx.evaluator.scenarios and any(w in r for r in reasons for w in (".shape", ".size(", "without a default")):
             hint += "; --scenario (e.g. deepseek-v2-lite, llama-gqa-128, or a model's config.json) binds run-time shapes"
         shown = reasons[:MAX_REASONS]

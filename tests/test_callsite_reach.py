@@ -183,3 +183,96 @@ def test_a_tuple_a_helper_returns_is_unpacked_per_return():
     pairs = sorted((i.value("BM").value, i.value("BN").value) for i in site.instances)
     # both items come from the same return of the same call; is_xpu() is False on CUDA targets
     assert pairs == [(16, 64), (64, 128)]
+
+
+# -- per-kernel-family roles of an MLA model's dimensions ---------------------------------------------
+
+ROLES = Path(__file__).parent / "fixtures" / "callsites" / "roles"
+
+
+def _role_sites(names, paths=None):
+    return _sites(names, paths=paths or sorted(ROLES.rglob("*.py")))
+
+
+def test_an_mla_models_absorbed_head_is_not_bound_to_a_generic_prefill_launcher():
+    # was: deepseek-v2-lite's 576 bound to the generic prefill's Lk (BLOCK_DMODEL 1024, BLOCK 32):
+    # a finding under a scenario whose model never runs that launcher
+    (site,) = _site(_role_sites(["deepseek-v2-lite", "llama-gqa-128"]), "_prefill_kernel")
+    assert [i.label for i in site.instances] == ["scenario llama-gqa-128"]
+    assert _values(site.instances[0], ("Lk", "BLOCK_DMODEL", "BLOCK_M", "kv_group_num")) == \
+        {"Lk": 128, "BLOCK_DMODEL": 128, "BLOCK_M": 128, "kv_group_num": 4}
+    # with the MLA scenario alone the launch is not judged at all (not a site with 576 in it)
+    sites = _role_sites(["deepseek-v2-lite"])
+    assert not [s for s in sites.launches if s.kernel.name == "_prefill_kernel"]
+    assert all(i.value("BLOCK_DMODEL").value != 1024 for s in sites.launches for i in s.instances)
+
+
+def test_an_extend_launcher_is_judged_in_both_shapes_an_mla_model_runs():
+    (site,) = _site(_role_sites(["deepseek-v2-lite"]), "_extend_kernel")
+    got = {i.label: _values(i, ("BLOCK_DMODEL", "BLOCK_DPE", "BLOCK_DV")) for i in site.instances}
+    assert got == {"scenario deepseek-v2-lite": {"BLOCK_DMODEL": 512, "BLOCK_DPE": 64, "BLOCK_DV": 512},
+                   "scenario deepseek-v2-lite (MLA prefill as multi-head attention)":
+                       {"BLOCK_DMODEL": 128, "BLOCK_DPE": 64, "BLOCK_DV": 128}}
+
+
+def test_roles_are_validated_data():
+    from tilefit.callsites.scenarios import launch_roles, prefill_facts, with_roles
+
+    assert launch_roles("/x/vllm/v1/attention/ops/triton_prefill_attention.py") == ()
+    assert launch_roles("/x/extend_attention.py") == ("absorbed", "prefill")
+    assert launch_roles("/x/triton_decode_attention.py") == ("absorbed",)
+    assert launch_roles("/e/vllm/v1/attention/ops/ultraquant/triton_store.py") == ()
+    assert launch_roles("/e/other/triton_store.py") == ("absorbed",)  # a path entry matches that path only
+    ds = builtin()["deepseek-v2-lite"]
+    assert ds.role == "absorbed" and builtin()["llama-gqa-128"].role == ""
+    assert prefill_facts(ds.facts)["head_dim"] == 192 and prefill_facts(ds.facts)["v_head_dim"] == 128
+    assert [s.role for s in with_roles([ds, builtin()["llama-gqa-128"]])] == ["absorbed", "prefill", ""]
+    schema = json.loads(NAMES.with_name("names.schema.json").read_text())
+    bad = json.loads(NAMES.read_text())
+    bad["mla_roles"]["families"][0]["roles"] = ["decode"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(schema).validate(bad)
+
+
+@real
+def test_vllms_generic_prefill_is_not_judged_with_the_absorbed_mla_head():
+    sites = _sites(["deepseek-v2-lite", "gemma-gqa-256"], paths=[VLLM_OPS / "triton_prefill_attention.py"])
+    (site,) = [s for s in sites.launches if s.kernel.name == "_fwd_kernel"]
+    # get_block_size()'s two returns on CUDA (sm_80+ or not): both gemma's, none deepseek's
+    assert site.instances and all(i.label.startswith("scenario gemma-gqa-256,") for i in site.instances)
+    assert {(_values(i, ("Lk", "BLOCK_DMODEL"))["BLOCK_DMODEL"]) for i in site.instances} == {256}
+
+
+def test_an_optional_tensor_test_judges_both_launches():
+    sites = _site(_sites([]), "scatter_kernel")
+    got = {(i.value("BLOCK").value, i.value("HAS_MAP").value) for s in sites for i in s.instances}
+    # the mapping assigned in a branch (None otherwise), and a parameter without a default: both cases
+    assert got == {(512, False), (512, True), (1024, False), (1024, True)}, got
+    labels = [i.label for s in sites for i in s.instances if i.value("BLOCK").value == 512]
+    assert any("mapping is None (either, at run time)" in lab for lab in labels), labels
+
+
+def test_a_stride_chosen_by_the_tensors_rank_is_judged_per_layout():
+    (site,) = _site(_sites([]), "gather_kernel")
+    got = sorted((i.value("si_g").value, i.value("si_n").value) for i in site.instances)
+    # [B, G, N] indices: an outer stride (16-divisible) and the last, contiguous one. [B, N]: 0, and
+    # stride(1) judged as an outer stride too (the launcher reads stride(2) of indices, so the rank
+    # is not known in that arm; the value is address arithmetic, not a tile size)
+    assert got == [(0, 4096), (4096, 1)], got
+
+
+def test_a_parameter_the_launcher_reassigns_is_not_the_callers_value():
+    sites = _site(_sites([]), "window_kernel")
+    # the caller passes None; the launcher turns it into 0 before the launch (was: WINDOW=None, a
+    # launch that fails to compile on `None > 0`)
+    assert {i.value("WINDOW").value for s in sites for i in s.instances} == {0}
+
+
+def test_an_offset_added_to_a_pointer_is_not_a_pointer():
+    from tilefit.callsites.evaluate import CallsiteEvaluator
+
+    project = Project.scan([str(p) for p in sorted(REACH.rglob("*.py"))])
+    ev = CallsiteEvaluator(project, kernels={}, mode="exact", allow_import=False, estimator=None, triton=False)
+    (kernel,) = [k for m in project.primary_modules() for k in m.all_kernels if k.name == "window_kernel"]
+    pointers = ev.info(kernel).pointers
+    assert set(pointers) == {"start_len_ptr", "x_ptr"} and pointers["x_ptr"] == "data"  # not num_seqs

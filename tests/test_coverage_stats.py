@@ -49,3 +49,21 @@ def test_reason_labels():
     assert reason_of("no static value for A (evaluation stopped after 2 s (bounded evaluation)), "
                      "B (n is a parameter of f() without a default)", "unknown") == \
         ["evaluation stopped (bounded evaluation)", "caller parameter without a default"]
+
+
+def test_a_kernel_that_takes_none_of_the_swept_dtypes_says_so(tmp_path, monkeypatch):
+    import pytest
+
+    pytest.importorskip("triton")
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    path = str(Path(__file__).parent / "fixtures" / "swept_dtype")
+    result = run_check([path], CheckOptions(targets=["rtx4090"], coverage=True), Settings())
+    cov = result.coverage.to_json()
+    assert cov["found"] == 1 and cov["evaluated"] == 0
+    # not "compile failed": a dtype tilefit guessed for an untyped pointer, not the kernel's fault
+    assert cov["not_evaluated_by_reason"] == {"pointer dtypes not known statically (the kernel takes none of "
+                                              "bf16/fp16/fp8)": 1}
+    (finding,) = [d for d in result.diagnostics if d.code == "EST002"]
+    assert "the kernel does not take the swept pointer dtypes" in finding.message
+    assert "Both operands must be same dtype" in finding.message and "CompilationError: at" not in finding.message
+    assert "give its pointers' dtypes in [tool.tilefit.kernels" in finding.message

@@ -193,6 +193,9 @@ ENGINE_KERNELS = [
     ("sglang-0.5.23/sglang/kernels/ops/moe/fused_moe_triton_kernels.py", "fused_moe_kernel"),
     ("sglang-0.5.23/sglang/kernels/ops/gemm/fp8_kernel.py", "_w8a8_block_fp8_matmul"),
     ("sglang-0.5.23/sglang/kernels/ops/attention/decode_attention.py", "_fwd_grouped_kernel_stage1"),
+    # FP8_MIN/FP8_MAX defaults read `float8_info = torch.finfo(current_platform.fp8_dtype())`
+    ("vllm-0.33.0/vllm/v1/attention/ops/triton_unified_attention.py", "kernel_unified_attention"),
+    ("vllm-0.33.0/vllm/v1/attention/ops/triton_merge_attn_states.py", "merge_attn_states_kernel"),
 ]
 
 
@@ -205,3 +208,60 @@ def test_engine_kernels_pass_the_allowlist(rel, function):
     assert scratch.kernel == function and scratch.members
     pytest.importorskip("triton")
     scratch.check()  # every triton.language path resolves inside Triton
+
+
+FINFO_KERNEL = HEAD + """import torch
+from vllm.platforms import current_platform
+
+float8_info = torch.finfo(current_platform.fp8_dtype())
+bf16_info = torch.finfo(torch.bfloat16)
+{extra}
+
+@triton.jit
+def clamp_kernel(x_ptr, n, BLOCK: tl.constexpr, FP8_MIN: tl.constexpr = float8_info.min,
+                 FP8_MAX: tl.constexpr = float8_info.max):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n)
+    x = tl.clamp(x, FP8_MIN, FP8_MAX) * bf16_info.eps
+    tl.store(x_ptr + offs, x, mask=offs < n)
+"""
+
+
+def test_torch_finfo_globals_are_folded_to_literals_without_importing(tmp_path, monkeypatch):
+    # a `torch` and a `vllm` first on the path that would write a marker if anything imported them
+    marker = tmp_path / "MARKER"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for mod in ("torch", "vllm"):
+        (tmp_path / mod).mkdir()
+        (tmp_path / mod / "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('{mod}')\n")
+    (tmp_path / "k.py").write_text(FINFO_KERNEL.format(extra=""))
+    scratch = extract_kernel(tmp_path / "k.py", "clamp_kernel")
+    assert "-448.0" in scratch.source and "448.0" in scratch.source and "0.0078125" in scratch.source
+    assert "torch" not in scratch.source and "float8_info" not in scratch.source
+    compile(scratch.source, "scratch", "exec")
+    assert not marker.exists()
+    # a finfo of anything else (a run-time dtype) still blocks, naming the global
+    (tmp_path / "k.py").write_text(FINFO_KERNEL.format(extra="").replace("torch.finfo(torch.bfloat16)",
+                                                                         "torch.finfo(pick())"))
+    with pytest.raises(ExtractError) as info:
+        extract_kernel(tmp_path / "k.py", "clamp_kernel")
+    assert "bf16_info" in info.value.reason
+    # a second binding of the global (it could be anything at run time) blocks too
+    (tmp_path / "k.py").write_text(FINFO_KERNEL.format(extra="float8_info = make_info()"))
+    with pytest.raises(ExtractError):
+        extract_kernel(tmp_path / "k.py", "clamp_kernel")
+
+
+@pytest.mark.parametrize("ty,e,m,bias,kind", [("fp16", 5, 10, 15, "ieee"), ("bf16", 8, 7, 127, "ieee"),
+                                                ("fp32", 8, 23, 127, "ieee"), ("fp8e5", 5, 2, 15, "ieee"),
+                                                ("fp8e4nv", 4, 3, 7, "fn"), ("fp8e4b8", 4, 3, 8, "fnuz")])
+def test_the_finfo_table_follows_from_the_formats(ty, e, m, bias, kind):
+    from tilefit.dtypes import FINFO
+
+    top = 2 ** e - 2 if kind == "ieee" else 2 ** e - 1  # the largest exponent field of a finite number
+    # e4m3fn: the all-ones exponent with the all-ones mantissa is NaN; fnuz: only -0 is NaN
+    mantissa = 2 - 2 ** -m if kind in ("ieee", "fnuz") else 2 - 2 * 2 ** -m
+    f = FINFO[ty]
+    assert f["max"] == mantissa * 2.0 ** (top - bias) and f["min"] == -f["max"]
+    assert f["eps"] == 2.0 ** -m and f["tiny"] == 2.0 ** (1 - bias)
+    assert f["bits"] == 1 + e + m

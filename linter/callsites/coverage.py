@@ -36,6 +36,8 @@ REASONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Triton missing", ("needs Triton", "Triton is not installed")),
 )
 COMPILE_FAILED = "compile failed"
+# every swept dtype variant rejected by the kernel (its pointers' element types are not known statically)
+SWEPT_DTYPES = "pointer dtypes not known statically (the kernel takes none of bf16/fp16/fp8)"
 OTHER = "other"
 
 
@@ -111,6 +113,9 @@ def coverage(sites: Sites, checks: SiteChecks) -> Coverage:
             labels.update(dict.fromkeys(reason_of(problem, "unknown")))
         for v in undecided:
             labels.update(dict.fromkeys(reason_of(v.outcome.detail or v.outcome.status, v.outcome.status)))
+        if not labels and any(v.outcome.status == "unsupported" and "swept pointer dtypes" in (v.outcome.detail or "")
+                              for v in verdicts):
+            labels[SWEPT_DTYPES] = None
         if not labels:
             labels[OTHER if checks.classes else "no targets"] = None
         cov.reasons.update(list(labels))

@@ -438,7 +438,7 @@ class CallsiteEvaluator:
             hit = self._memo.get(key)
         if hit is not None:
             return hit
-        out = self._run(case, variant, device)
+        out = _swept_dtype(self._run(case, variant, device), variant)
         with self._lock:
             self._memo[key] = out
         return out
@@ -725,8 +725,31 @@ def _freeze(d: Mapping) -> tuple:
     return tuple(sorted((k, repr(v)) for k, v in d.items()))
 
 
+# words of a compile error that a pointer's element type causes (``tl.dot`` of fp32 and fp16)
+DTYPE_ERRORS = ("must be same dtype", "Unsupported rhs dtype", "Unsupported lhs dtype", "must have the same dtype",
+                "cannot cast int", "Unexpected dtype for")
+
+
+def _swept_dtype(out: Outcome, variant: Variant) -> Outcome:
+    """A compile of a *swept* dtype variant (pointers nothing types, tried as bf16, fp16, fp8) that
+    fails on a pointer's element type is a launch the code does not make: ``unsupported`` (like
+    an fp8 type the arch lacks), not a failure. A declared or scenario variant keeps ``failed``."""
+    if out.status != "failed" or variant.explicit or not out.detail or \
+            not any(w in out.detail for w in DTYPE_ERRORS):
+        return out
+    return replace(out, status="unsupported",
+                   detail=f"the kernel does not take the swept pointer dtypes {variant.label or ''}: {out.detail}")
+
+
 def _short_error(text: str) -> str:
+    """The line of a compile error that says what failed: the cause Triton gives after the
+    source excerpt (``because: Both operands must be same dtype...``), else an ``error`` line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if ln.startswith("because: ") and len(ln) < 400:
+            where = next((x for x in lines if x.startswith("CompilationError: at ")), "")
+            return f"{ln[len('because: '):]}" + (f" ({where.split(': ', 1)[1].rstrip(':')} of the kernel)"
+                                                 if where else "")
     for ln in lines:
         if "error" in ln.lower() and len(ln) < 300:
             return ln

@@ -43,6 +43,10 @@ _ADDRESS_OPS = {
 _PASS_THROUGH = {"advance", "multiple_of", "max_contiguous", "max_constancy", "broadcast_to", "reshape", "view",
                  "expand_dims", "where"}
 _DOT_OPS = {"dot", "dot_scaled"}
+_INDEX_NAME = re.compile(r"(?i)(block_tables?|page_table|req_to_token|seq_lens?|seqlens?|start_loc|query_start|cu_seq|"
+                         r"indptr|indices|slot_mapping|token_to_req)")
+_SCALAR_ANNOTATION = re.compile(r"^((tl|triton\.language)\.)?(u?int(1|8|16|32|64)|float(16|32|64)|bfloat16|int|float|bool)"
+                                r"(\|None)?$")
 _RANGE_OPS = {"range", "static_range"}
 _FLOAT_NAME = re.compile(r"(^|_)(sm_?)?(scale|scaling|eps|epsilon|alpha|beta|temperature|softcap|logit_cap|cap|theta|"
                          r"momentum|factor|ratio|dropout_p|p_drop|inv_freq|lr|weight_decay)(_|$)", re.I)
@@ -66,6 +70,9 @@ class _Analysis:
         self.helper = helper
         self.module = kernel.module
         self.params = {p.name for p in kernel.params if not p.constexpr}
+        # parameters annotated as scalars (`num_seqs: tl.int32`, `stride: tl.int64`, `n: int`)
+        self.scalars = {p.name for p in kernel.params if not p.constexpr and p.annotation and
+                        _SCALAR_ANNOTATION.match(p.annotation.replace(" ", ""))}
         self.constexprs = {p.name for p in kernel.params if p.constexpr}
         self.assigns = local_assignments(self.fn)
         self._vector: dict[str, bool] = {}
@@ -82,6 +89,14 @@ class _Analysis:
 
     def local_values(self, name: str) -> list[ast.expr]:
         return [a.value for a in self.assigns.get(name, ()) if a.value is not None]
+
+    def base_terms(self, expr: ast.expr) -> set[str]:
+        """:meth:`terms` that can be the base pointer of an address: not a parameter annotated as a
+        scalar (``num_seqs: tl.int32``); of ``query_start_len_ptr + num_seqs``, the one named like a
+        pointer when some are (two pointers are never added: the other is an offset)."""
+        out = {t for t in self.terms(expr) if t not in self.scalars}
+        named = {t for t in out if t.lower().endswith("ptr")}
+        return named if named and len(out) > 1 else out
 
     def terms(self, expr: ast.expr, seen: frozenset = frozenset()) -> set[str]:
         """Parameters that are additive terms of ``expr`` (the candidates for its base pointer)."""
@@ -157,7 +172,7 @@ class _Analysis:
                 addr = _arg(node, 0, _ADDRESS_OPS[op][0])
                 if addr is None:
                     continue
-                base = self.terms(addr)
+                base = self.base_terms(addr)
                 pointer_params |= base
                 if op == "load":
                     loads.append((node, addr))
@@ -241,6 +256,10 @@ class _Analysis:
                 role = "data" if p in vector_loaded and not has_dot else "scale"
             else:
                 role = "output"
+            if role in ("data", "scale") and _INDEX_NAME.search(p):
+                # page tables, sequence lengths, offsets: integers whatever the flow analysis saw
+                # (their loads sit in @triton.jit helpers: vLLM's resolve_seq_and_query_len)
+                role = "index"
             info.pointers[p] = role
         for p in self.k.params:
             if not p.constexpr and p.name not in info.pointers and _FLOAT_NAME.search(p.name):

@@ -59,6 +59,22 @@ class Scenario:
     source: str = ""
     # identifier -> value, for values nothing static gives (names.json: `head_size`, `self.page_size`)
     dims: Mapping[str, Any] = field(default_factory=dict)
+    facts: Mapping[str, Any] = field(default_factory=dict)  # the model facts it was built from
+    # an MLA model's role (names.json mla_roles): "absorbed" (576/512, one latent KV head) or
+    # "prefill" (multi-head 192/128); "" for a model with one shape of attention
+    role: str = ""
+
+    @property
+    def label(self) -> str:
+        """``scenario NAME`` (and the MLA role when it is not the absorbed one)."""
+        if self.role == "prefill":
+            return f"scenario {self.name} (MLA prefill as multi-head attention)"
+        return f"scenario {self.name}"
+
+    def applies(self, path: str) -> bool:
+        """Does this scenario judge a launch in the module at ``path``? An MLA role judges only
+        the kernel families that run it (:func:`launch_roles`); other scenarios judge every launch."""
+        return not self.role or self.role in launch_roles(path)
 
     def dimension(self, name: str) -> tuple[bool, Any]:
         """(found, value) of a model dimension or optional feature named ``name`` (a local, a
@@ -206,7 +222,66 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
     act = facts.get("activation_dtype", "bf16")
     dtypes[",".join(Q_POINTERS)] = (str(act),)
-    return Scenario(name, values, dtypes, description, source, dimensions(facts))
+    return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
+                    "absorbed" if mla else "")
+
+
+def launch_roles(path: str) -> tuple[str, ...]:
+    """The MLA roles a launch in the module at ``path`` takes (names.json ``mla_roles``: the
+    first family that lists the file's name, else the default)."""
+    text = str(path).replace("\\", "/")
+    text = text[:-3] if text.endswith(".py") else text
+    stem = text.rsplit("/", 1)[-1]
+    for entry, roles in _roles_by_file():
+        if ("/" in entry and (text == entry or text.endswith("/" + entry))) or entry == stem:
+            return roles
+    return _roles_default()
+
+
+@lru_cache(maxsize=None)
+def _roles_by_file() -> tuple[tuple[str, tuple[str, ...]], ...]:
+    out: list[tuple[str, tuple[str, ...]]] = []
+    for fam in names_table().get("mla_roles", {}).get("families", ()):
+        for f in fam["files"]:
+            out.append((f, tuple(fam["roles"])))
+    # paths first: `vllm/.../ultraquant/triton_store` before any plain file name
+    return tuple(sorted(out, key=lambda e: "/" not in e[0]))
+
+
+@lru_cache(maxsize=None)
+def _roles_default() -> tuple[str, ...]:
+    return tuple(names_table().get("mla_roles", {}).get("default", ("absorbed",)))
+
+
+def prefill_facts(facts: Mapping[str, Any]) -> dict[str, Any] | None:
+    """An MLA model's facts for its prefill as multi-head attention (every query head its own K/V
+    head; Q/K ``qk_nope_head_dim + qk_rope_head_dim``, V ``v_head_dim``, else ``qk_nope_head_dim``);
+    None when the facts do not say the non-rotary part."""
+    nope, rope = facts.get("qk_nope_head_dim"), facts.get("qk_rope_head_dim")
+    if nope is None or rope is None or facts.get("kv_lora_rank") is None:
+        return None
+    out = {k: v for k, v in facts.items() if k not in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim")}
+    out["head_dim"] = int(nope) + int(rope)
+    out["v_head_dim"] = int(facts.get("v_head_dim") or nope)
+    if facts.get("heads") is not None:
+        out["kv_heads"] = int(facts["heads"])
+    return out
+
+
+def with_roles(scenarios) -> list[Scenario]:
+    """``scenarios``, each MLA one followed by its prefill role (:func:`prefill_facts`): the two
+    shapes its attention runs in, each judging only the kernel families of that role."""
+    out: list[Scenario] = []
+    for s in scenarios:
+        out.append(s)
+        if s.role != "absorbed":
+            continue
+        facts = prefill_facts(s.facts)
+        if facts is None:
+            continue
+        p = from_facts(s.name, facts, s.description, s.source)
+        out.append(Scenario(s.name, p.values, dict(s.dtypes), s.description, s.source, p.dims, facts, "prefill"))
+    return out
 
 
 def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -288,6 +363,8 @@ def from_model_shape(shape, name: str, tp: int = 1) -> Scenario:
         facts.update(kv_lora_rank=shape.kv_lora_rank, qk_rope_head_dim=shape.qk_rope_head_dim, kv_heads=1)
         if getattr(shape, "qk_nope_head_dim", None):
             facts["qk_nope_head_dim"] = shape.qk_nope_head_dim
+        if getattr(shape, "v_head_dim", None):
+            facts["v_head_dim"] = shape.v_head_dim
     else:
         if kv:
             facts["kv_heads"] = max(1, kv // tp)
@@ -364,7 +441,8 @@ def from_table(name: str, table: Mapping[str, Any], source: str = "pyproject.tom
                                     "(`tensor.shape[i]`, `tensor.size(i)`)")
             key = norm
         values[key] = value
-    return Scenario(name, values, dtypes, str(table.get("description", base.description)), source, dict(base.dims))
+    return Scenario(name, values, dtypes, str(table.get("description", base.description)), source, dict(base.dims),
+                    dict(base.facts), base.role)
 
 
 def _facts_of(s: Scenario) -> dict:

@@ -227,7 +227,8 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
         target[kw.arg] = ev.expr(frame, kw.value)
     for name, expr in _arg_exprs(launch, kernel).items():
         p = kernel.param(name)
-        if p is not None and p.constexpr and isinstance(args.get(name), Unknown):
+        if p is not None and p.constexpr and (isinstance(args.get(name), Unknown) or isinstance(expr, ast.IfExp)
+                                              and any(isinstance(x, Unknown) for _, x in branches(args.get(name)))):
             unit = ev.constexpr_stride(frame, expr)
             if unit is not None:
                 args[name] = unit
@@ -334,6 +335,12 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
     for module in project.primary_modules():
         for launch in module.launches:
             if only is not None and id(launch) not in only:
+                continue
+            if ev.scenario is not None and not ev.scenario.applies(module.path):
+                # a kernel family the scenario's model does not run in this role (an MLA model's
+                # absorbed head in vLLM's generic prefill): judged under the other scenarios
+                if used is not None:
+                    used.add(id(launch))
                 continue
             ev.begin_site()  # each launch (with its callers) within its own budget
             frame = Frame(module, launch.scope, before_line=launch.line)
@@ -534,9 +541,14 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     instance that another scenario already gave (same values) is kept once. Only the launches
     whose values read a scenario's key in the first pass are built again for the others (the
     rest do not depend on the scenario and carry no label). Without scenarios, one plain pass.
-    ``capabilities``: the targets' compute capabilities (89, 120), for platform tests that fold."""
+    ``capabilities``: the targets' compute capabilities (89, 120), for platform tests that fold.
+    An MLA scenario judges each kernel family in the roles it runs there (names.json
+    ``mla_roles``): absorbed 576/512 in decode launchers, multi-head 192/128 in SGLang's extend,
+    not at all in vLLM's generic prefill launchers (its MLA backends never call them)."""
+    from .scenarios import with_roles
     from .values import Evaluator
 
+    scenarios = with_roles(scenarios)  # an MLA model: its absorbed and its prefill role
     if not scenarios:
         project.evaluator.backend = backend
         project.evaluator.capabilities = capabilities
@@ -581,7 +593,7 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
                     continue
                 seen[key].add(k)
                 if id(site.launch) in used:  # its values depend on the scenario
-                    inst.label = ", ".join(x for x in (f"scenario {scenario.name}", inst.label) if x)
+                    inst.label = ", ".join(x for x in (scenario.label, inst.label) if x)
                 if _absent_in(site.kernel, inst):
                     absent.setdefault(key, []).append(inst)  # the model lacks a dimension the launch needs
                     continue

@@ -506,7 +506,10 @@ class Evaluator:
                 self.scenario_hit = True
             if found:  # the scenario's value wins over the default and over what a caller passes
                 return Lit(value, None, f"scenario {self.scenario.name}")
-        if name in frame.bindings:
+        if name in frame.bindings and (frame.func is None or frame.before_line is None or not any(
+                a.line < frame.before_line for a in local_assignments(frame.func).get(name, ()))):
+            # a caller's value, unless the body reassigns the parameter before the line
+            # (`sliding_window_q = sliding_window_q if sliding_window_q is not None else 0`)
             return frame.bindings[name]
         if frame.depth > MAX_DEPTH:
             return Unknown(f"{name}: names nest too deeply")
@@ -652,6 +655,8 @@ class Evaluator:
         return None
 
     def _param(self, frame: Frame, fn, name: str, default: ast.expr | None) -> Val:
+        if name in frame.bindings and frame.func is fn:  # what the caller passes
+            return frame.bindings[name]
         if default is None:
             return Unknown(f"{name} is a parameter of {fn.name}() without a default")
         v = self.expr(Frame(frame.module, None, {}, None, frame.depth + 1), default)
@@ -740,6 +745,11 @@ class Evaluator:
             return self._map2(a, b, lambda x, y: _safe_binop(node.op, x, y), node, m)
         if isinstance(node, ast.Compare):
             vals = [self._expr(frame, node.left)] + [self._expr(frame, c) for c in node.comparators]
+            if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and \
+                    isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
+                test = _none_test(vals[0], isinstance(node.ops[0], ast.IsNot), self.seg(m, node.left))
+                if test is not None:
+                    return test
             if all(isinstance(v, Lit) for v in vals):
                 try:
                     ok = all(_CMPOPS[type(op)](literal(x), literal(y))
@@ -902,7 +912,20 @@ class Evaluator:
     def constexpr_stride(self, frame: Frame, node: ast.expr) -> Val | None:
         """``x.stride(i)`` passed to a ``tl.constexpr`` parameter (vLLM's ``stride_k_cache_3``:
         declared constexpr because the launcher's tensor is contiguous there): 1 when ``i`` is the
-        last dimension the launching function reads of ``x``; else None."""
+        last dimension the launching function reads of ``x``; else None. ``a.stride(1) if a.ndim == 3
+        else 0``: one arm per layout when the condition is a run-time one."""
+        if isinstance(node, ast.IfExp) and frame.func is not None:
+            test = self.expr(frame, node.test)
+            if isinstance(test, Lit):
+                return self.constexpr_stride(frame, node.body if test.value else node.orelse)
+            arms = []
+            for label, sub in ((f"if {self.seg(frame.module, node.test)}", node.body),
+                               (f"if not {self.seg(frame.module, node.test)}", node.orelse)):
+                v = self.constexpr_stride(frame, sub) or self.expr(frame, sub)
+                if _has_unknown(v):
+                    return None
+                arms.append((label, v))
+            return Arms(tuple(arms))
         if isinstance(node, ast.Name) and frame.func is not None:  # `stride_block = kv_cache.stride(0)`
             assigned = local_assignments(frame.func).get(node.id, [])
             if len(assigned) == 1 and assigned[0].value is not None and assigned[0].line < (frame.before_line or 0):
@@ -1269,6 +1292,37 @@ def _with_via(v: Val, via: str) -> Val:
     if isinstance(v, Arms):
         return Arms(tuple((lab, _with_via(x, via)) for lab, x in v.arms))
     return v
+
+
+def _none_test(left: Val, is_not: bool, text: str) -> Val | None:
+    """``x is None`` / ``x is not None`` of a value nothing static fixes: both answers, one arm each
+    (an optional tensor given or not: both launches exist, each is judged). Arms of ``x`` that fold
+    keep their answer; an arm computed at run time beside an arm that is None is the one where ``x``
+    is given. None when ``left`` folds (the plain comparison answers), is a model dimension the
+    scenario lacks, or is not a value a launcher can get (a function, a module)."""
+    if isinstance(left, Absent) or isinstance(left, Lit):
+        return None
+    if isinstance(left, Unknown):
+        if "evaluation stopped" in left.reason:
+            return None
+        return Arms(((f"if {text} is given (either, at run time)", Lit(is_not)),
+                     (f"if {text} is None (either, at run time)", Lit(not is_not))))
+    if isinstance(left, Arms):
+        arms = list(branches(left))
+        if not any(isinstance(v, Lit) and v.value is None for _, v in arms):
+            return None
+        out = []
+        for label, v in arms:
+            if isinstance(v, Absent):
+                return None
+            if isinstance(v, Lit):
+                out.append((label, Lit((v.value is not None) == is_not)))
+            elif isinstance(v, (Unknown, Seq, DictVal, ConfigVal)):
+                out.append((label, Lit(is_not)))  # the arm that assigns a run-time value: given
+            else:
+                return None
+        return Arms(tuple(out))
+    return None
 
 
 def _first_unknown(vals, fallback: str) -> Unknown:

@@ -405,11 +405,73 @@ def _jit_decorator(jit: ast.expr, fn_name: str) -> ast.expr:
     return ast.Call(func, [], keywords) if keywords else func
 
 
+def _finfo_global(module, name: str) -> str | None:
+    """The element type of a module global ``name = torch.finfo(<dtype>)`` (``torch.bfloat16``,
+    ``torch.float8_e4m3fn``; ``current_platform.fp8_dtype()``: the CUDA fp8 type, e4m3fn) whose
+    fields :data:`tilefit.dtypes.FINFO` has; else None. Nothing is imported or run."""
+    from tilefit.dtypes import ALIASES, FINFO
+
+    b = module.binding(name)
+    if b is None or b.kind != "assign" or b.conditional or len(module.bindings.get(name, ())) > 1:
+        return None
+    v = b.node
+    if not (isinstance(v, ast.Call) and len(v.args) == 1 and not v.keywords and isinstance(v.func, ast.Attribute)
+            and v.func.attr == "finfo" and isinstance(v.func.value, ast.Name)):
+        return None
+    tb = module.binding(v.func.value.id)
+    if tb is None or tb.kind != "import" or (tb.module or "") != "torch" or tb.attr is not None:
+        return None
+    arg = v.args[0]
+    if isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == v.func.value.id:
+        ty = ALIASES.get(arg.attr)
+    elif isinstance(arg, ast.Call) and not arg.args and not arg.keywords and isinstance(arg.func, ast.Attribute) \
+            and arg.func.attr == "fp8_dtype":
+        ty = "fp8e4nv"  # vLLM's current_platform.fp8_dtype() on CUDA (ROCm MI300: e4m3fnuz; a clamp bound)
+    else:
+        return None
+    return ty if ty in FINFO else None
+
+
+def _fold_finfo(module, fn: ast.FunctionDef) -> ast.FunctionDef:
+    """``fn`` with each ``G.max`` / ``G.min`` / ``G.eps`` / ``G.tiny`` / ``G.bits`` of a global ``G =
+    torch.finfo(<dtype>)`` (:func:`_finfo_global`) replaced by its literal value (a copy; ``fn`` when
+    there is none). The allowlist then sees a literal default (vLLM's ``FP8_MAX: tl.constexpr =
+    float8_info.max``)."""
+    from tilefit.dtypes import FINFO
+
+    bound = parameter_names(fn)
+    hits = {}
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id not in bound \
+                and isinstance(node.ctx, ast.Load):
+            ty = _finfo_global(module, node.value.id)
+            if ty is not None and node.attr in FINFO[ty]:
+                hits[id(node)] = FINFO[ty][node.attr]
+    if not hits:
+        return fn
+
+    class _Fold(ast.NodeTransformer):
+        def visit_Attribute(self, node):
+            if id(node) in hits:
+                return ast.copy_location(ast.Constant(hits[id(node)]), node)
+            return self.generic_visit(node)
+
+    import copy
+
+    # ids are of the original nodes: transform the original's structure into a copy by position
+    twin = copy.deepcopy(fn)
+    for a, b in zip(ast.walk(fn), ast.walk(twin)):
+        if id(a) in hits:
+            hits[id(b)] = hits[id(a)]
+    return _Fold().visit(twin)
+
+
 def _jit_function(st: _State, module, fn: ast.FunctionDef, local_name: str, jit: ast.expr) -> None:
     key = ("def", module.path, fn.name)
     if key in st.visiting:
         return
     st.visiting.add(key)
+    fn = _fold_finfo(module, fn)
     st.files.add(module.path)
     st.emit(fn.name, key, "", "def", module.path, fn.lineno, node=fn, jit=jit)
     if fn.name not in st.functions:

@@ -533,7 +533,10 @@ def _capture_stderr():
 def _message(exc: BaseException, diagnostics: str) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     cause = exc.__cause__
-    if cause is not None and str(cause).strip():
+    while cause is not None and cause.__cause__ is not None and isinstance(cause, type(exc)):
+        cause = cause.__cause__  # a jit helper's error: Triton chains one CompilationError per call level
+    if cause is not None and str(cause).strip() and \
+            not [ln for ln in str(cause).strip().splitlines() if ln.strip()][-1].strip().startswith("^"):
         # a CompilationError shows the source and a caret; the reason is its cause (Triton 3.4's
         # gdc_wait: "gdc_wait() got an unexpected keyword argument '_semantic'", a TypeError, put
         # after the words: it is the compiler's failure, not a Python error of our own calls)
