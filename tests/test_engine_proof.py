@@ -103,8 +103,6 @@ def in_gap(kernel: str, engine: str, p) -> bool:
 # "not proven" and SMEM001/EST001 treat them by their error bound. Strict: one that starts to
 # meet the target fails here and must leave the list.
 UNMET = {
-    ("block_gemm", "sglang"): "155/157 (2026-12-02, sm_90 proven by a candidate): fp8 on sm_100 (one 32x32-block "
-                              "tile, 128x256x128 w4 s2) and sm_110 (64x32x128 w1 s1)",
     ("fused_moe", "vllm"): "594/602 since sm_110/sm_103 joined (2026-12-02): int8_w8a8 on sm_110 (5: the tcgen05 "
                            "form misses there, its own fit 41/42), int8_w8a16 on sm_103 (1), fp8 on sm_121 (2)",
     ("fused_moe", "sglang"): "847/868 outside the TMA gap (sm_120/sm_121 TMA included): fp8 on sm_121 (12), sm_110 (2) "

@@ -1323,6 +1323,8 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     everything = before + done
     failures = failures_of([d.point for d in everything])
     prov = dict(doc.get("provenance") or {})
+    if prov.get("candidates"):  # an earlier round's record stays (its groups keep their forms)
+        prov["earlier_candidates"] = [*prov.get("earlier_candidates", []), prov["candidates"]]
     prov["candidates"] = {"date": datetime.date.today().isoformat(), "command": command, "groups": taken_over,
                           "held_out_points": len(design),
                           "note": "written forms (the family's calibration.engine_candidates) proven on a fresh "
