@@ -154,7 +154,7 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
                               engine_kernels=opts.engine_kernels)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    from .pyengine import CallsiteOptions
+    from .callsites.options import CallsiteOptions
 
     return Engine(db=db, estimator=estimator, selection=merged_selection(settings, opts), extra_targets=targets,
                   callsites=CallsiteOptions(kernels=settings.kernels, allow_import=opts.allow_import,

@@ -66,6 +66,7 @@ class Estimator:
         self._memo: dict[tuple, Estimate] = {}
         self._engine_model = None
         self._engine_sources: dict[tuple, object] = {}
+        self._engine_source_keys: dict[tuple, tuple | None] = {}  # (kernel, engine, triton) -> a key of the above
         self._engine_failures: dict[tuple, str] = {}
         # deferred compiles (auto): (kind, spec, arch) recorded instead of compiled; see precompile()
         self.defer = False
@@ -211,13 +212,18 @@ class Estimator:
         """An :class:`~tilefit.smem.engine_kernels.EngineKernels` for the spec's engine: its wheel
         in the cache (as ``calibrate smem --engine`` fetched it) or the installed engine; None.
         Only when the spec's Triton release is the installed one (a compile answers for that)."""
+        vkey = (spec.kernel, spec.engine, spec.triton)
+        if vkey in self._engine_source_keys:
+            key = self._engine_source_keys[vkey]
+            return None if key is None else self._engine_sources[key]
         installed = versions.installed_triton()
         if spec.triton and installed and versions.major_minor(installed) != versions.major_minor(spec.triton):
+            self._engine_source_keys[vkey] = None
             return None
         from .smem.engine_model import pick_engine_version
 
         version = pick_engine_version(spec.kernel, spec.engine, None)
-        key = (spec.engine, version)
+        key = self._engine_source_keys[vkey] = (spec.engine, version)
         if key not in self._engine_sources:
             from .smem.engine_kernels import EngineKernels
             from .smem.engine_source import local_source

@@ -15,25 +15,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from tilefit.model import Diagnostic, fingerprint_of
 
 from tilefit.callsites.checks import SiteChecks
+from tilefit.callsites.options import CallsiteOptions  # noqa: F401 - re-exported
 from tilefit.callsites.evaluate import CallsiteEvaluator
 from tilefit.callsites.project import Project
 from tilefit.callsites.sites import Sites, build_scenario_sites
-
-
-@dataclass
-class CallsiteOptions:
-    """``[tool.tilefit.kernels]``, ``--allow-import``, and whether to count coverage."""
-
-    kernels: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    allow_import: bool = False
-    coverage: bool = False  # count the sites evaluated (PythonRun.coverage)
-    scenarios: Sequence = ()  # tilefit.callsites.scenarios.Scenario, each evaluated on its own
-    progress: Any = None  # tilefit.progress.Progress: the compile pool's progress on a terminal
 
 
 @dataclass

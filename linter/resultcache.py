@@ -130,20 +130,27 @@ def _valid_row(r, values: list) -> bool:
         return False
     n = len(values)
     m, p, d, f = r[_MESSAGE], r[_POINTER], r[_DATA], r[_FIX]
-    if any(type(x) is not int or not 0 <= x < n for x in (m, p, d, f)):
+    # written out, not any()/all() over generators: a warm check validates every row it reads
+    if not (type(m) is int and type(p) is int and type(d) is int and type(f) is int
+            and 0 <= m < n and 0 <= p < n and 0 <= d < n and 0 <= f < n):
         return False
     if values[f] is not None and type(values[f]) is not dict:
         return False
     pointer = values[p]
     return (type(r[0]) is str and type(values[m]) is str
             and (pointer is None or type(pointer) is str and (not pointer or pointer[0] == "/"))
-            and type(values[d]) is dict and all(type(x) is int for x in r[2:8]) and type(r[8]) is str
+            and type(values[d]) is dict and type(r[2]) is int and type(r[3]) is int and type(r[4]) is int
+            and type(r[5]) is int and type(r[6]) is int and type(r[7]) is int and type(r[8]) is str
             and r[8] in _SEVERITY and (r[10] is None or type(r[10]) is str) and type(r[12]) is str)
 
 
 def _valid_hit(hit, values: list) -> bool:
-    return (type(hit) is list and len(hit) == 2 and type(hit[0]) is str and type(hit[1]) is list
-            and all(_valid_row(r, values) for r in hit[1]))
+    if not (type(hit) is list and len(hit) == 2 and type(hit[0]) is str and type(hit[1]) is list):
+        return False
+    for r in hit[1]:
+        if not _valid_row(r, values):
+            return False
+    return True
 
 
 def _fresh(data: dict) -> dict:

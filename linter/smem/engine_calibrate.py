@@ -531,6 +531,9 @@ def _write_calibration(doc, everything, kernel: str, engine: str, engine_version
     write_forms(doc, fp)
     write_points(dump_points(everything, kernel=kernel, engine=engine, engine_version=engine_version,
                              triton_version=triton_version), pp)
+    from . import engine_model
+
+    engine_model.forget()  # the model lists and reads the calibrations anew
     return [fp, pp]
 
 def load_points(doc_or_path) -> list[Designed]:

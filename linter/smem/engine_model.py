@@ -39,7 +39,18 @@ class Answer:
 
 def _engine_dirs(kernel: str, engine: str) -> dict[str, list[Path]]:
     """``{engine version: [folders]}`` of the family's calibrated releases of ``engine``: the user
-    data folder's before the package's (:mod:`tilefit.smem.engine_files`)."""
+    data folder's before the package's (:mod:`tilefit.smem.engine_files`). Listed once per user
+    data folder (a check asks thousands of times); :func:`forget` -- which a calibration's write
+    calls -- lists again."""
+    from ..userdata import model_folder
+    from .engine_files import ENGINE_SMEM
+
+    root = model_folder(ENGINE_SMEM)
+    return _listed_dirs(kernel, engine, None if root is None else str(root))
+
+
+@lru_cache(maxsize=None)
+def _listed_dirs(kernel: str, engine: str, _root: str | None) -> dict[str, list[Path]]:
     from .engine_files import release_dirs
 
     return release_dirs(kernel, engine)
@@ -50,14 +61,28 @@ def engine_versions(kernel: str, engine: str) -> list[str]:
 
 
 def triton_versions(kernel: str, engine: str, engine_version: str) -> list[str]:
-    found = {p.name[len("triton-"):-len(".json")] for d in _engine_dirs(kernel, engine).get(engine_version, ())
-             for p in d.glob("triton-*.json")}
-    return sorted(found, key=versions.parse)
+    return list(_triton_versions(kernel, engine, engine_version, tuple(map(str, _engine_dirs(kernel, engine).get(
+        engine_version, ())))))
+
+
+@lru_cache(maxsize=None)
+def _triton_versions(kernel: str, engine: str, engine_version: str, dirs: tuple[str, ...]) -> tuple[str, ...]:
+    found = {p.name[len("triton-"):-len(".json")] for d in dirs for p in Path(d).glob("triton-*.json")}
+    return tuple(sorted(found, key=versions.parse))
 
 
 def pick_engine_version(kernel: str, engine: str, wanted: str | None) -> str | None:
     """The calibrated engine release for ``wanted`` (default: the engine profile's): itself, else
     the newest at or below it, else the oldest."""
+    from ..userdata import model_folder
+    from .engine_files import ENGINE_SMEM
+
+    root = model_folder(ENGINE_SMEM)
+    return _pick_engine_version(kernel, engine, wanted, None if root is None else str(root))
+
+
+@lru_cache(maxsize=None)
+def _pick_engine_version(kernel: str, engine: str, wanted: str | None, _root: str | None) -> str | None:
     have = engine_versions(kernel, engine)
     if not have:
         return None
@@ -300,6 +325,9 @@ def kernel_forms(kernel: str, engine: str, engine_version: str, triton: str) -> 
 
 
 def forget() -> None:
+    _listed_dirs.cache_clear()
+    _triton_versions.cache_clear()
+    _pick_engine_version.cache_clear()
     kernel_forms.cache_clear()
     release_cannot_build.cache_clear()
     _doc.cache_clear()
