@@ -133,3 +133,25 @@ def test_run_key_is_the_same_in_every_process():
     keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                            env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2, 3, 4)}
     assert len(keys) == 1
+
+
+def test_a_warm_json_run_does_not_import_the_fixers_graph_library(tmp_path):
+    """A warm --output-format json run takes its plans from the cache: it neither builds nor
+    walks a config graph, so networkx (a sixth of the warm run's time) stays unimported; a cold
+    run, which plans, imports it."""
+    import os
+    import subprocess
+    import sys
+
+    table = tmp_path / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"
+    table.write_text(OVERFLOW)
+    code = ("import sys; from tilefit.cli import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "sys.stderr.write('networkx=%s' % ('networkx' in sys.modules))\n")
+    env = dict(os.environ, TILEFIT_CACHE_DIR=str(tmp_path / "cache"))
+    args = [sys.executable, "-c", code, "check", str(table), "--isolated", "-t", "rtx4090",
+            "--estimator", "analytic", "--output-format", "json"]
+    runs = [subprocess.run(args, capture_output=True, text=True, env=env) for _ in range(2)]
+    assert [json.loads(r.stdout)[0]["fix"] is not None for r in runs] == [True, True]
+    assert runs[0].stdout == runs[1].stdout
+    assert [r.stderr.strip().rsplit("networkx=", 1)[-1] for r in runs] == ["True", "False"]

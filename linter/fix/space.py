@@ -39,7 +39,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Iterator, Mapping
 
-import networkx as nx
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import networkx as nx
+# networkx is imported where a graph is built or walked: a warm run takes its plans from the
+# result cache and never does either (the import was a sixth of a warm json run)
 
 from tilefit import kernels
 from tilefit.serving.launch import clamps_block_k
@@ -90,6 +95,8 @@ def lattice(domain: tuple[tuple[int, ...], ...]) -> nx.Graph:
     """The lattice of every config in ``domain`` (one value tuple per dimension); an edge joins
     configs that differ in one dimension by one position of that dimension's sorted values
     (``networkx.grid_graph`` with value labels, built directly)."""
+    import networkx as nx
+
     g = nx.Graph()
     nodes = list(itertools.product(*domain))
     g.add_nodes_from(nodes)
@@ -267,6 +274,8 @@ class ConfigSpace:
         if start not in g:  # a value outside the domain (non-int types never get here)
             yield [start]
             return
+        import networkx as nx
+
         for depth, layer in enumerate(nx.bfs_layers(g, [start])):
             if depth > max_depth:
                 return
