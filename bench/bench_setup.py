@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -38,6 +39,11 @@ def du(path: Path) -> int:
     return total
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--python", default=sys.executable, help="interpreter to make the venv with")
@@ -56,27 +62,32 @@ def main() -> int:
         subprocess.run([args.python, "-m", "venv", str(venv)], check=True)
         py = str(venv / "bin" / "python")
         t1 = time.perf_counter()
-        subprocess.run([py, "-m", "pip", "install", "-q", "-e", ".[test]"], cwd=REPO, env=env, check=True)
+        pip = subprocess.run([py, "-m", "pip", "install", "-e", ".[test]"], cwd=REPO, env=env, check=True,
+                             capture_output=True, text=True)
         t2 = time.perf_counter()
+        ignored = (pip.stdout + pip.stderr).count("Package would be ignored")
         size = du(venv)
         site = next((venv / "lib").glob("python*/site-packages"))
         sizes = sorted(((du(p), p.name) for p in site.iterdir() if p.is_dir()), reverse=True)[:5]
         has = {m: (site / m).is_dir() for m in ("torch", "ray", "triton", "nvidia")}
         print(f"venv: {t1 - t0:.1f} s; pip install -e '.[test]': {t2 - t1:.1f} s; size {size / 2**30:.2f} GiB")
         print("largest: " + ", ".join(f"{name} {b / 2**20:.0f} MiB" for b, name in sizes))
+        print(f"setuptools 'Package would be ignored' warnings: {ignored}")
         print("installed: " + ", ".join(f"{m} {'yes' if v else 'no'}" for m, v in has.items()))
         if args.skip_tests:
             return 0
         test_env = dict(env, PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
+        cpu0 = _children_cpu()
         t3 = time.perf_counter()
         proc = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=REPO, env=test_env,
                               capture_output=True, text=True)
         t4 = time.perf_counter()
+        cpu = _children_cpu() - cpu0
         tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:]
         for line in proc.stdout.splitlines():
             if line.startswith(("FAILED", "ERROR")):
                 print(line)
-        print(f"python -m pytest -q: {t4 - t3:.1f} s, exit {proc.returncode}: {tail[0] if tail else ''}")
+        print(f"python -m pytest -q: {t4 - t3:.1f} s wall, {cpu:.1f} s CPU (user + system, all workers), exit {proc.returncode}: {tail[0] if tail else ''}")
         print(f"whole command (install + tests): {t2 - t1 + t4 - t3:.1f} s; {load()} at the end")
         return proc.returncode
     finally:

@@ -479,10 +479,11 @@ def test_templates_are_package_data():
     import tomllib
 
     conf = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
-    patterns = conf["tool"]["setuptools"]["package-data"]["tilefit.reporters.html"]
-    folder = Path(__file__).parents[1] / "linter" / "reporters" / "html"
-    files = [p.relative_to(folder).as_posix() for p in (folder / "templates").iterdir()]
-    assert {"templates/report.html", "templates/report.js", "templates/report.css", "templates/sweep.html"} <= set(files)
+    assert "tilefit.reporters.html.templates" in conf["tool"]["setuptools"]["packages"]  # a package of data
+    patterns = conf["tool"]["setuptools"]["package-data"]["tilefit.reporters.html.templates"]
+    folder = Path(__file__).parents[1] / "linter" / "reporters" / "html" / "templates"
+    files = [p.relative_to(folder).as_posix() for p in folder.iterdir()]
+    assert {"report.html", "report.js", "report.css", "sweep.html"} <= set(files)
     assert all(any(fnmatch.fnmatch(f, pat) for pat in patterns) for f in files)
 
 
