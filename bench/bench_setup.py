@@ -49,6 +49,8 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter to make the venv with")
     ap.add_argument("--keep", default=None, help="make the venv here and keep it (default: a temporary folder)")
     ap.add_argument("--skip-tests", action="store_true", help="install and measure only")
+    ap.add_argument("--serial-too", action="store_true",
+                    help="then run the suite again on one worker (-n0), for a side-by-side figure")
     args = ap.parse_args()
 
     work = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="tilefit-setup-"))
@@ -77,17 +79,24 @@ def main() -> int:
         if args.skip_tests:
             return 0
         test_env = dict(env, PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", VIRTUAL_ENV=str(venv))
-        cpu0 = _children_cpu()
-        t3 = time.perf_counter()
-        proc = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=REPO, env=test_env,
-                              capture_output=True, text=True)
-        t4 = time.perf_counter()
-        cpu = _children_cpu() - cpu0
-        tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:]
-        for line in proc.stdout.splitlines():
-            if line.startswith(("FAILED", "ERROR")):
-                print(line)
-        print(f"python -m pytest -q: {t4 - t3:.1f} s wall, {cpu:.1f} s CPU (user + system, all workers), exit {proc.returncode}: {tail[0] if tail else ''}")
+        runs = [("python -m pytest -q", [])] + ([("python -m pytest -q -n0", ["-n0"])] if args.serial_too else [])
+        first = None
+        for label, extra in runs:
+            cpu0 = _children_cpu()
+            t3 = time.perf_counter()
+            proc = subprocess.run([py, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra], cwd=REPO,
+                                  env=test_env, capture_output=True, text=True)
+            t4 = time.perf_counter()
+            cpu = _children_cpu() - cpu0
+            tail = [line for line in proc.stdout.splitlines() if line.strip()][-1:]
+            for line in proc.stdout.splitlines():
+                if line.startswith(("FAILED", "ERROR")):
+                    print(line)
+            print(f"{label}: {t4 - t3:.1f} s wall, {cpu:.1f} s CPU (user + system, all workers), "
+                  f"exit {proc.returncode}: {tail[0] if tail else ''}; {load()}", flush=True)
+            if first is None:
+                first = (t3, t4, proc)
+        t3, t4, proc = first
         print(f"whole command (install + tests): {t2 - t1 + t4 - t3:.1f} s; {load()} at the end")
         return proc.returncode
     finally:
