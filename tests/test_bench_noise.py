@@ -77,3 +77,24 @@ def test_the_power_cap_is_where_the_rounds_spread(bench):
     assert report["windows"] > 3000
     assert report["reasons_in_windows"].get("sw_power_cap", 0) > 0
     assert report["clock_of_slow_timings"] < report["clock_of_other_timings"] - 100
+
+
+def test_loso_select_takes_the_centre_of_a_flat_objective(bench):
+    """The fold's rule (``moe_offline.select``): among settings whose training objective is within
+    the tolerance of the best, the one nearest the near-ties' per-axis median; a plain argmax on a
+    flat objective took the grid's ends (pass 4: trust 0.01 and 0.05)."""
+    _, moe_offline = bench
+    positions = [(t, m) for t in range(5) for m in range(3)]
+    # flat to 0.05 % everywhere but the last trust column; the best by a hair at the grid's corner
+    scores = [-0.100 - (0.01 if t == 4 else 0.0) + (0.0005 if (t, m) == (0, 0) else 0.0) for t, m in positions]
+    i, near = moe_offline.select(scores, positions, tol=0.002)
+    assert len(near) == 12
+    # trust positions 0-3 (median 1.5), margins 0-2 (median 1): (1, 1) and (2, 1) are 0.5 away;
+    # the better objective breaks the tie, and both are equal here, so the first
+    assert positions[i] == (1, 1)
+    # tolerance 0: the plain argmax
+    i0, near0 = moe_offline.select(scores, positions, tol=0.0)
+    assert positions[i0] == (0, 0) and near0 == [0]
+    # a setting clearly better than the rest is taken whatever the centre
+    scores[positions.index((4, 2))] = -0.05
+    assert positions[moe_offline.select(scores, positions, tol=0.002)[0]] == (4, 2)
