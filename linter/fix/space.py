@@ -37,9 +37,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterator, Mapping
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterator, Mapping
 
 if TYPE_CHECKING:
     import networkx as nx
