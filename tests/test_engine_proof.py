@@ -17,35 +17,15 @@ those compiles, with no Triton and no engine code at hand:
 
 from __future__ import annotations
 
-import json
-from collections import defaultdict
-from pathlib import Path
-
 import pytest
 
 from tilefit.device_db import load_database
-from tilefit.kernels import registry
 from tilefit.kernels.spec import make_spec
 from tilefit.smem import engine_calibrate as ec
+from tilefit.smem import engine_proof as proof
 from tilefit.smem.engine_model import EngineModel, kernel_forms
 
-ROOT = Path(registry.get("fused_moe").folder).parent
-
-
-def calibrations() -> list[tuple[str, str, str, str]]:
-    """(kernel, engine, engine version, Triton X.Y) of every shipped calibration of its own (a
-    release that reuses another's forms, ``--probe-from``, is not checked here: its proofs are the
-    base release's)."""
-    out = []
-    for forms in sorted(ROOT.glob("*/smem/*-*/triton-*.json")):
-        doc = json.loads(forms.read_text(encoding="utf-8"))
-        if doc.get("reused") or not forms.with_name(f"points-{forms.name}").is_file():
-            continue
-        out.append((doc["kernel"], doc["engine"], doc["engine_version"], doc["triton_version"]))
-    return out
-
-
-CALIBRATIONS = calibrations()
+CALIBRATIONS = proof.calibrations()
 IDS = [f"{k}-{e}-{v}-triton{t}" for k, e, v, t in CALIBRATIONS]
 
 
@@ -53,10 +33,7 @@ def limits() -> dict[str, list[int]]:
     return ec.cal.device_limits()
 
 
-def held_out(kernel: str, engine: str, version: str, triton: str):
-    pts = ec.load_points(ec.points_path(kernel, engine, version, triton))
-    return [d.point for d in pts if d.design in ("table", "grid") and d.point.shared is not None
-            and ec.in_launch_space(engine, d.point)]
+held_out = proof.held_out
 
 
 def form_bytes(model: EngineModel, engine: str, triton: str, p):
@@ -86,16 +63,8 @@ def test_proven_forms_are_exact_on_their_held_out_points(kernel, engine, version
     assert checked > 0
 
 
-# Paths whose forms are not found yet, so not held to the target (their estimates say "not
-# proven" and `auto` compiles them where the engine's source is at hand): SGLang's TMA launches
-# (USE_TMA tables) on the TMA archs other than the mma.sync ones, whose descriptors' barriers and
-# staging vary by arch. On sm_120/sm_121 their forms are proven (2026-12-02) and held to it.
-GAPS = {("fused_moe", "sglang"): lambda p: bool(p.path.tma) and p.arch not in ("sm_120", "sm_121")}
-
-
-def in_gap(kernel: str, engine: str, p) -> bool:
-    gap = GAPS.get((kernel, engine))
-    return bool(gap and gap(p))
+GAPS = proof.GAPS
+in_gap = proof.in_gap
 
 
 # Calibrations whose forms do not meet the target yet (held-out exact / points, measured on the
@@ -103,12 +72,9 @@ def in_gap(kernel: str, engine: str, p) -> bool:
 # "not proven" and SMEM001/EST001 treat them by their error bound. Strict: one that starts to
 # meet the target fails here and must leave the list.
 UNMET = {
-    ("fused_moe", "vllm"): "594/602 since sm_110/sm_103 joined (2026-12-02): int8_w8a8 on sm_110 (5: the tcgen05 "
-                           "form misses there, its own fit 41/42), int8_w8a16 on sm_103 (1), fp8 on sm_121 (2)",
-    ("fused_moe", "sglang"): "847/868 outside the TMA gap (sm_120/sm_121 TMA included): fp8 on sm_121 (12), sm_110 (2) "
-                             "and sm_120 (1), int8 on sm_110 (6)",
-    ("fused_moe_wna16", "sglang"): "111/112: one int4 group-32 tile on sm_100",
-    ("mla_decode", "sglang"): "46/61: the fp8 cache on sm_89/sm_120/sm_121, bf16 on sm_121",
+    ("fused_moe_wna16", "sglang"): "152/153: one int4 group-32 tile on sm_100 (128x32x128 w4 s5: 176144 B, the form 4096 B short)",
+    ("mla_decode", "sglang"): "50/65: the fp8 cache on sm_89/sm_120/sm_121 (its 1-warp points fit no form of the "
+                                     "library), bf16 on sm_121 at one stage",
 }
 
 
@@ -121,30 +87,10 @@ def test_forms_meet_the_fidelity_target_per_family(kernel, engine, version, trit
     """Bytes exact on at least 99.5% of the held-out points the engine launches, verdicts 100%
     -- on the CUDA archs, outside the listed gaps; an AMD arch counts only where its forms are
     proven (the rest are marked unproven, which the estimate says)."""
-    model = EngineModel(triton)
-    lim = limits()
-    total = exact = 0
-    wrong_verdicts = []
-    misses = defaultdict(int)
-    for p in held_out(kernel, engine, version, triton):
-        if in_gap(kernel, engine, p):
-            continue
-        ans = form_bytes(model, engine, triton, p)
-        if ans is None or (p.arch.startswith("gfx") and not ans.proven):
-            continue
-        total += 1
-        if ans.shared_bytes == p.shared:
-            exact += 1
-        else:
-            misses[(p.arch, p.path.name)] += 1
-            if not ans.proven:
-                continue  # an unproven group's verdict is not claimed exact: the estimate is "uncalibrated"
-        for x in lim.get(p.arch, ()):
-            if (ans.shared_bytes > x) != (p.shared > x):
-                wrong_verdicts.append((p, ans.shared_bytes, x))
-    assert total > 0
-    assert not wrong_verdicts
-    assert exact / total >= 0.995, f"{exact}/{total} exact; misses by (arch, path): {dict(misses)}"
+    got = proof.fidelity(kernel, engine, version, triton)
+    assert got.total > 0
+    assert not got.wrong_verdicts
+    assert got.met, f"{got.exact}/{got.total} exact; misses by (arch, path): {dict(got.misses)}"
 
 
 @pytest.mark.parametrize("kernel,engine,version,triton", [c for c in CALIBRATIONS if c[:2] in GAPS],

@@ -67,6 +67,12 @@ def calibrate() -> None:
               help="With --engine: prove the kernel family's written candidate forms (calibration.engine_candidates "
                    "in its family.json) on a fresh held-out design; one replaces a group's form only where it is "
                    "exact on every fresh point and every point compiled before.")
+@click.option("--borrow", is_flag=True,
+              help="With --engine: compile nothing; an arch whose form is not proven takes another form of the "
+                   "kernel's stored calibration (another arch family's, another dtype path's) where that one is "
+                   "exact on more of the arch's fit points and on no fewer of its held-out points (proven only "
+                   "where exact on all of them): an arch that lowers a path like another family "
+                   "(tilefit.smem.engine_borrow).")
 @click.option("--fresh/--no-fresh", "fresh", default=True, show_default=True,
               help="With --probe-from: calibrate the groups whose probe differs afresh for this release; "
                    "--no-fresh writes only the groups proven identical and the probe's record of the others "
@@ -85,7 +91,7 @@ def calibrate() -> None:
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_points, proof_corpus, proof_per_arch,
          proof_only, cache_dir, engine, corpus, archs, probe_from, candidates, fresh, risk_share, triton_python,
-         extend, quiet):
+         extend, borrow, quiet):
     """Regenerate the analytic shared-memory model for the installed Triton.
 
     Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
@@ -127,10 +133,10 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
         _engine(engine, kernels=list(kernels) or None, corpus=list(corpus), archs=list(archs) or None, jobs=jobs,
                 scale=scale, cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from,
                 candidates=candidates, quiet=quiet, fresh=fresh, risk_share=risk_share, extend=extend,
-                package=into_package)
+                package=into_package, borrow=borrow)
         return
-    if corpus or archs or probe_from or candidates or extend:
-        fail("--corpus, --arch, --probe-from, --candidates and --extend go with --engine")
+    if corpus or archs or probe_from or candidates or extend or borrow:
+        fail("--corpus, --arch, --probe-from, --candidates, --extend and --borrow go with --engine")
     if not fresh or risk_share is not None:
         fail("--no-fresh and --risk-share go with --engine and --probe-from")
     if out and into_package:
@@ -162,7 +168,7 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
 
 
 def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, command, log, probe_from, quiet,
-            candidates=False, fresh=True, risk_share=None, extend=False, package=False) -> None:
+            candidates=False, fresh=True, risk_share=None, extend=False, package=False, borrow=False) -> None:
     from tilefit import progress
     from tilefit.smem import calibrate as cal
     from tilefit.smem import engine_calibrate as ec
@@ -181,9 +187,14 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
             write_dir((kernels or registry_kernels())[0], "vllm", "0", package=False)
         except EngineFilesError as exc:
             fail(str(exc))
+    if borrow and (candidates or probe_from or extend or corpus or archs):
+        fail("--borrow compiles nothing: give it without --candidates, --probe-from, --extend, --corpus or --arch")
     make = None if quiet else progress.factory(log=log if not sys.stderr.isatty() else None)
     try:
-        if candidates:
+        if borrow:
+            results = _borrow(source, kernels or registry_kernels(), write=write, command=command, log=log,
+                              package=package)
+        elif candidates:
             from tilefit.app import touched_items
 
             items = touched_items(corpus) if corpus else None
@@ -213,6 +224,32 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
     if not package and any(kc.written for kc in results):
         click.echo("written to the user data folder: tilefit reads it before the bundled calibration of the same "
                    "engine and Triton release (--package writes the package's data)")
+
+
+def _borrow(source, kernels, *, write, command, log, package) -> list:
+    """``--borrow``: :func:`tilefit.smem.engine_borrow.borrow_round` on the stored calibration of
+    each kernel for the engine release ``source`` names and the installed Triton."""
+    from tilefit import versions
+    from tilefit.smem import engine_calibrate as ec
+    from tilefit.smem.engine_borrow import borrow_round
+    from tilefit.smem.engine_source import open_source
+
+    tree = open_source(source)
+    if tree.engine is None:
+        raise ValueError(f"{source}: cannot tell which engine this is (name a wheel or a vllm/sglang tree)")
+    triton = versions.major_minor(ec.compile_release())
+    out = []
+    for kernel in kernels:
+        if not ec.points_path(kernel, tree.engine, tree.version or "unknown", triton, ec._read_from(package)).is_file():
+            continue
+        kc, taken = borrow_round(kernel, tree.engine, tree.version or "unknown", triton, write=write,
+                                 command=command, package=package)
+        for group, how in sorted(taken.items()):
+            log(f"{kernel} {group}: form of {', '.join(how['from'])} (fit {how['fit_exact'][0]}/{how['fit_exact'][1]}, "
+                f"held-out {how['held_out_exact'][0]}/{how['held_out_exact'][1]}, was "
+                f"{how['was_held_out_exact']}){'; proven' if how['proven'] else ''}")
+        out.append(kc)
+    return out
 
 
 def registry_kernels() -> list[str]:
