@@ -73,8 +73,6 @@ in_gap = proof.in_gap
 # meet the target fails here and must leave the list.
 UNMET = {
     ("fused_moe_wna16", "sglang"): "152/153: one int4 group-32 tile on sm_100 (128x32x128 w4 s5: 176144 B, the form 4096 B short)",
-    ("mla_decode", "sglang"): "50/65: the fp8 cache on sm_89/sm_120/sm_121 (its 1-warp points fit no form of the "
-                                     "library), bf16 on sm_121 at one stage",
 }
 
 
