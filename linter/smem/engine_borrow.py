@@ -9,14 +9,16 @@ few points missed. The term the arch's form lacked is already a form of the cali
 one of the family it lowers like.
 
 :func:`borrow_round` works on a stored calibration and compiles nothing. Per (arch, kernel, dtype
-key) whose current form is not proven on that arch, every other form of the same dtype key in
-the calibration (each arch family's and arch's own) is a candidate. A candidate is **chosen on
-the arch's fit points** (design ``fit``: most exact, then the shortest), and it replaces the
-arch's form only where it is exact on more fit points than the current one and on at least as
-many held-out points (designs ``table``/``grid``, which no choice saw); it is **proven** there
-only when it is exact on every held-out point with no verdict error, as everywhere else. The
-replacement is stored as the arch's own form (``formulas[<arch>][<dtype>]``, which the model
-reads before the family's), with ``origin`` ``borrowed:<where>``.
+key) whose current form is not proven on that arch, every other form of the calibration (each
+arch family's and arch's own, of this dtype key first, then of the others: the operand bytes are
+variables) is a candidate. A candidate is **chosen on the arch's fit points** (design ``fit``: most
+exact, then the shortest), and it replaces the arch's form only where it is exact on at least 90%
+of them (:data:`MIN_FIT_SHARE`: the arch lowers the path like that group, not a coincidence of
+sizes), on more of them than the current form, and on at least as many held-out points (designs
+``table``/``grid``, which no choice saw); it is **proven** there only when it is exact on every
+held-out and fit point with no verdict error. The replacement is stored as the arch's own form
+(``formulas[<arch>][<dtype>]``, which the model reads before the family's), with ``origin``
+``borrowed:<where>``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from typing import Mapping, Sequence
 
 from . import calibrate as cal
 from .calibrate import ARCH_FAMILIES, Point
+
+
+# a form "lowers like" the arch only where it is exact on at least this share of the arch's fit
+# points: a sibling's form that matches half of them is a coincidence of sizes, not the layout
+MIN_FIT_SHARE = 0.9
 
 
 def _exact(text: str, pts: Sequence[Point], epilogue: Mapping) -> int:
@@ -87,7 +94,7 @@ def borrow(results: Mapping[tuple, object], designed: Sequence, kernel: str, epi
             score = _exact(text, fpts, epilogue)
             if best is None or score > best[0]:
                 best = (score, text)
-        if best is None or best[0] <= cur_fit:
+        if best is None or best[0] <= cur_fit or best[0] < MIN_FIT_SHARE * len(fpts):
             continue
         text = best[1]
         if _exact(text, hpts, epilogue) < cur_held:
