@@ -260,6 +260,16 @@ class KernelFamily:
             memo[key] = hit
         return hit
 
+    def stand_in(self, engine: str, spec: "KernelSpec") -> tuple[str, str] | None:
+        """``(other engine, why)`` when ``engine`` launches no kernel for ``spec``'s dtype path but
+        ships a table for it whose entries another engine's kernel runs (``family.json``
+        ``engines.<engine>.stand_in``, keyed ``<dtype>/<quant>``): vLLM 0.33.0 loads none of its
+        ``int8_w8a8`` block-GEMM tables, which are SGLang's own entries. None otherwise."""
+        rec = ((self.engines.get(engine) or {}).get("stand_in") or {}).get(f"{spec.dtype}/{spec.quant}")
+        if not rec:
+            return None
+        return rec["engine"], rec["label"]
+
     def engine_plan(self, engine: str, spec: "KernelSpec", arch: str, module: str) -> "LaunchPlan":
         """The :class:`~.plan.LaunchPlan` of the engine's own kernel (extracted into ``module``)."""
         from .plan import LaunchPlan, options
@@ -413,6 +423,11 @@ class KernelFamily:
         for v in variants:
             fam = registry.get(v.spec.kernel)
             mine = [e for e in engines if e in fam.engine_launchers() and fam.engine_launches(e, v.spec, arch)]
+            stand_in = None
+            if not mine and engine:
+                stand_in = fam.stand_in(engine, v.spec)
+                if stand_in is not None and fam.engine_launches(stand_in[0], v.spec, arch):
+                    mine = [stand_in[0]]
             if not mine:
                 out.append(v)
                 continue
@@ -420,6 +435,8 @@ class KernelFamily:
             triton = f"{folder[0]}.{folder[1]}" if folder else None
             for e in mine:
                 label = v.label if engine else ", ".join(x for x in (v.label, f"{ENGINE_LABELS.get(e, e)}'s kernel") if x)
+                if stand_in is not None:
+                    label = ", ".join(x for x in (v.label, f"{ENGINE_LABELS.get(e, e)}'s kernel ({stand_in[1]})") if x)
                 out.append(Variant(label, v.spec.evolve(engine=e, triton=triton)))
         return tuple(out)
 
