@@ -62,6 +62,8 @@ ARCH_FAMILIES: Mapping[str, str] = {
     "sm_100": "tcgen05", "sm_110": "tcgen05", "sm_103": "tcgen05_sm103",
     "gfx90a": "cdna3", "gfx942": "cdna3", "gfx950": "cdna4",
     "gfx1100": "rdna", "gfx1151": "rdna", "gfx1201": "rdna",
+    # MI455X (CDNA5): wave32 WMMA; only the engines' own gfx1250 kernels are calibrated there
+    "gfx1250": "cdna5",
 }
 
 # archs compiled per family, the first one with the most points

@@ -66,8 +66,8 @@ from .calibrate import ARCH_FAMILIES, Path, Point
 FORMAT = 1
 
 # The archs the engine calibration proves forms on, by arch family (the first one also carries
-# the fit design when a fit is needed). gfx1250 is not here: Triton's support for it differs
-# between releases and the engines run other kernels there.
+# the fit design when a fit is needed). gfx1250 (cdna5) is calibrated with Triton 3.9 only, for
+# the kernels the engines run there (SGLang's _w8a8_block_fp8_matmul_gfx1250, one stage).
 ENGINE_ARCHS: Mapping[str, tuple[str, ...]] = {
     "mma_v2": ("sm_89", "sm_80", "sm_86", "sm_120", "sm_87"),
     "mma_v2_sm121": ("sm_121",),
@@ -77,6 +77,7 @@ ENGINE_ARCHS: Mapping[str, tuple[str, ...]] = {
     "cdna3": ("gfx942", "gfx90a"),
     "cdna4": ("gfx950",),
     "rdna": ("gfx1100", "gfx1201", "gfx1151"),
+    "cdna5": ("gfx1250",),
 }
 ALL_ARCHS = tuple(a for archs in ENGINE_ARCHS.values() for a in archs)
 

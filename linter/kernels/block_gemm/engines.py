@@ -6,7 +6,9 @@
 * SGLang 0.5.23 ``w8a8_block_fp8_matmul_triton`` launches ``_w8a8_block_fp8_matmul`` with
   ``needs_masking = K % BLOCK_SIZE_K != 0``; on sm_90 a table entry with ``SWAP_AB`` or
   ``SPLIT_K > 1`` selects ``_w8a8_block_fp8_matmul_hopper`` (not modelled: the spec's
-  ``extra["hopper"]`` refuses it), on gfx1250 ``_w8a8_block_fp8_matmul_gfx1250`` with one stage.
+  ``extra["hopper"]`` refuses it), on gfx1250 ``_w8a8_block_fp8_matmul_gfx1250`` with one stage (its launcher overrides the
+  entry's ``num_stages``: fp8 ``tl.dot`` and software pipelining are broken there; the kernel
+  upcasts A and B to bf16 in registers).
   int8 runs ``_w8a8_block_int8_matmul`` (``int8_kernel.py``), launched like vLLM's.
 
 Nothing here imports triton or torch.
@@ -24,18 +26,20 @@ def vllm(reference: LaunchPlan, spec: KernelSpec, arch: str) -> tuple[str, list[
     return "_w8a8_triton_block_scaled_mm", list(reference.args)
 
 
-def sglang(reference: LaunchPlan, spec: KernelSpec, arch: str) -> tuple[str, list[Arg]]:
+def sglang(reference: LaunchPlan, spec: KernelSpec, arch: str) -> tuple:
     if spec.quant != "block":
         raise ValueError(f"SGLang's block GEMM kernels run block quantisation, not {spec.quant}")
     if dict(spec.extra).get("hopper"):
         raise ValueError("SGLang's _w8a8_block_fp8_matmul_hopper (SWAP_AB / SPLIT_K on sm_90) is not modelled")
     if spec.dtype == "int8_w8a8":
         return "_w8a8_block_int8_matmul", list(reference.args)
-    if arch.lower().startswith("gfx1250"):
-        raise ValueError("SGLang's gfx1250 block GEMM (_w8a8_block_fp8_matmul_gfx1250) is not modelled")
     k = reference.arg("K").value
     bk = spec.tile_dict["BLOCK_SIZE_K"]
-    return "_w8a8_block_fp8_matmul", list(reference.args) + [const("needs_masking", k % bk != 0)]
+    extra = [const("needs_masking", k % bk != 0)]
+    if arch.lower().startswith("gfx1250"):
+        # ``config = {**config, "num_stages": 1}``: every entry launches with one stage there
+        return "_w8a8_block_fp8_matmul_gfx1250", list(reference.args) + extra, {"num_stages": 1}
+    return "_w8a8_block_fp8_matmul", list(reference.args) + extra
 
 
 LAUNCHERS = {"vllm": vllm, "sglang": sglang}
