@@ -85,7 +85,10 @@ def reach(tree: Path, scenario_names, target: str, show_sites: bool) -> dict:
     t0 = time.perf_counter()
     project = Project.scan(files)
     scenarios = resolve(scenario_names)
-    extra = (_capabilities(classes),) if "capabilities" in inspect.signature(build_scenario_sites).parameters else ()
+    accepts = inspect.signature(build_scenario_sites).parameters
+    extra = (_capabilities(classes),) if "capabilities" in accepts else ()
+    if "devices" in accepts:  # the targets' devices: a MoE scenario binds their fused-MoE configs
+        extra += (tuple(d for c in classes for d in c.devices),)
     sites = build_scenario_sites(project, scenarios, "cuda", *extra)
     ev = CallsiteEvaluator(project, kernels={}, mode="exact", allow_import=False, estimator=None, scenarios=scenarios,
                            triton=False)

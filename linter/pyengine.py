@@ -72,7 +72,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
     backends = {"hip" if str(c.first.arch).lower().startswith("gfx") else "cuda" for c in classes}
     backend = backends.pop() if len(backends) == 1 else None
     sites = build_scenario_sites(project, options.scenarios, backend, _capabilities(classes) if backend == "cuda"
-                                 else frozenset())
+                                 else frozenset(), tuple(d for c in classes for d in c.devices))
     evaluator = CallsiteEvaluator(project, kernels=options.kernels, mode=engine.estimator.mode,
                                   allow_import=options.allow_import, estimator=engine.estimator,
                                   scenarios=options.scenarios)

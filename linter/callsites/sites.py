@@ -24,7 +24,7 @@ from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan
 
 from .project import Project
 from .values import (Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches, combine,
-                     function_params)
+                     function_params, restrict)
 
 # Launch keywords that are compile options, not kernel arguments.
 LAUNCH_OPTIONS = frozenset({
@@ -212,7 +212,7 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
             break
     for kw in launch.node.keywords:
         if kw.arg is None:
-            meta = ev.expr(frame, kw.value)
+            meta = _mutated(ev, frame, kw.value, ev.expr(frame, kw.value), launch.node.lineno)
             arms = list(branches(meta))
             if isinstance(meta, DictVal):
                 for k, v in meta.items:
@@ -236,6 +236,46 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
                 # `block_size=key_cache.shape[1]`: the kernel's parameter names the dimension
                 args[name] = ev._dimension(name, args[name])
     return args, options, problems
+
+
+def _mutated(ev, frame: Frame, node: ast.expr, value: Val, line: int) -> Val:
+    """``value`` of the dict named by ``node`` as the launch at ``line`` splats it: the launching
+    function's ``d["KEY"] = v`` above the line set the key, ``d.pop("KEY")`` removed it (vLLM:
+    ``config = config.copy(); config["SPLIT_K"] = 1; BLOCK_SIZE_K = config.pop("BLOCK_SIZE_K")``)."""
+    fn = frame.func
+    if fn is None or not isinstance(node, ast.Name) or not any(isinstance(v, DictVal) for _, v in branches(value)):
+        return value
+    sets: list[tuple[int, str, ast.expr]] = []
+    pops: set[str] = set()
+    for sub in ast.walk(fn):
+        if getattr(sub, "lineno", line) >= line:
+            continue
+        if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Subscript):
+            t = sub.targets[0]
+            if isinstance(t.value, ast.Name) and t.value.id == node.id and isinstance(t.slice, ast.Constant) and \
+                    isinstance(t.slice.value, str):
+                sets.append((sub.lineno, t.slice.value, sub.value))
+        elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "pop" and \
+                isinstance(sub.func.value, ast.Name) and sub.func.value.id == node.id and sub.args and \
+                isinstance(sub.args[0], ast.Constant) and isinstance(sub.args[0].value, str):
+            pops.add(sub.args[0].value)
+    if not sets and not pops:
+        return value
+    sets.sort()
+    values = {key: ev.expr(frame.child(before_line=ln), expr) for ln, key, expr in sets}
+
+    def apply(d: Val) -> Val:
+        if not isinstance(d, DictVal):
+            return d
+        items = dict(d.items)
+        items.update(values)
+        for key in pops:
+            items.pop(key, None)
+        return DictVal(tuple(items.items()))
+
+    if isinstance(value, DictVal):
+        return apply(value)
+    return Arms(tuple((lab, apply(v)) for lab, v in branches(value)))
 
 
 def _is_shape_read(expr: ast.expr) -> bool:
@@ -271,7 +311,9 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
     if splat:  # one set of instances per dict a **config can be
         out: list[Instance] = []
         for label, d in splat[:MAX_INSTANCES]:
-            a, o = dict(args), dict(options)
+            # the other arguments' branches that hold with this dict (`config["BLOCK_SIZE_M"]`
+            # of the same batch size's entry)
+            a, o = {k: restrict(v, label) for k, v in args.items()}, {k: restrict(v, label) for k, v in options.items()}
             for k, v in d.items:
                 (o if k in LAUNCH_OPTIONS else a)[k] = v
             for inst in _instances(kernel, a, o, problems):
@@ -535,13 +577,15 @@ def _absent_in(kernel: KernelDef, inst: Instance) -> bool:
 
 
 def build_scenario_sites(project: Project, scenarios, backend: str | None = None,
-                         capabilities: frozenset = frozenset()) -> Sites:
+                         capabilities: frozenset = frozenset(), devices: tuple = ()) -> Sites:
     """:func:`build_sites` once per scenario (:mod:`.scenarios`; values of two scenarios never mix
     in one launch), merged: a launch's instances carry ``scenario NAME`` in their label, and an
     instance that another scenario already gave (same values) is kept once. Only the launches
     whose values read a scenario's key in the first pass are built again for the others (the
     rest do not depend on the scenario and carry no label). Without scenarios, one plain pass.
-    ``capabilities``: the targets' compute capabilities (89, 120), for platform tests that fold.
+    ``capabilities``: the targets' compute capabilities (89, 120), for platform tests that fold;
+    ``devices``: the targets' device records, whose fused-MoE configs a MoE scenario binds
+    (:mod:`.moeconfigs`).
     An MLA scenario judges each kernel family in the roles it runs there (names.json
     ``mla_roles``): absorbed 576/512 in decode launchers, multi-head 192/128 in SGLang's extend,
     not at all in vLLM's generic prefill launchers (its MLA backends never call them)."""
@@ -567,6 +611,7 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev = Evaluator(project)
         ev.backend = backend
         ev.capabilities = capabilities
+        ev.devices = tuple(devices)
         ev.scenario = scenario
         ev.scenario_keys = keys
         ev.scenario_dims = dims

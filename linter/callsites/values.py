@@ -25,6 +25,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
 MAX_ARMS = 16
+MOE_CONFIG_LABEL = "MoE config "  # tilefit.callsites.moeconfigs.LABEL: label atoms that exclude each other
 _TOKENS = itertools.count(1)
 OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
 MAX_ITEMS = 4096
@@ -176,18 +177,29 @@ def combine(values: dict[str, Val], limit: int = MAX_ARMS) -> list[tuple[str, di
     ``None`` when there are more than ``limit`` combinations."""
     names = list(values)
     options = [list(branches(values[n])) for n in names]
-    total = 1
-    for o in options:
-        total *= len(o)
-    if total > limit * 64:
-        return None
+    # partial combinations, pruned as they grow: `if c` in one value and `if not c` in another (or
+    # two batch sizes' entries of one MoE config dict) is no run, so it never multiplies
+    partial: list[tuple[list[str], list]] = [([], [])]
+    for opts in options:
+        if len(opts) == 1:
+            lab, v = opts[0]
+            partial = [(labs + ([lab] if lab else []), vals + [v]) for labs, vals in partial
+                       if not lab or consistent(labs + [lab])]
+            continue
+        nxt = []
+        for labs, vals in partial:
+            for lab, v in opts:
+                labs2 = labs + ([lab] if lab else [])
+                if lab and not consistent(labs2):
+                    continue
+                nxt.append((labs2, vals + [v]))
+                if len(nxt) > limit * 64:
+                    return None
+        partial = nxt
     out = []
-    for combo in itertools.product(*options):
-        labels = [lab for lab, _ in combo if lab]
-        if not consistent(labels):
-            continue  # `if c` in one value and `if not c` in another: no run takes both
+    for labels, vals in partial:
         out.append((", ".join(dict.fromkeys(", ".join(labels).split(", "))) if labels else "",
-                    {n: v for n, (_, v) in zip(names, combo)}))
+                    dict(zip(names, vals))))
         if len(out) > limit:
             return None
     return out
@@ -200,6 +212,8 @@ def consistent(labels) -> bool:
     tests = {a for a in atoms if a.startswith("if ")}
     if any(f"if not {a[3:]}" in tests for a in tests):
         return False
+    if sum(1 for a in atoms if a.startswith(MOE_CONFIG_LABEL)) > 1:
+        return False  # one config dict per launch: its keys come from the same batch size's entry
     returned: dict[str, str] = {}
     for a in atoms:
         call, sep, line = a.partition(" returning at line ")
@@ -207,6 +221,17 @@ def consistent(labels) -> bool:
             if returned.setdefault(call, line) != line:
                 return False
     return True
+
+
+def restrict(val: Val, label: str) -> Val:
+    """``val`` without the branches that cannot hold beside ``label`` (:func:`consistent`); one
+    branch left: its value."""
+    if not isinstance(val, Arms) or not label:
+        return val
+    keep = [(lab, v) for lab, v in branches(val) if consistent([lab, label])]
+    if not keep or len(keep) == len(list(branches(val))):
+        return val
+    return keep[0][1] if len(keep) == 1 else Arms(tuple(keep))
 
 
 def describe(val: Val) -> str:
@@ -432,6 +457,9 @@ class Evaluator:
         self.scenario_keys: frozenset = frozenset()  # every key of the run's scenarios
         self.scenario_dims: frozenset = frozenset()  # every dimension name of the run's scenarios
         self.scenario_hit = False  # did the current site read a scenario key (begin_site resets)
+        # device-database records of the targets: a fused-MoE launcher's `config` is bound to the
+        # configs the engine launches on them (tilefit.callsites.moeconfigs)
+        self.devices: tuple = ()
 
     # -- the budget of one launch site (bounded evaluation) ----------------------------------
     def begin_site(self) -> None:
@@ -478,6 +506,13 @@ class Evaluator:
     def name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
         v = self._name(frame, name, node)
         if frame.func is not None and self.scenario is not None and _has_unknown(v):
+            if self.devices:
+                from .moeconfigs import config_arms
+
+                arms = config_arms(self.scenario, frame.module.path, name, self.devices)
+                if arms is not None:  # the engine's table / default rule for the scenario's experts
+                    self.scenario_hit = True
+                    return arms
             return self._dimension(name, v)
         return v
 
@@ -821,6 +856,12 @@ class Evaluator:
                     return base.items[index.value]
                 except IndexError:
                     return Unknown(f"index {index.value} out of range")
+            if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, str) and \
+                    all(isinstance(arm, DictVal) for _, arm in branches(base)):
+                # `config["BLOCK_SIZE_M"]` of a config that is one of several dicts: the key of each
+                arms = [(lab, arm.get(index.value) or Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`"))
+                        for lab, arm in branches(base)]
+                return Arms(tuple(arms))
             if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, int):
                 # a helper returning a tuple on each of its branches: the item of each
                 arms = []
@@ -1023,6 +1064,11 @@ class Evaluator:
             fname = node.func.id  # type: ignore[union-attr]
         if fname == "triton.Config":
             return self._config(frame, node)
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("copy", "pop", "get") and \
+                not any(isinstance(a, ast.Starred) for a in node.args) and not node.keywords:
+            got = self._dict_method(frame, node)
+            if got is not None:
+                return got
         args = [self._expr(frame, a) for a in node.args if not isinstance(a, ast.Starred)]
         if any(isinstance(a, ast.Starred) for a in node.args):
             return Unknown(f"`{self.seg(m, node)}` unpacks arguments at run time")
@@ -1040,6 +1086,35 @@ class Evaluator:
         if isinstance(callee, Unknown):
             return Unknown(f"`{self.seg(m, node)}` is computed at run time")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _dict_method(self, frame: Frame, node: ast.Call) -> Val | None:
+        """``d.copy()``, ``d.pop(k[, default])``, ``d.get(k[, default])`` of a static dict (or of
+        one of several: per branch); None when ``d`` is not one."""
+        attr = node.func.attr  # type: ignore[union-attr]
+        base = self._expr(frame, node.func.value)  # type: ignore[union-attr]
+        arms = list(branches(base))
+        if not arms or not all(isinstance(v, DictVal) for _, v in arms):
+            return None
+        if attr == "copy":
+            return base if not node.args else None
+        if not 1 <= len(node.args) <= 2:
+            return None
+        key = self._expr(frame, node.args[0])
+        if not isinstance(key, Lit) or not isinstance(key.value, str):
+            return None
+        default = self._expr(frame, node.args[1]) if len(node.args) == 2 else \
+            (Lit(None) if attr == "get" else None)
+
+        def one(d: DictVal) -> Val:
+            got = d.get(key.value)
+            if got is not None:
+                return got
+            return default if default is not None else Unknown(f"no key {key.value!r} in "
+                                                               f"`{self.seg(frame.module, node.func.value)}`")
+
+        if len(arms) == 1:
+            return one(arms[0][1])  # type: ignore[arg-type]
+        return Arms(tuple((lab, one(d)) for lab, d in arms))  # type: ignore[arg-type]
 
     def _isinstance(self, value: Lit, types: ast.expr) -> Val:
         """``isinstance(<literal>, T)``: a Python scalar is an instance of the builtin scalar types

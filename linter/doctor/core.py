@@ -487,12 +487,7 @@ class Doctor:
 
         ups, downs = RowBuilder(make), RowBuilder(lambda m, pick: make(m, pick, down_detail))
         for m in batch_list(self.options):
-            if up_table is not None:
-                key = nearest_key(up_keys, m)
-                pick = ("file", key, None, strip(up_table[key]))
-            else:
-                case, cfg = self._moe_default(profile, target, moe, m)
-                pick = ("default", None, case, cfg)
+            pick = self._up_pick(profile, target, moe, up_table, up_keys, m, strip)
             ups.add(m, pick)
             if down_table is None:
                 downs.add(m, pick)
@@ -505,6 +500,47 @@ class Doctor:
             downs.add(m, ("file", dkey, None, dcfg))
         up.rows, down.rows = ups.rows, downs.rows
         return [up, down]
+
+    def _up_pick(self, profile: Profile, target: Target, moe: MoeShape, up_table, up_keys, m: int, strip) -> tuple:
+        """The gate/up entry the engine launches at batch size ``m``: ("file", key, None, cfg) from
+        its table (nearest key), else ("default", None, case, cfg) of its default-config rule."""
+        if up_table is not None:
+            key = nearest_key(up_keys, m)
+            return ("file", key, None, strip(up_table[key]))
+        case, cfg = self._moe_default(profile, target, moe, m)
+        return ("default", None, case, cfg)
+
+    def moe_launch_configs(self, profile: Profile, target: Target,
+                           env: Mapping[str, str] | None = None) -> tuple[str | None, list[tuple[int, tuple]]]:
+        """(the table's file name, or None; [(M, pick)] for every batch size of the options): the
+        gate/up configs the engine's fused-MoE launcher gets on ``target``, found as the report
+        finds them (same names, folders, nearest key and default rule), without estimating.
+        ``pick`` is :meth:`_up_pick`'s; ``name`` is None when no table was found (default rule)."""
+        options = self.options
+        source = package_source(profile, options.engine_path, options.auto_detect_engine)
+        moe = moe_shape(self.model, profile, target.device, options.parallel, options.shared_expert_fusion)
+        if moe is None or self.moe_not_used(profile, target):
+            return None, []
+        env = options.env if env is None else env
+        q = self.model.quant
+        dtype = q.dtype if q.is_quantised else self.model.activation_dtype
+        dtype_name = profile.moe.get("dtype_names", {}).get(dtype)
+        table = None
+        name = None
+        if target.runtime_name:
+            device_name = device_file_name(target.runtime_name, profile, bool(profile.moe.get("h200_fold")))
+            name = moe_file_name(profile, moe.E, moe.N, device_name, dtype_name, q.block, q.scheme == "per_channel")
+            found = search_moe(profile, name, source, env, self.options.triton_version or
+                               profile.assumed_triton_version)
+            table = found.table if found.found and not found.problem else None
+        drop = set(profile.moe.get("drop_keys", []))
+
+        def strip(cfg):
+            return {k: v for k, v in cfg.items() if k not in drop} if isinstance(cfg, dict) and drop else cfg
+
+        keys = list(table) if table else []
+        picks = [(m, self._up_pick(profile, target, moe, table, keys, m, strip)) for m in batch_list(options)]
+        return (name if table is not None else None), picks
 
     def _funcs(self, profile: Profile):
         funcs = (self.options.engine_functions or {}).get(profile.engine)
