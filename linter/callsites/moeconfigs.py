@@ -109,14 +109,18 @@ def launch_configs(engine: str, root: str, facts_key: tuple, devices: tuple) -> 
 
 def config_arms(scenario, path: str, name: str, devices) -> Any:
     """The :class:`~.values.Arms` of the configs ``name`` holds in the fused-MoE module at ``path``
-    under ``scenario`` on ``devices``; None when none applies (not a config name or module, not a
-    MoE scenario, no device)."""
+    under ``scenario`` on ``devices``; None when none applies (not a config name or module, no
+    device); :class:`~.values.Absent` under a scenario without experts (a dense model)."""
     from .values import Arms, DictVal, Lit
 
     hit = engine_of(path, name)
     if hit is None or scenario is None or not devices:
         return None
     facts = getattr(scenario, "facts", None) or {}
+    if not facts.get("experts"):  # a dense model runs no fused-MoE launch: its instance is not judged
+        from .values import Absent
+
+        return Absent(f"scenario {scenario.name} is not a MoE model (no experts for `{name}`)")
     key = tuple(sorted((k, v) for k, v in facts.items() if isinstance(v, (int, float, str, bool))))
     got = launch_configs(hit[0], hit[1], key, tuple(devices))
     if not got:

@@ -219,6 +219,12 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
                     (options if k in LAUNCH_OPTIONS else args)[k] = v
             elif len(arms) > 1 and all(isinstance(v, DictVal) for _, v in arms):
                 args.setdefault("**", []).extend(arms)  # type: ignore[union-attr]
+            elif isinstance(meta, Absent):  # a dense scenario's `**config` of a MoE launch: what the
+                # dict would pass is a dimension that model lacks, so its instance is not judged
+                passed = {p.name for p in positional[:len(values)]} | {k.arg for k in launch.node.keywords if k.arg}
+                for p in kernel.params:
+                    if p.constexpr and p.name not in passed:
+                        args[p.name] = meta
             else:
                 why = next((v.reason for _, v in arms if isinstance(v, Unknown)), "not a static dict")
                 problems.append(f"`**{launch.module.source.segment(kw.value, 40)}`: {why}")

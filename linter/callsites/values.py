@@ -792,6 +792,17 @@ class Evaluator:
                 except Exception:  # noqa: BLE001
                     return Unknown(f"`{self.seg(m, node)}` cannot be compared statically")
                 return Lit(ok)
+            if len(vals) == 2 and any(isinstance(v, Arms) for v in vals) and \
+                    not any(isinstance(x, Unknown) for v in vals for _, x in branches(v)):
+                # `K % config["BLOCK_SIZE_K"] == 0` of a config that is one of several: per branch
+                op = _CMPOPS[type(node.ops[0])]
+
+                def cmp(x, y):
+                    if not isinstance(x, _SCALARS) or not isinstance(y, _SCALARS):
+                        raise TypeError("not a scalar")
+                    return op(x, y)
+
+                return self._map2(vals[0], vals[1], cmp, node, m)
             return _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
         if isinstance(node, ast.BoolOp):
             vals = []
