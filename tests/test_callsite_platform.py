@@ -53,3 +53,48 @@ def test_check_on_an_nvidia_target_reports_each_launch_once():
     assert result.coverage.off_platform == 1
     assert result.coverage.launches == 1
     assert not any("is_hip_" in d.message for d in result.diagnostics), [d.message for d in result.diagnostics]
+
+
+_PLAIN_LAUNCH = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def gather_kernel(x_ptr, HEAD_DIM: tl.constexpr):
+    offs = tl.arange(0, HEAD_DIM)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs))
+
+
+def gather(x):
+    gather_kernel[(1,)](x, HEAD_DIM=576)
+'''
+
+
+def _module_sites(tmp_path, rel, backend):
+    path = tmp_path / rel
+    path.parent.mkdir(parents=True)
+    path.write_text(_PLAIN_LAUNCH, encoding="utf-8")
+    project = Project.scan([str(path)])
+    project.evaluator.backend = backend
+    return build_sites(project)
+
+
+def test_a_module_only_rocm_code_imports_is_no_nvidia_launch(tmp_path):
+    # vLLM 0.33.0's rocm_aiter_mla_sparse.py has no platform test of its own: its importers are the
+    # ROCm backends (platform_modules.json), so on NVIDIA targets its launches are off-platform
+    rel = "vllm/v1/attention/ops/rocm_aiter_mla_sparse.py"
+    cuda = _module_sites(tmp_path / "a", rel, "cuda")
+    assert cuda.launches == [] and cuda.off_platform == 1
+    hip = _module_sites(tmp_path / "b", rel, "hip")
+    assert [s.kernel.name for s in hip.launches] == ["gather_kernel"] and hip.off_platform == 0
+    # the same code in a module any backend imports is judged on NVIDIA targets
+    plain = _module_sites(tmp_path / "c", "vllm/v1/attention/ops/triton_gather.py", "cuda")
+    assert [s.kernel.name for s in plain.launches] == ["gather_kernel"]
+
+
+def test_the_platform_modules_table_is_validated_data():
+    from tilefit.callsites.platforms import backend_of, table
+
+    assert table() and all(backend in ("cuda", "hip", "xpu") for _, backend in table())
+    assert backend_of("/x/vllm/v1/attention/ops/xpu_mla_sparse.py") == "xpu"
+    assert backend_of("/x/vllm/v1/attention/ops/triton_decode_attention.py") is None

@@ -23,6 +23,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan
 
 from .project import Project
+from .platforms import backend_of
 from .values import (Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches, combine,
                      function_params, restrict)
 
@@ -246,17 +247,20 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
 
 def _mutated(ev, frame: Frame, node: ast.expr, value: Val, line: int) -> Val:
     """``value`` of the dict named by ``node`` as the launch at ``line`` splats it: the launching
-    function's ``d["KEY"] = v`` above the line set the key, ``d.pop("KEY")`` removed it (vLLM:
+    function's ``d["KEY"] = v`` statements above the line (of its body, not under a branch) set
+    the key, ``d.pop("KEY")`` removed it (vLLM:
     ``config = config.copy(); config["SPLIT_K"] = 1; BLOCK_SIZE_K = config.pop("BLOCK_SIZE_K")``)."""
     fn = frame.func
     if fn is None or not isinstance(node, ast.Name) or not any(isinstance(v, DictVal) for _, v in branches(value)):
         return value
     sets: list[tuple[int, str, ast.expr]] = []
     pops: set[str] = set()
+    top = {id(st) for st in fn.body}  # a key set under a branch may not be: only straight-line sets count
     for sub in ast.walk(fn):
         if getattr(sub, "lineno", line) >= line:
             continue
-        if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Subscript):
+        if isinstance(sub, ast.Assign) and id(sub) in top and len(sub.targets) == 1 and \
+                isinstance(sub.targets[0], ast.Subscript):
             t = sub.targets[0]
             if isinstance(t.value, ast.Name) and t.value.id == node.id and isinstance(t.slice, ast.Constant) and \
                     isinstance(t.slice.value, str):
@@ -389,6 +393,9 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 # absorbed head in vLLM's generic prefill): judged under the other scenarios
                 if used is not None:
                     used.add(id(launch))
+                continue
+            if ev.backend is not None and backend_of(module.path) not in (None, ev.backend):
+                off_platform += 1  # a module only another backend imports (platform_modules.json)
                 continue
             ev.begin_site()  # each launch (with its callers) within its own budget
             frame = Frame(module, launch.scope, before_line=launch.line)
