@@ -163,9 +163,13 @@ def test_vllms_unified_attention_launch_is_fixed_by_a_scenario():
 
 @real
 def test_vllms_rocm_mla_rope_launch_is_judged_for_mla_models_only():
-    sites = _sites(["deepseek-v2-lite", "llama-gqa-128"], paths=[VLLM_OPS / "rocm_aiter_mla_sparse.py"])
+    # a ROCm-only module (platform_modules.json): judged on AMD targets, off-platform on NVIDIA ones
+    files = [str(VLLM_OPS / "rocm_aiter_mla_sparse.py")]
+    sites = build_scenario_sites(Project.scan(files), resolve(["deepseek-v2-lite", "llama-gqa-128"]), "hip")
     rope = [s for s in sites.launches if s.kernel.name == "_inverse_rope_gptj_kernel"]
     assert rope and all("llama" not in i.label for s in rope for i in s.instances)
+    on_nvidia = _sites(["deepseek-v2-lite", "llama-gqa-128"], paths=[VLLM_OPS / "rocm_aiter_mla_sparse.py"])
+    assert on_nvidia.launches == [] and on_nvidia.off_platform > 0
 
 
 def test_two_levels_of_callers_and_a_launch_that_unpacks_a_tuple():
