@@ -84,6 +84,8 @@ def test_values_read_from_the_config_stay_with_its_batch_size():
         # EVEN_K = hidden % config["BLOCK_SIZE_K"] == 0 of the same entry (hidden 4096)
         assert _lit(inst.args["EVEN_K"]) is (4096 % bk == 0)
         assert _lit(inst.args["top_k"]) == 2
+        # the launcher's B is the caller's w1: B.size(1) is the scenario's w1.shape[1] (2 x 14336)
+        assert _lit(inst.args["N"]) == 2 * 14336
 
 
 def test_a_dense_scenario_does_not_judge_the_moe_launch():

@@ -24,8 +24,8 @@ from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan
 
 from .project import Project
 from .platforms import backend_of
-from .values import (Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches, combine,
-                     function_params, restrict)
+from .values import (ALIAS, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches,
+                     combine, function_params, restrict)
 
 # Launch keywords that are compile options, not kernel arguments.
 LAUNCH_OPTIONS = frozenset({
@@ -177,12 +177,23 @@ def _caller_bindings(project: Project, fn, caller_module: ModuleScan, rec: CallR
             break
         if i < len(positional):
             out[positional[i]] = project.evaluator.expr(frame, a)
+            _alias(out, positional[i], a, outer)
     for kw in rec.node.keywords:
         if kw.arg is None:
             problems.append(f"the call at {caller_module.path}:{rec.node.lineno} passes **kwargs")
         elif kw.arg in params:
             out[kw.arg] = project.evaluator.expr(frame, kw.value)
+            _alias(out, kw.arg, kw.value, outer)
     return out, problems
+
+
+def _alias(out: dict, param: str, arg: ast.expr, outer: dict | None) -> None:
+    """The caller passes a plain name to ``param`` (``dispatch(qhidden, w1, ...)``): the
+    launcher's ``B.size(1)`` is the caller's ``w1.shape[1]``, which a scenario binds (and through
+    one more caller, the name that one passes)."""
+    if isinstance(arg, ast.Name):
+        name = outer.get(ALIAS + arg.id) if outer else None
+        out[ALIAS + param] = name if isinstance(name, Lit) else Lit(arg.id)
 
 
 def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: Frame) -> tuple[dict, dict, list]:

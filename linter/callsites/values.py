@@ -25,6 +25,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
 MAX_ARMS = 16
+ALIAS = "\0tensor name of "  # Frame.bindings key: the caller's name of a tensor parameter (sites._alias)
 MOE_CONFIG_LABEL = "MoE config "  # tilefit.callsites.moeconfigs.LABEL: label atoms that exclude each other
 _TOKENS = itertools.count(1)
 OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
@@ -851,7 +852,7 @@ class Evaluator:
         if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
             return self._comprehension(frame, node)
         if isinstance(node, ast.Subscript) and self.scenario is not None:
-            found, value = self.scenario.expression(node)
+            found, value = self._scenario_expression(frame, node)
             if found or self.scenario_keys:
                 self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
             if found:
@@ -913,7 +914,7 @@ class Evaluator:
             if folded is not None:
                 return folded
             if self.scenario is not None:
-                found, value = self.scenario.expression(node)
+                found, value = self._scenario_expression(frame, node)
                 if found or self.scenario_keys:
                     self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
                 if found:
@@ -925,6 +926,22 @@ class Evaluator:
         if isinstance(node, ast.JoinedStr):
             return Unknown("an f-string")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _scenario_expression(self, frame: Frame, node: ast.expr) -> tuple[bool, Any]:
+        """The scenario's value of a shape read (``q.shape[1]``), or of the caller's tensor the
+        name stands for (``B.size(1)`` where the caller passes ``w1``: ``w1.shape[1]``), unless
+        the function reassigns the name."""
+        found, value = self.scenario.expression(node)
+        if found or not frame.bindings or frame.func is None:
+            return found, value
+        for key in expression_keys_of(node):
+            name, _, rest = key.partition(".")
+            alias = frame.bindings.get(ALIAS + name)
+            if isinstance(alias, Lit) and not local_assignments(frame.func).get(name):
+                hit = self.scenario.values.get(f"{alias.value}.{rest}")
+                if hit is not None:
+                    return True, hit
+        return False, None
 
     def _dtype_attribute(self, base: str, attr: str, frame: Frame) -> Val | None:
         """``torch.bfloat16`` (when ``torch`` is not a name of the scanned tree), and ``x.dtype``
@@ -1306,6 +1323,12 @@ def _last_index(fn, tensor: str) -> int | None:
         except AttributeError:  # pragma: no cover
             pass
     return memo.get(tensor)
+
+
+def expression_keys_of(node: ast.expr) -> tuple[str, ...]:
+    from .scenarios import expression_keys
+
+    return expression_keys(node)
 
 
 def _has_unknown(v: Val) -> bool:
