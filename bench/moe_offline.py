@@ -399,7 +399,17 @@ def main(argv=None) -> int:
     ap.add_argument("--impute-groups", action="store_true", help="--tune: every GROUP_SIZE_M of the grid is a "
                     "candidate; untimed ones take their GROUP_SIZE_M 1 sibling's time")
     ap.add_argument("--finals", help="write the GPU check's plan here (needs --loso for the fold picks)")
+    ap.add_argument("--trust", type=float, help="DEFAULT_TRUST for the fixer rows and the tuner replay "
+                    "(default: as bundled, tilefit/data/perf_model/fixer.json)")
+    ap.add_argument("--margin", type=float, help="ANCHOR_MARGIN for the fixer rows (default: as bundled)")
     args = ap.parse_args(argv)
+    import tilefit.fix.planner as planner
+
+    if args.trust is not None:
+        planner.DEFAULT_TRUST = args.trust
+    if args.margin is not None:
+        planner.ANCHOR_MARGIN = args.margin
+    print(f"DEFAULT_TRUST {planner.DEFAULT_TRUST} ANCHOR_MARGIN {planner.ANCHOR_MARGIN}")
     scorer = Scorer()
     if args.tune:
         res = tune_replay(scorer, impute_groups=args.impute_groups, **json.loads(args.tune))
