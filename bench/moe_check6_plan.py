@@ -10,6 +10,14 @@ default, the naive fix, the third pass's picks) plus
   the num_stages question of item 4.
 
     python bench/moe_check6_plan.py finals6.json rows_0.02_0.02.json   # rewrites finals6.json
+
+The second call's plan (``--second``, on check 6's plan): the sweep timed burst alone, so the
+steady-state best may lie outside its 4 fastest; at every power-capped point (``--points``) the
+GROUP_SIZE_M and num_warps neighbours of the held-out pick, the bundled pick, vLLM's default and
+the sweep's fastest that fit sm_89 (roles ``nb_<i>``, at most ``--per-point``), and DeepSeek-V3
+first (the held-out miss: it ran last, where a deadline cuts).
+
+    python bench/moe_check6_plan.py --second plan6.json plan7.json --points a:M,b:M
 """
 
 from __future__ import annotations
@@ -49,8 +57,45 @@ def extend(plan: dict, rows: list[dict]) -> int:
     return added
 
 
+def add_neighbours(plan: dict, points: set, per_point: int = 6) -> int:
+    by_name = {c.name: c for c in combos()}
+    added = 0
+    for pt in plan["points"]:
+        if (pt["combo"], pt["M"]) not in points:
+            continue
+        have = {json.dumps(c, sort_keys=True) for c in pt["roles"].values()}
+        new = []
+        # GROUP_SIZE_M neighbours first (same warps), then the other num_warps
+        for other_warps in (False, True):
+            for role in ("fixer_loso", "fixer", "vllm_default", "sweep_0"):
+                base = pt["roles"].get(role)
+                if base is None:
+                    continue
+                for g in ((base["GROUP_SIZE_M"],) if other_warps else (1, 16, 32, 64)):
+                    w = 12 - base["num_warps"] if other_warps else base["num_warps"]
+                    c = dict(base, GROUP_SIZE_M=g, num_warps=w)
+                    k = json.dumps(c, sort_keys=True)
+                    if k not in have and fits(by_name[pt["combo"]], c):
+                        have.add(k)
+                        new.append(c)
+        for i, c in enumerate(new[:per_point]):
+            pt["roles"][f"nb_{i}"] = c
+            added += 1
+    plan["points"].sort(key=lambda p: not p["combo"].startswith("deepseek"))
+    return added
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--second":
+        plan = json.loads(Path(argv[1]).read_text())
+        pts = {(a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1])) for a in argv[4].split(",")}
+        per = int(argv[6]) if len(argv) > 6 and argv[5] == "--per-point" else 6
+        n = add_neighbours(plan, pts, per)
+        Path(argv[2]).write_text(json.dumps(plan, indent=1))
+        distinct = sum(len({json.dumps(c, sort_keys=True) for c in p["roles"].values()}) for p in plan["points"])
+        print(f"{n} neighbours added; {len(plan['points'])} points, {distinct} distinct configs")
+        return 0
     path = Path(argv[0])
     plan = json.loads(path.read_text())
     n = extend(plan, json.loads(Path(argv[1]).read_text()))
