@@ -235,7 +235,8 @@ def _fmt(q: dict) -> str:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     prefix = argv[0] if argv else str(DATA / "h200_moe_check4")
-    r = report(prefix)
+    earlier = tuple(argv[1:]) or ("h200_moe_check3_points.json", "h200_moe_check_points.json")
+    r = report(prefix, earlier=earlier)
     print(f"rounds (same inputs, same run): {_fmt(r['rounds'])}")
     print(f"placement (replicas, same run): {_fmt(r['placement'])}")
     for d, pt, k, s in r["placement_worst"][:6]:

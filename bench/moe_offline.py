@@ -62,8 +62,13 @@ def load_placements(path) -> list[dict]:
     n = max((len(v) for p in points for v in p.get("replica_median_us", {}).values()), default=0)
     if not n:
         return [{(p["combo"], p["M"]): p["median_us"] for p in points}]
-    return [{(p["combo"], p["M"]): {k: v[i] for k, v in p["replica_median_us"].items() if v[i] is not None}
-             for p in points} for i in range(n)]
+    out = [{(p["combo"], p["M"]): {k: v[i] for k, v in p["replica_median_us"].items() if v[i] is not None}
+            for p in points} for i in range(n)]
+    # the steady-state rounds (a long warm-up per timing, power-capped points only) as one more sample
+    steady = {(p["combo"], p["M"]): p["longwarm_median_us"] for p in points if p.get("longwarm_median_us")}
+    if steady and STEADY:
+        out.append(steady)
+    return out
 
 
 # the GPU checks' interleaved rounds (the first final rounds, checks 2, 3 and 4): a pick is scored
@@ -71,8 +76,12 @@ def load_placements(path) -> list[dict]:
 # compared with, as the geometric mean of its speeds there. One run's figures move by up to 7.5 %
 # between runs (its placement of the operands in DRAM, bench/moe_noise.py), so a pick scored by
 # the newest run alone ranks that run's placement; the sweep's screening timings are the fallback
-CHECKS = ("h200_moe_check4_points.json", "h200_moe_check3_points.json", "h200_moe_check_points.json",
-          "h200_moe_final_points.json")
+# Sixth pass: checks 6 and 7 (two more cards, 3 placements each) and the steady-state rounds of
+# checks 4, 6 and 7 join them; ``--pass5`` scores as the fifth pass did (checks 2-4, burst only).
+CHECKS = ("h200_moe_check7_points.json", "h200_moe_check6_points.json", "h200_moe_check4_points.json",
+          "h200_moe_check3_points.json", "h200_moe_check_points.json", "h200_moe_final_points.json")
+CHECKS_PASS5 = CHECKS[2:]
+STEADY = True
 
 
 class Scorer:
@@ -81,7 +90,8 @@ class Scorer:
 
         times, configs = load_configs()
         self.fit = fitting_times(times, configs)
-        self.rounds = [(name.split("_")[2], sample) for name in CHECKS if (DATA / name).exists()
+        self.rounds = [(name.split("_")[2], sample) for name in (CHECKS if STEADY else CHECKS_PASS5)
+                       if (DATA / name).exists()
                        for sample in load_placements(DATA / name)]
         self.finals = load_finals()
         self.gpu = load_sweep()[1]
@@ -399,7 +409,21 @@ def main(argv=None) -> int:
     ap.add_argument("--impute-groups", action="store_true", help="--tune: every GROUP_SIZE_M of the grid is a "
                     "candidate; untimed ones take their GROUP_SIZE_M 1 sibling's time")
     ap.add_argument("--finals", help="write the GPU check's plan here (needs --loso for the fold picks)")
+    ap.add_argument("--trust", type=float, help="DEFAULT_TRUST for the fixer rows and the tuner replay "
+                    "(default: as bundled, tilefit/data/perf_model/fixer.json)")
+    ap.add_argument("--margin", type=float, help="ANCHOR_MARGIN for the fixer rows (default: as bundled)")
+    ap.add_argument("--pass5", action="store_true", help="score as the fifth pass did: checks 2-4, burst "
+                    "timings only (without checks 6-7 and the steady-state rounds)")
     args = ap.parse_args(argv)
+    global STEADY
+    STEADY = not args.pass5
+    import tilefit.fix.planner as planner
+
+    if args.trust is not None:
+        planner.DEFAULT_TRUST = args.trust
+    if args.margin is not None:
+        planner.ANCHOR_MARGIN = args.margin
+    print(f"DEFAULT_TRUST {planner.DEFAULT_TRUST} ANCHOR_MARGIN {planner.ANCHOR_MARGIN}")
     scorer = Scorer()
     if args.tune:
         res = tune_replay(scorer, impute_groups=args.impute_groups, **json.loads(args.tune))

@@ -47,6 +47,7 @@ from tilefit.rules import Planner, fixable_codes
 from tilefit.tables import ConfigTable
 from tilefit.variants import TILE_KEYS, effective_launch, is_int, kernel_variants
 
+from .constants import load as load_constants
 from .edits import EditError, entry_edits
 from .space import ConfigSpace, table_values
 
@@ -67,32 +68,34 @@ GROUP_GAIN = 1e-6
 # shares. A 50 MB table of 270000 entries searched once per key took hours (issue 12).
 LARGE_TABLE_ENTRIES = 512
 BUCKET_BITS = 3
+# The ranking constants are data with provenance (tilefit/data/perf_model/fixer.json, read and
+# validated by tilefit.fix.constants); the names below are what the planner and the tuner's
+# search order (tilefit.tune.runner.model_order) read.
+_CONSTANTS = load_constants()
 # On the file's own device the original entry was measured best by a tuner: a predicted gain
 # over it counts this fraction (in log space).
-TUNED_PRIOR = 0.5
+TUNED_PRIOR = _CONSTANTS.tuned_prior
 # Weight of the file's own device in the ranking (the rest is shared by the targets' families).
-NAMED_WEIGHT = 0.75
+NAMED_WEIGHT = _CONSTANTS.named_weight
 # Relative cost of each edit beyond the nearest layer of fitting configs.
-EDIT_PENALTY = 0.01
+EDIT_PENALTY = _CONSTANTS.edit_penalty
 # A trust region around the engine's own default for the batch size (vLLM's get_default_config):
 # each edit step away from it costs this much, scaled by the share of the default's predicted
 # time that is DRAM time. Memory-bound configs sit on one roofline, where the model ranks
 # neighbours of a config well (one more stage, a narrower tile) but not configs far apart, and the
 # engine's hand-tuned rule is a good place to start; compute-bound ones it ranks well, so the
 # region widens as the DRAM share falls. Chosen by leave-one-shape-out on the H200 measurements of
-# four MoE shapes together with ANCHOR_MARGIN (bench/moe_offline.py --loso, grid 0.01-0.05: the
-# folds pick 0.015-0.03 on the other three shapes; all four together 0.03). Where the engine has
-# no default, each edit beyond the nearest fitting layer costs EDIT_PENALTY instead.
-DEFAULT_TRUST = 0.03
+# four MoE shapes together with ANCHOR_MARGIN (bench/moe_offline.py --loso; the data file says
+# which run). Where the engine has no default, each edit beyond the nearest fitting layer costs
+# EDIT_PENALTY instead.
+DEFAULT_TRUST = _CONSTANTS.default_trust
 # The anchors: the engine's own default for the batch size and the naive fix (the tuned entry with
 # fewer stages). A searched config replaces the faster-predicted anchor only when the model
 # predicts it faster by more than this (in log space): below that the gain is inside the model's
 # own error between two configs near the top (its held-out rank loss on the H200 sweep is
 # 0.01-0.02 in log time), and the anchor is the config a person or a tuner already chose.
-# Chosen by leave-one-shape-out on the H200 measurements of four MoE shapes (bench/moe_offline.py
-# --loso with --margins 0,0.01-0.04: every fold and all four shapes take 0.01; 0.01-0.04 score the
-# same on the four shapes at DEFAULT_TRUST 0.03, ties go to the smallest).
-ANCHOR_MARGIN = 0.01
+# Chosen with DEFAULT_TRUST (the data file says which run).
+ANCHOR_MARGIN = _CONSTANTS.anchor_margin
 
 
 def freeze(entry: Mapping) -> tuple:
