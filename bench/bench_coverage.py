@@ -88,6 +88,12 @@ def reach(tree: Path, scenario_names, target: str, show_sites: bool) -> dict:
     accepts = inspect.signature(build_scenario_sites).parameters
     extra = (_capabilities(classes),) if "capabilities" in accepts else ()
     if "devices" in accepts:  # the targets' devices: a MoE scenario binds their fused-MoE configs
+        try:  # the doctor's lookup, wired in as tilefit.cli wires it
+            from tilefit.doctor.moeconfigs import install
+        except ImportError:  # a revision from before the lookup was passed in
+            pass
+        else:
+            install()
         extra += (tuple(d for c in classes for d in c.devices),)
     sites = build_scenario_sites(project, scenarios, "cuda", *extra)
     ev = CallsiteEvaluator(project, kernels={}, mode="exact", allow_import=False, estimator=None, scenarios=scenarios,

@@ -15,6 +15,7 @@ import importlib.util
 import click
 
 from . import __version__
+from .callsites.moeconfigs import use_engine_lookup
 
 # command name -> (module under tilefit.commands, attribute, one-line help)
 COMMANDS = {
@@ -65,6 +66,17 @@ def cli() -> None:
     tilefit devices                             the device database
     tilefit rule SMEM001                        a rule's documentation
     """
+
+
+def _moe_launch_configs(engine: str, root: str, facts: tuple, devices: tuple) -> tuple:
+    """The doctor's fused-MoE config lookup, imported when a call-site scenario first asks."""
+    from .doctor.moeconfigs import launch_configs
+
+    return launch_configs(engine, root, facts, devices)
+
+
+# The composition root wires the doctor's lookup into the call-site layer, which sits below it.
+use_engine_lookup(_moe_launch_configs)
 
 
 def main() -> None:

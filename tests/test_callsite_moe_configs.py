@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tilefit.api import load_devices, resolve_targets
 from tilefit.callsites.project import Project
 from tilefit.callsites.scenarios import resolve
@@ -24,6 +26,29 @@ from tilefit.fix.defaults import vllm_default_config
 ROOT = Path(__file__).parent / "fixtures" / "callsites" / "moe"
 LAUNCHER = ROOT / "vllm" / "model_executor" / "layers" / "fused_moe" / "fused_moe.py"
 TILES = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "SPLIT_K")
+
+
+@pytest.fixture(autouse=True)
+def _engine_lookup():
+    """The doctor's lookup wired in as ``tilefit.cli`` wires it (this module calls the layer directly)."""
+    from tilefit.callsites.moeconfigs import use_engine_lookup
+    from tilefit.doctor.moeconfigs import install
+
+    install()
+    yield
+    use_engine_lookup(None)
+    install()
+
+
+def test_without_a_lookup_config_dicts_stay_unbound():
+    from tilefit.callsites.moeconfigs import use_engine_lookup
+
+    use_engine_lookup(None)
+    devices = tuple(resolve_targets(load_devices(Settings(), ()), ["rtx4090"]))
+    sites = build_scenario_sites(Project.scan([str(LAUNCHER)]), resolve(["mixtral-8x7b"]), "cuda",
+                                 frozenset({89}), devices)
+    found = [s for s in sites.launches if s.kernel.name == "moe_gemm_kernel"]
+    assert found and not any("MoE config" in str(i) for s in found for i in s.instances)
 
 
 def _instances(scenario, target):
