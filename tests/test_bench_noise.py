@@ -52,7 +52,12 @@ def test_replica_medians_are_the_raw_timings_medians(bench):
 def test_each_replica_is_a_placement_sample_and_picks_pool_over_them(bench):
     _, moe_offline = bench
     samples = moe_offline.load_placements(DATA / "h200_moe_check4_points.json")
-    assert len(samples) == 3
+    # three replicas (every point) and the steady-state rounds (a long warm-up; power-capped points only)
+    assert len(samples) == 4
+    points = json.loads((DATA / "h200_moe_check4_points.json").read_text())
+    assert all(len(s) == len(points) for s in samples[:3])
+    steady = {(p["combo"], p["M"]) for p in points if p.get("longwarm_median_us")}
+    assert steady and set(samples[3]) == steady and len(steady) < len(points)
     assert len(moe_offline.load_placements(DATA / "h200_moe_check3_points.json")) == 1
     scorer = moe_offline.Scorer()
     # the DeepSeek M=64 default that check 3 alone measured 0.92: pooled with checks 2 and 4

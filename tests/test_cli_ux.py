@@ -211,10 +211,13 @@ def test_write_json_puts_one_row_per_line_in_the_indented_document():
     assert out.getvalue() == "[\n" + ",\n".join("  " + json.dumps(r) for r in rows) + "\n]\n"
 
 
-MI455X_GEMM = "N=4096,K=2048,device_name=AMD_Instinct_MI455X,dtype=fp8_w8a8,block_shape=[128, 128].json"
+# a kernel family of our own with no closed form at all (tests/kernels/tiny_gemm): auto compiles
+# its entries (every bundled family now has calibrated forms where the corpus touches it)
+TINY = Path(__file__).parent / "kernels" / "tiny_gemm"
+TINY_TABLE = "tiny_gemm,N=4096,K=4096,device_name=NVIDIA_GB10,dtype=fp16.json"
 
 
-def test_a_run_that_compiles_deferred_points_shows_one_bar(cli, monkeypatch, tmp_path, corpus):
+def test_a_run_that_compiles_deferred_points_shows_one_bar(cli, monkeypatch, tmp_path, request):
     """``--estimator auto`` compiles what no proven form answers between two passes over the
     files: files, compiles and files again are phases of one bar on one line (there were two
     progress classes, and a second bar under the first)."""
@@ -225,12 +228,16 @@ def test_a_run_that_compiles_deferred_points_shows_one_bar(cli, monkeypatch, tmp
         def isatty(self):
             return True
 
-    # SGLang's MI455X block-GEMM table, its last entry: gfx1250 has no arch family in the model
-    # (no closed form at all), so the run compiles (gfx942 has calibrated forms since issue 17)
-    src = json.loads((corpus / "sglang-0.5.23/sglang/kernels/ops/gemm/configs" / MI455X_GEMM).read_text())
-    key = list(src)[-1]
+    from tilefit import kernels
+
+    folder = tmp_path / "families" / "tiny_gemm"
+    shutil.copytree(TINY, folder)
+    entry = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "num_warps": 4, "num_stages": 2}
     (tmp_path / "t").mkdir()
-    (tmp_path / "t" / MI455X_GEMM).write_text(json.dumps({key: src[key]}, indent=4) + "\n")
+    (tmp_path / "t" / TINY_TABLE).write_text(json.dumps({"1": entry}, indent=4) + "\n")
+    registered = kernels.registered(folder.parent)
+    registered.__enter__()
+    request.addfinalizer(lambda: registered.__exit__(None, None, None))
     stream = Tty()
     made = []
 
