@@ -360,13 +360,14 @@ class FixPlanner:
     def _fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
         if not in_domain(ctx.meta.family, entry):  # no estimate is no fit (a table's 2**1100 block)
             return False
+        # The answer is the same in any order; the cheap thread checks go first and the shared
+        # memory of the tightest limit next, so a config that does not fit costs fewer estimates.
         for g in ctx.groups:
             if g.max_threads is not None:
                 warps, _ = effective_launch(entry, g.vendor)
                 if not is_int(warps) or warps > g.max_threads:
                     return False
-            if g.limit is None:
-                continue
+        for g in ctx.by_limit:
             need = self.need(ctx.meta, entry, g.arch, g.vendor)
             if need is not None and need + self.margin > g.limit:
                 return False
@@ -719,6 +720,15 @@ class _TableContext:
     naive: Mapping | None = None  # the naive fix of the entry being planned
     bucketed: bool = False  # plan per batch-size bucket (a table of over LARGE_TABLE_ENTRIES entries)
     _shapes: dict = field(default_factory=dict)
+
+    @property
+    def by_limit(self) -> tuple[FitGroup, ...]:
+        """The groups with a shared-memory limit, tightest first (the fit check's order)."""
+        hit = self.__dict__.get("_by_limit")
+        if hit is None:
+            hit = tuple(sorted((g for g in self.groups if g.limit is not None), key=lambda g: g.limit))
+            self.__dict__["_by_limit"] = hit
+        return hit
 
     def shape(self, key: str, M: int | None):
         if M is None:
