@@ -1,8 +1,9 @@
 """JSON Schema validation of device and group files, with one-line error messages.
 
-jsonschema is imported on first use only, so importing :mod:`tilefit.device_db` and loading a
-database whose validation is cached (see :mod:`.cache`) never pays for it. Validators are
-compiled once per schema per process.
+Each instance is first put to the compiled yes/no test of :mod:`.fastschema`; only one it
+rejects (or a schema it cannot compile) goes to jsonschema, for the message. jsonschema is
+imported on first use only, so loading a valid database -- cached (see :mod:`.cache`) or not --
+never pays for it. Validators are compiled once per schema per process.
 """
 
 from __future__ import annotations
@@ -25,8 +26,22 @@ def _validator(schema_text: bytes) -> Any:
     return Draft202012Validator(schema)
 
 
+@lru_cache(maxsize=8)
+def _fast(schema_text: bytes) -> Any:
+    """The schema's compiled validity test, None when it uses a keyword :mod:`.fastschema` lacks."""
+    from .fastschema import Unsupported, compile_schema
+
+    try:
+        return compile_schema(json.loads(schema_text))
+    except Unsupported:
+        return None
+
+
 def first_error(schema_text: bytes, instance: Any) -> tuple[str, str] | None:
     """The most relevant violation as ``(json_path, message)``, or None if ``instance`` is valid."""
+    fast = _fast(schema_text)
+    if fast is not None and fast(instance):
+        return None
     from jsonschema.exceptions import best_match
 
     error = best_match(_validator(schema_text).iter_errors(instance))

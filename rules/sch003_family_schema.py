@@ -33,9 +33,9 @@ def _validator(family: str):
 
 @lru_cache(maxsize=None)
 def _fast_check(family: str):
-    """The schema's compiled validity test (:mod:`tilefit.fastschema`), None when it uses a
+    """The schema's compiled validity test (:mod:`tilefit.device_db.fastschema`), None when it uses a
     keyword that test does not compile (then ``jsonschema`` alone decides)."""
-    from tilefit.fastschema import Unsupported, compile_schema
+    from tilefit.device_db.fastschema import Unsupported, compile_schema
 
     try:
         return compile_schema(json.loads(_schema_bytes(family)))

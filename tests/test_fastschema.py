@@ -1,4 +1,4 @@
-"""The compiled validity test SCH003 asks first (:mod:`tilefit.fastschema`) gives jsonschema's
+"""The compiled validity test SCH003 asks first (:mod:`tilefit.device_db.fastschema`) gives jsonschema's
 verdict: on every corpus table of a family with a schema, and on seeded mutations of them."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from tilefit.families import OTHER_FAMILIES, classify
-from tilefit.fastschema import Unsupported, compile_schema, json_equal
+from tilefit.device_db.fastschema import Unsupported, compile_schema, json_equal
 from tilefit.rules.sch003_family_schema import _fast_check, _schema_bytes
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
@@ -101,3 +101,40 @@ def test_recursive_refs_compile():
                                "additionalProperties": False}}, "$ref": "#/$defs/node"}
     check = compile_schema(tree)
     assert check({"kids": [{"kids": []}]}) and not check({"kids": [{"kid": []}]})
+
+
+DEVICE_DB = Path(__file__).resolve().parents[1] / "device_db"
+
+
+def test_device_database_verdicts_match_jsonschema():
+    """The device database validates its bundled files with the fast test first: on every bundled
+    device record and the groups file, and on seeded mutations of them, it gives jsonschema's verdict
+    (the device schema uses prefixItems/maxItems/maxLength, the groups schema oneOf)."""
+    rng = random.Random(11)
+    seen = {True: 0, False: 0}
+    cases = []
+    for schema_name, files in (("schema.json", sorted((DEVICE_DB / "devices").glob("*.json"))),
+                               ("groups.schema.json", [DEVICE_DB / "groups.json"])):
+        schema = json.loads((DEVICE_DB / schema_name).read_text())
+        for path in files:
+            doc = json.loads(path.read_text())
+            for rec in (doc if isinstance(doc, list) and schema_name == "schema.json" else [doc]):
+                cases.append((schema, rec))
+    assert len(cases) > 50
+    for schema, rec in cases:
+        fast, slow = compile_schema(schema), Draft202012Validator(schema)
+        n = 8 if len(cases) < 400 else 3
+        for case in [rec] + [mutate(rec, rng) for _ in range(n)]:
+            want = slow.is_valid(case)
+            assert fast(case) == want, json.dumps(case)[:300]
+            seen[want] += 1
+    assert seen[True] > 50 and seen[False] > 50
+
+
+def test_prefix_items_max_items_max_length_one_of():
+    cc = compile_schema({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                         "items": {"type": "null"}, "maxItems": 3})
+    assert cc([1, "a"]) and cc([1, "a", None]) and not cc([1, 2]) and not cc([1, "a", 3]) and not cc([1, "a", None, None])
+    assert compile_schema({"maxLength": 2})("ab") and not compile_schema({"maxLength": 2})("abc")
+    one = compile_schema({"oneOf": [{"type": "integer"}, {"type": "number"}]})
+    assert one(1.5) and not one(1) and not one("x")

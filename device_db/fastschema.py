@@ -1,7 +1,8 @@
 """A fast yes/no JSON Schema (2020-12) validity test for the keywords tilefit's family schemas use.
 
 SCH003 validates the tables of the config families tilefit does not model (LoRA plans, mamba,
-Helion, ...) against their schemas. ``jsonschema`` builds a validator object per node and
+Helion, ...) against their schemas, and the device database its bundled device and group files
+(a cold run -- nothing in the validity cache -- spent half a second in ``jsonschema`` there). ``jsonschema`` builds a validator object per node and
 resolves each ``$ref`` through ``referencing``: on the corpus that was a third of a cold check
 (the LoRA plan tables alone, 190 KB, took over a second). Nearly every table is valid, so the
 question asked first is only "valid?": :func:`compile_schema` turns a schema into nested
@@ -142,7 +143,13 @@ class _Compiler:
             return lambda x: not isinstance(x, dict) or len(x) >= v
         if key == "items":
             sub = self.compile(v)
-            return lambda x: not isinstance(x, list) or all(sub(i) for i in x)
+            skip = len(s.get("prefixItems") or ())  # 2020-12: items judges what prefixItems leaves
+            return lambda x: not isinstance(x, list) or all(sub(i) for i in x[skip:])
+        if key == "prefixItems":
+            subs = [self.compile(i) for i in v]
+            return lambda x: not isinstance(x, list) or all(c(i) for c, i in zip(subs, x))
+        if key == "maxItems":
+            return lambda x: not isinstance(x, list) or len(x) <= v
         if key == "minItems":
             return lambda x: not isinstance(x, list) or len(x) >= v
         if key == "uniqueItems":
@@ -181,12 +188,17 @@ class _Compiler:
             return lambda x: not isinstance(x, str) or rx.search(x) is not None
         if key == "minLength":
             return lambda x: not isinstance(x, str) or len(x) >= v
+        if key == "maxLength":
+            return lambda x: not isinstance(x, str) or len(x) <= v
         if key == "not":
             sub = self.compile(v)
             return lambda x: not sub(x)
         if key == "allOf":
             subs = [self.compile(i) for i in v]
             return lambda x: all(c(x) for c in subs)
+        if key == "oneOf":
+            subs = [self.compile(i) for i in v]
+            return lambda x: sum(1 for c in subs if c(x)) == 1
         if key == "anyOf":
             subs = [self.compile(i) for i in v]
             return lambda x: any(c(x) for c in subs)
