@@ -337,11 +337,12 @@ def vocabulary() -> frozenset:
 @lru_cache(maxsize=None)
 def names_table() -> dict:
     """:data:`NAMES`, validated against its schema (a malformed shipped file is a bug: it raises)."""
-    import jsonschema
+    from tilefit.device_db.validation import first_error
 
     data = json.loads(NAMES.read_text(encoding="utf-8"))
-    schema = json.loads(NAMES.with_name("names.schema.json").read_text(encoding="utf-8"))
-    jsonschema.Draft202012Validator(schema).validate(data)
+    error = first_error(NAMES.with_name("names.schema.json").read_bytes(), data)
+    if error is not None:
+        raise ValueError(f"{NAMES}: {error[0]}: {error[1]}")
     seen: dict[str, str] = {}
     for dim, entry in data["dimensions"].items():
         for ident in entry["names"]:
