@@ -46,3 +46,20 @@ def test_check_reports_the_stopped_site_as_est002_with_the_reason():
     assert time.monotonic() - t0 < 60
     notes = [d.message for d in result.diagnostics if d.code == "EST002"]
     assert any("bounded evaluation" in m and "BLOCK" in m for m in notes), notes
+
+
+def test_a_chain_of_dict_methods_on_a_run_time_object_is_evaluated_once_per_link(tmp_path):
+    """``cfg.get(..).get(..)`` on a receiver that is not a static dict: each link's receiver is
+    evaluated once (it used to be evaluated for the dict-method check and again as the callee, 2**n
+    steps for n links, so a 40-link chain ran out of budget instead of saying why it is unknown)."""
+    chain = "cfg" + '.get("k")' * 40
+    (tmp_path / "chain.py").write_text(
+        "import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def k(x_ptr, BLOCK: tl.constexpr):\n    tl.store(x_ptr + tl.arange(0, BLOCK), 0)\n\n\n"
+        f"def launch(x, cfg):\n    k[(1,)](x, BLOCK={chain}, num_warps=4, num_stages=2)\n")
+    project = Project.scan([str(tmp_path / "chain.py")])
+    (site,) = build_sites(project).launches
+    values = [v for inst in site.instances for _, v in branches(inst.args["BLOCK"])]
+    assert values and all(isinstance(v, Unknown) for v in values), values
+    assert not any("bounded evaluation" in v.reason for v in values), values
+    assert project.evaluator._steps < 2000, project.evaluator._steps

@@ -891,24 +891,7 @@ class Evaluator:
                                "computed at run time)")
             return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
         if isinstance(node, ast.Attribute):
-            folded = self.platform(node, frame)
-            if folded is not None:
-                return folded
-            if isinstance(node.value, ast.Name):
-                typed = self._dtype_attribute(node.value.id, node.attr, frame)
-                if typed is not None:
-                    return typed
-            base = self._expr(frame, node.value)
-            if isinstance(base, Ref) and base.kind == "module":
-                return self.global_name(base.target, node.attr, frame.depth + 1)
-            if isinstance(base, Ref) and base.kind == "class":  # `KVQuantMode.NONE`: a member of literal value
-                return self._class_attr(base, node.attr, frame)
-            if isinstance(base, Ref) and base.kind == "triton":
-                return Ref("triton", f"{base.target}.{node.attr}")
-            out = Unknown(f"`{self.seg(m, node)}` is computed at run time")
-            if self.scenario is not None and not isinstance(base, Ref):  # `self.page_size`, `layer.num_heads`
-                return self._dimension(node.attr, out)
-            return out
+            return self._attribute(frame, node)
         if isinstance(node, ast.Call):
             folded = self.platform(node, frame)
             if folded is not None:
@@ -926,6 +909,29 @@ class Evaluator:
         if isinstance(node, ast.JoinedStr):
             return Unknown("an f-string")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _attribute(self, frame: Frame, node: ast.Attribute, base: Val | None = None) -> Val:
+        """``x.attr``; ``base`` is ``x``'s value when the caller has it already (a call's receiver)."""
+        m = frame.module
+        folded = self.platform(node, frame)
+        if folded is not None:
+            return folded
+        if isinstance(node.value, ast.Name):
+            typed = self._dtype_attribute(node.value.id, node.attr, frame)
+            if typed is not None:
+                return typed
+        if base is None:
+            base = self._expr(frame, node.value)
+        if isinstance(base, Ref) and base.kind == "module":
+            return self.global_name(base.target, node.attr, frame.depth + 1)
+        if isinstance(base, Ref) and base.kind == "class":  # `KVQuantMode.NONE`: a member of literal value
+            return self._class_attr(base, node.attr, frame)
+        if isinstance(base, Ref) and base.kind == "triton":
+            return Ref("triton", f"{base.target}.{node.attr}")
+        out = Unknown(f"`{self.seg(m, node)}` is computed at run time")
+        if self.scenario is not None and not isinstance(base, Ref):  # `self.page_size`, `layer.num_heads`
+            return self._dimension(node.attr, out)
+        return out
 
     def _scenario_expression(self, frame: Frame, node: ast.expr) -> tuple[bool, Any]:
         """The scenario's value of a shape read (``q.shape[1]``), or of the caller's tensor the
@@ -1083,8 +1089,18 @@ class Evaluator:
 
     def _call(self, frame: Frame, node: ast.Call) -> Val:
         m = frame.module
-        callee = self._expr(frame, node.func) if not isinstance(node.func, ast.Name) or \
-            node.func.id not in _BUILTINS else None
+        receiver = None
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("copy", "pop", "get") and \
+                not any(isinstance(a, ast.Starred) for a in node.args) and not node.keywords:
+            receiver = self._expr(frame, node.func.value)  # once: the dict method and the callee share it
+            got = self._dict_method(frame, node, receiver)
+            if got is not None:
+                return got
+        if receiver is not None:
+            callee = self._attribute(frame, node.func, receiver)  # type: ignore[arg-type]
+        else:
+            callee = self._expr(frame, node.func) if not isinstance(node.func, ast.Name) or \
+                node.func.id not in _BUILTINS else None
         fname = None
         if isinstance(callee, Ref) and callee.kind == "triton":
             fname = "triton." + str(callee.target).rsplit(".", 1)[-1]
@@ -1092,11 +1108,6 @@ class Evaluator:
             fname = node.func.id  # type: ignore[union-attr]
         if fname == "triton.Config":
             return self._config(frame, node)
-        if isinstance(node.func, ast.Attribute) and node.func.attr in ("copy", "pop", "get") and \
-                not any(isinstance(a, ast.Starred) for a in node.args) and not node.keywords:
-            got = self._dict_method(frame, node)
-            if got is not None:
-                return got
         args = [self._expr(frame, a) for a in node.args if not isinstance(a, ast.Starred)]
         if any(isinstance(a, ast.Starred) for a in node.args):
             return Unknown(f"`{self.seg(m, node)}` unpacks arguments at run time")
@@ -1115,11 +1126,10 @@ class Evaluator:
             return Unknown(f"`{self.seg(m, node)}` is computed at run time")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
 
-    def _dict_method(self, frame: Frame, node: ast.Call) -> Val | None:
+    def _dict_method(self, frame: Frame, node: ast.Call, base: Val) -> Val | None:
         """``d.copy()``, ``d.pop(k[, default])``, ``d.get(k[, default])`` of a static dict (or of
-        one of several: per branch); None when ``d`` is not one."""
+        one of several: per branch), ``base`` being ``d``'s value; None when ``d`` is not one."""
         attr = node.func.attr  # type: ignore[union-attr]
-        base = self._expr(frame, node.func.value)  # type: ignore[union-attr]
         arms = list(branches(base))
         if not arms or not all(isinstance(v, DictVal) for _, v in arms):
             return None
