@@ -98,9 +98,12 @@ def _scenario_key(s) -> list:
 
 
 def config_key(run_key: str, options) -> str:
-    """The run key with the call-site options that change results."""
+    """The run key with the call-site options that change results (and the MoE config lookup the
+    application installed: without it ``config`` dicts stay unbound)."""
+    from tilefit.callsites.moeconfigs import lookup_name
+
     parts = {"run": run_key, "kernels": options.kernels, "coverage": bool(options.coverage),
-             "scenarios": [_scenario_key(s) for s in options.scenarios]}
+             "scenarios": [_scenario_key(s) for s in options.scenarios], "moe_lookup": lookup_name()}
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=repr).encode()).hexdigest()[:32]
 
 

@@ -118,3 +118,18 @@ def test_a_dense_scenario_does_not_judge_the_moe_launch():
     insts = _instances("all", "h100")
     assert insts and not any("llama-gqa-128" in i.label for i in insts)
     assert all("MoE config M=" in i.label for i in insts)
+
+
+def test_the_call_site_result_cache_keys_on_the_installed_lookup():
+    """A run without the lookup (a direct api user who did not install it) leaves ``config``
+    unbound; it must not be served the record of a run with it, nor the other way round."""
+    from tilefit import callsiteresults
+    from tilefit.callsites.moeconfigs import lookup_name, use_engine_lookup
+    from tilefit.callsites.options import CallsiteOptions
+
+    options = CallsiteOptions(scenarios=resolve(["mixtral-8x7b"]))
+    with_lookup = callsiteresults.config_key("run", options)
+    assert lookup_name() == "tilefit.doctor.moeconfigs.launch_configs"
+    use_engine_lookup(None)
+    assert lookup_name() is None
+    assert callsiteresults.config_key("run", options) != with_lookup

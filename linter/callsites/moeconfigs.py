@@ -62,6 +62,14 @@ def use_engine_lookup(lookup: Callable[[str, str, tuple, tuple], tuple] | None) 
     _LOOKUP = lookup
 
 
+def lookup_name() -> str | None:
+    """The installed lookup's qualified name (None without one): results computed with and
+    without it differ, so the call-site result cache keys on it."""
+    if _LOOKUP is None:
+        return None
+    return f"{getattr(_LOOKUP, '__module__', '?')}.{getattr(_LOOKUP, '__qualname__', repr(_LOOKUP))}"
+
+
 def config_arms(scenario, path: str, name: str, devices) -> Any:
     """The :class:`~.values.Arms` of the configs ``name`` holds in the fused-MoE module at ``path``
     under ``scenario`` on ``devices``; None when none applies (not a config name or module, no
