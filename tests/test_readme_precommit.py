@@ -25,7 +25,9 @@ def readme_precommit_config() -> str:
 def test_readme_precommit_snippet_works_as_written(git_env, corpus):
     import yaml
 
-    pre_commit = shutil.which("pre-commit") or shutil.which("pre-commit", path=str(Path(sys.executable).parent))
+    # this environment's pre-commit first: another one on PATH (a pyenv shim) puts its own bin
+    # folder first on the hook's PATH, and the hook would run that environment's tilefit
+    pre_commit = shutil.which("pre-commit", path=str(Path(sys.executable).parent)) or shutil.which("pre-commit")
     if pre_commit is None:
         pytest.skip("pre-commit is not installed")
     config = readme_precommit_config()
