@@ -18,6 +18,19 @@ the sweep's fastest that fit sm_89 (roles ``nb_<i>``, at most ``--per-point``), 
 first (the held-out miss: it ran last, where a deadline cuts).
 
     python bench/moe_check6_plan.py --second plan6.json plan7.json --points a:M,b:M
+
+The next check's plan (``--next``, on an earlier check's plan; check 8 of the seventh pass): the
+points and the sweep's 4 fastest of ``base``, roles whose name starts with a ``--drop`` prefix
+removed (earlier passes' picks and experiments), the named roles replaced from fixer rows
+(``--roles fixer=rows.json,fixer_loso=loso.json``: a ``moe_offline.py --json`` file, or a
+``--loso-json`` file whose folds' rows are taken), every distinct pick of a ``moe_offline.py
+--settings-json`` grid (roles ``grid_<i>``, so the offline choice of the constants is scored on
+interleaved timings of one card, not on the sweep's screening), and at every point the
+``--robust`` configs best in the *worst* run that timed them (roles ``robust_<i>``; the pooled
+scorer's data, ``moe_offline.Scorer``).
+
+    python bench/moe_check6_plan.py --next plan7.json plan8.json --drop fixer_pass3,tune_pass3,nb_,stages_,fixer_c02 \
+        --roles fixer=rows.json,fixer_loso=loso.json --settings settings.json --robust 2
 """
 
 from __future__ import annotations
@@ -85,8 +98,92 @@ def add_neighbours(plan: dict, points: set, per_point: int = 6) -> int:
     return added
 
 
+def _rows(path: str) -> list[dict]:
+    data = json.loads(Path(path).read_text())
+    if isinstance(data, dict) and "folds" in data:
+        return [r for f in data["folds"].values() for r in f["rows"]]
+    return data
+
+
+def robust_configs(n: int) -> dict:
+    """(combo, M) -> the ``n`` configs with the best speed in the worst run that timed them
+    (runs that timed the point's fastest config), from the pooled GPU checks."""
+    import math
+    import statistics
+
+    import moe_offline as mo
+
+    scorer = mo.Scorer()
+    out = {}
+    for key in {k for _, rounds in scorer.rounds for k in rounds}:
+        per: dict = {}
+        for src, rounds in scorer.rounds:
+            fin = rounds.get(key)
+            if not fin:
+                continue
+            best = min(fin.values())
+            for k, v in fin.items():
+                per.setdefault(k, {}).setdefault(src, []).append(math.log(best / v))
+        runs = {src for d in per.values() for src in d}
+        # only configs every run of the point timed (a config one run timed is not tested across cards)
+        full = [(min(statistics.mean(v) for v in d.values()), k) for k, d in per.items() if set(d) == runs]
+        out[key] = [k for _, k in sorted(full, reverse=True)[:n]]
+    return out
+
+
+def next_plan(plan: dict, drop=(), roles=None, settings=None, robust: int = 0) -> dict:
+    by_key = {}
+    for role, path in (roles or {}).items():
+        for r in _rows(path):
+            by_key.setdefault((r["combo"], r["M"]), {})[role] = cfg(r["fixer"])
+    grid: dict = {}
+    if settings:
+        for rows in json.loads(Path(settings).read_text()).values():
+            for r in rows:
+                grid.setdefault((r["combo"], r["M"]), []).append(r["fixer"])
+    best = robust_configs(robust) if robust else {}
+    stats = {"points": 0, "configs": 0, "grid": 0, "robust": 0}
+    for pt in plan["points"]:
+        key = (pt["combo"], pt["M"])
+        pt["roles"] = {r: c for r, c in pt["roles"].items() if not any(r.startswith(d) for d in drop if d)}
+        pt["roles"].update(by_key.get(key, {}))
+        have = {json.dumps(c, sort_keys=True) for c in pt["roles"].values()}
+        for tag, keys in (("grid", grid.get(key, [])), ("robust", best.get(key, []))):
+            i = 0
+            for k in dict.fromkeys(keys):
+                c = cfg(k)
+                j = json.dumps(c, sort_keys=True)
+                if j not in have:
+                    have.add(j)
+                    pt["roles"][f"{tag}_{i}"] = c
+                    i += 1
+                    stats[tag] += 1
+        stats["points"] += 1
+        stats["configs"] += len(have)
+    plan.pop("tune", None)
+    return stats
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--next":
+        import argparse
+        import gzip
+
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--next", nargs=2, metavar=("BASE", "OUT"))
+        ap.add_argument("--drop", default="")
+        ap.add_argument("--roles", default="")
+        ap.add_argument("--settings")
+        ap.add_argument("--robust", type=int, default=0)
+        a = ap.parse_args(argv)
+        base = Path(a.next[0])
+        plan = json.loads(gzip.open(base, "rt").read() if base.suffix == ".gz" else base.read_text())
+        roles = dict(x.split("=", 1) for x in a.roles.split(",") if x)
+        stats = next_plan(plan, a.drop.split(","), roles, a.settings, a.robust)
+        Path(a.next[1]).write_text(json.dumps(plan, indent=1))
+        print(json.dumps(stats))
+        return 0
     if argv and argv[0] == "--second":
         plan = json.loads(Path(argv[1]).read_text())
         pts = {(a.rsplit(":", 1)[0], int(a.rsplit(":", 1)[1])) for a in argv[4].split(",")}

@@ -15,6 +15,8 @@ Noise: per config, (max - min) / median of its 3 rounds.
     python bench/moe_results.py --check6     # the sixth's: burst (replicas) and steady state, the targets (h200_moe_check6_*)
     python bench/moe_results.py --check7     # the seventh's (a second lease; steady-state neighbours at the power-capped points)
     python bench/moe_results.py --pooled67   # the sixth and seventh pooled (6 placement samples, 2 steady-state runs)
+    python bench/moe_results.py --check8     # the seventh pass's check (a third lease; every pick of the constants' grid)
+    # checks 6-8 pooled, held out with check 8 in the fit: bench/moe_offline.py --loso ... (its scorer pools every run)
 """
 
 from __future__ import annotations
@@ -344,7 +346,7 @@ def pool(runs: list[list[dict]]) -> list[dict]:
     return out
 
 
-def check6(names=("h200_moe_check6",)) -> int:
+def check6(names=("h200_moe_check6",), alt: str = "fixer_c02") -> int:
     """The sixth check (``h200_moe_check6_*``): every config on 3 placements in 3 interleaved
     rounds (burst timings, 10 ms warm-up), and at the power-capped points 3 more rounds with a
     250 ms warm-up per timing (steady state); speeds against the fastest config that fits sm_89.
@@ -357,7 +359,8 @@ def check6(names=("h200_moe_check6",)) -> int:
     points = pool(runs) if len(runs) > 1 else runs[0]
     print(f"runs: {', '.join(names)}\n")
     for n in names:
-        r = moe_noise.report(str(DATA / n), earlier=("h200_moe_check4_points.json", "h200_moe_check6_points.json"))
+        r = moe_noise.report(str(DATA / n), earlier=("h200_moe_check4_points.json", "h200_moe_check6_points.json",
+                                                     "h200_moe_check7_points.json"))
         print(f"{n}: rounds (same inputs): {moe_noise._fmt(r['rounds'])}  \nplacement (replicas): "
               f"{moe_noise._fmt(r['placement'])}  \n" + "".join(
                   f"runs (vs {e}): {moe_noise._fmt(v['spread'])}  \n" for e, v in r["runs"].items()
@@ -375,7 +378,7 @@ def check6(names=("h200_moe_check6",)) -> int:
         ro = p["roles"]
         print(f"| {p['combo']} | {p['M']} | {min(p['median_us'].values()):.1f} | {ro['fixer_loso']} | "
               f"{cell(b, 'fixer_loso')} | {cell(st, 'fixer_loso')} | {ro['fixer']} | {cell(b, 'fixer')} | "
-              f"{cell(st, 'fixer')} | {ro['fixer_c02']} | {cell(b, 'fixer_c02')} | {cell(st, 'fixer_c02')} | "
+              f"{cell(st, 'fixer')} | {ro.get(alt, '–')} | {cell(b, alt)} | {cell(st, alt)} | "
               f"{cell(b, 'vllm_default')} / {cell(st, 'vllm_default')} | {cell(b, 'naive')} / {cell(st, 'naive')} | "
               f"{cell(b, 'tune')} |")
     print("\nburst timings (geometric mean over the 3 placements):\n")
@@ -411,8 +414,8 @@ def check6(names=("h200_moe_check6",)) -> int:
     print("| tuned table | timings | GPU s | sweep GPU s | GPU time ratio | median burst | min burst | "
           "min (steady where measured) |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    if len(runs) > 1:
-        return 0  # the tuner's picks differ between runs: scored per run
+    if len(runs) > 1 or not (DATA / f"{names[0]}_tune_picks.json").exists():
+        return 0  # the tuner's picks differ between runs: scored per run (check 8 ran no tuner)
     tune = json.loads((DATA / f"{names[0]}_tune_picks.json").read_text())
     for table, t in tune.items():
         sw = sweep[table]
@@ -431,6 +434,9 @@ def main() -> int:
         return check6(("h200_moe_check7",))
     if "--pooled67" in sys.argv[1:]:
         return check6(("h200_moe_check6", "h200_moe_check7"))
+    # check 8 (seventh pass): the held-out picks of the 6+7 pool, bundled, and the robust folds' picks
+    if "--check8" in sys.argv[1:]:
+        return check6(("h200_moe_check8",), alt="fixer_loso_robust")
     if "--check4" in sys.argv[1:]:
         return check4()
     if "--check3" in sys.argv[1:]:
