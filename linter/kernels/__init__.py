@@ -3,8 +3,9 @@
 Built-in families (our reference Triton kernels, written from the published algorithms with the
 engines' structure): :mod:`.fused_moe` (fused MoE grouped GEMM: fp16/bf16/fp32, fp8/int8 W8A8
 per-tensor, per-channel or block scales, int8 W8A16, optional swap-AB), :mod:`.fused_moe_wna16`
-(weight-only group-quantised MoE), :mod:`.block_gemm` (block-scaled W8A8 GEMM) and
-:mod:`.mla_decode` (MLA grouped decode attention, stage 1). Each folder::
+(weight-only group-quantised MoE), :mod:`.block_gemm` (block-scaled W8A8 GEMM),
+:mod:`.mla_decode` (MLA grouped decode attention, stage 1) and :mod:`.scaled_mm` (per-token x
+per-channel scaled fp8 GEMM: SGLang's channel-wise tables). Each folder::
 
     family.json          facts: reference kernel, tile constexprs, dtype paths, engine function
                          names and files, probe defaults, calibration paths and grid, and the
@@ -19,7 +20,7 @@ per-tensor, per-channel or block scales, int8 W8A16, optional swap-AB), :mod:`.f
 The API (everything else in tilefit reads kernels through it)::
 
     from tilefit import kernels
-    kernels.names()                      # ('fused_moe', 'fused_moe_wna16', 'block_gemm', 'mla_decode')
+    kernels.names()                      # ('fused_moe', 'fused_moe_wna16', 'block_gemm', 'mla_decode', 'scaled_mm')
     fam = kernels.get("fused_moe")       # a KernelFamily (UnknownKernel, a KeyError, otherwise)
     fam.launch_plan(spec)                # the LaunchPlan the exact estimator compiles
     fam.reference                        # ("tilefit.kernels.fused_moe.kernel", "fused_moe_kernel")

@@ -1,9 +1,9 @@
 """block_gemm: the block-scaled W8A8 GEMM (fp8/int8), and the ``w8a8_gemm`` tables that launch it.
 
 The launch plan follows vLLM's ``w8a8_triton_block_scaled_mm``. A ``w8a8_gemm`` table entry
-launches it block-quantised with the file name's ``block_shape`` (channel-wise tables,
-``dtype=fp8_w8a8_channelwise``, name a per-channel GEMM our kernel does not run). Nothing here
-imports triton.
+launches it block-quantised with the file name's ``block_shape``; an entry of a channel-wise
+table (``dtype=fp8_w8a8_channelwise``) launches SGLang's per-token x per-channel GEMM, the
+:mod:`tilefit.kernels.scaled_mm` family. Nothing here imports triton.
 """
 
 from __future__ import annotations
@@ -54,10 +54,13 @@ class Family(GemmFamily):
         path = path_of_file_dtype(meta.dtype)
         if path is None:
             return ()
-        quant = "per_channel" if meta.dtype == "fp8_w8a8_channelwise" else "block"
-        block = meta.block_shape if quant == "block" else None
+        if meta.dtype == "fp8_w8a8_channelwise":
+            # SGLang's triton_scaled_mm: another kernel (tilefit.kernels.scaled_mm), no GROUP_SIZE_M
+            plain = {k: v for k, v in tile.items() if k != "GROUP_SIZE_M"}
+            return (Variant("", make_spec("scaled_mm", path, plain, num_warps=num_warps, num_stages=num_stages,
+                                          quant="per_channel")),)
         return (Variant("", make_spec(self.name, path, tile, num_warps=num_warps, num_stages=num_stages,
-                                      quant=quant, block_shape=block)),)
+                                      quant="block", block_shape=meta.block_shape)),)
 
     def validation_specs(self) -> list[KernelSpec]:
         k = self.name
