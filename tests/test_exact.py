@@ -157,3 +157,30 @@ def test_engine_launch_policies():
     assert not engine_swaps_ab("bf16", "sm_90", 16, 128)
     assert vllm_block_k(256, (128, 128)) == 128 and vllm_block_k(64, (128, 128)) == 64
     assert vllm_block_k(128, None) == 128
+
+
+def test_descriptor_stand_ins_keep_their_element_type_across_launches():
+    """Triton's launch specialiser caches a tensor's dtype string by the dtype object's identity
+    (hash or address): stand-in dtypes made afresh per descriptor were freed and their address
+    reused by the next one, so an fp16 descriptor after a bf16 one was specialised as bf16 (seen
+    as a stored fp8 TMA figure with a bf16 A tile). Every descriptor keeps its own type."""
+    pytest.importorskip("triton")
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import make_backend
+
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from tilefit.kernels.plan import tensordesc
+    from tilefit.smem import exact
+
+    backend = make_backend(GPUTarget("cuda", 90, 32))
+    specialize = exact._specialize_fn()
+    order = ("bf16", "fp8e4nv", "bf16", "fp16", "fp8e4nv", "fp16", "fp32", "bf16", "fp16")
+    for ty in order:  # the stand-in base as a launch plan's descriptor argument makes it
+        desc = exact._arg_value(tensordesc("a_desc", ty, (128, 64), (64, 1), (64, 64)))
+        assert specialize(backend, desc, False, True, True)[0] == f"tensordesc<{ty}[64, 64]>", ty
+        del desc
+    for ty in order:  # one made and dropped right before the next (the freed address is reused at once)
+        got = specialize(backend, TensorDescriptor(exact._Tensor(ty), [128, 64], [64, 1], [64, 64]),
+                         False, True, True)[0]
+        assert got == f"tensordesc<{ty}[64, 64]>", (ty, got)

@@ -1340,6 +1340,10 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     kc = KernelCalibration(kernel, results, everything, failures, out)
     if write:
         kc.written = _write_calibration(out, everything, kernel, engine, engine_version, triton_version, package)
+        if taken_over:  # the releases that reuse these forms were counted against the old ones
+            from .engine_recount import recount
+
+            recount(kernel, engine, engine_version, versions.major_minor(triton_version), package=package, log=log)
     from .analytic import forget_models
 
     forget_models()

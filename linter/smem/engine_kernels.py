@@ -40,7 +40,7 @@ from ..kernels.spec import KernelSpec
 from .engine_source import (ENGINE_NAMES, EngineSourceError, EngineTree, engine_of_file, installed_roots,  # noqa: F401
                             open_source)
 
-CACHE_SCHEMA = 3
+CACHE_SCHEMA = 4  # 4: descriptor dtypes no longer mixed up by the specialiser cache (exact._torch_dtype)
 
 
 def engine_functions(kernel: str) -> tuple[str, ...]:

@@ -256,13 +256,28 @@ class _TorchDtype:
         return f"torch.{self.name}"
 
 
+# One stand-in dtype per element type for the life of the process. Triton's native launch
+# specialiser caches "dtype object -> type string" by the object's hash (identity, for these) or
+# address: a fresh stand-in per descriptor could be freed and a later one of another element type
+# allocated at the same address, and be read with the first one's type -- a compile of a bf16
+# descriptor's figure for an fp8 one, or a spurious failure (seen in long-lived compile workers).
+_TORCH_DTYPES: dict[str, _TorchDtype] = {}
+
+
+def _torch_dtype(element_type: str) -> _TorchDtype:
+    found = _TORCH_DTYPES.get(element_type)
+    if found is None:
+        found = _TORCH_DTYPES[element_type] = _TorchDtype(element_type)
+    return found
+
+
 class _Tensor:
     """A tensor as a ``TensorDescriptor`` base: a torch-like dtype and a 16-byte aligned address."""
 
     __slots__ = ("dtype",)
 
     def __init__(self, element_type: str):
-        self.dtype = _TorchDtype(element_type)
+        self.dtype = _torch_dtype(element_type)
 
     @staticmethod
     def data_ptr() -> int:
