@@ -458,6 +458,11 @@ class Evaluator:
         self.scenario_keys: frozenset = frozenset()  # every key of the run's scenarios
         self.scenario_dims: frozenset = frozenset()  # every dimension name of the run's scenarios
         self.scenario_hit = False  # did the current site read a scenario key (begin_site resets)
+        # attributes of the scenarios' quantisation schemes (names.json quant), and did the current
+        # site read one (or a MoE config, which depends on the scheme): only those launches are
+        # built again for a further scheme of a model
+        self.quant_names: frozenset = frozenset()
+        self.quant_hit = False
         # device-database records of the targets: a fused-MoE launcher's `config` is bound to the
         # configs the engine launches on them (tilefit.callsites.moeconfigs)
         self.devices: tuple = ()
@@ -471,6 +476,7 @@ class Evaluator:
         self._deadline = time.monotonic() + self.max_seconds
         self._exhausted = None
         self.scenario_hit = False
+        self.quant_hit = False
 
     def end_site(self) -> None:
         self._deadline = None
@@ -512,7 +518,7 @@ class Evaluator:
 
                 arms = config_arms(self.scenario, frame.module.path, name, self.devices)
                 if arms is not None:  # the engine's table / default rule for the scenario's experts
-                    self.scenario_hit = True
+                    self.scenario_hit = self.quant_hit = True
                     return arms
             return self._dimension(name, v)
         return v
@@ -523,6 +529,8 @@ class Evaluator:
         ``alibi_slopes``), else ``v``. Arms that fold keep their value."""
         if name in self.scenario_dims:
             self.scenario_hit = True
+        if name in self.quant_names:
+            self.quant_hit = True
         found, value = self.scenario.dimension(name)
         if not found:
             if name in self.scenario_dims:
@@ -1346,6 +1354,8 @@ def _has_unknown(v: Val) -> bool:
 
 
 def _scenario_lit(value: Any, via: str) -> Val:
+    if isinstance(value, dict) and set(value) == {"dtype"}:  # names.json quant: {"dtype": "fp8e4nv"}
+        return Lit(TorchDType(str(value["dtype"])), None, via)
     if isinstance(value, (list, tuple)):
         return Seq(tuple(Lit(x, None, via) for x in value))
     return Lit(value, None, via)
@@ -1421,6 +1431,8 @@ def _none_test(left: Val, is_not: bool, text: str) -> Val | None:
     scenario lacks, or is not a value a launcher can get (a function, a module)."""
     if isinstance(left, Absent) or isinstance(left, Lit):
         return None
+    if isinstance(left, (Seq, DictVal, ConfigVal)):  # a static list or dict (a scenario's block_shape) is not None
+        return Lit(is_not)
     if isinstance(left, Unknown):
         if "evaluation stopped" in left.reason:
             return None
