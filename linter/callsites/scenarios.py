@@ -219,7 +219,8 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
                 values[f"{w}.shape[2]"] = values[f"{w}.shape[-1]"] = n
         if top is not None:
             values.update(top_k=top, topk=top)
-            for t in ("topk_ids", "topk_weights"):
+            # [tokens, top_k] routing tensors (vLLM's EP scatter/gather get them as recv_topk*)
+            for t in ("topk_ids", "topk_weights", "recv_topk", "recv_topk_ids", "recv_topk_weight"):
                 values[f"{t}.shape[1]"] = top
         if k is not None:
             values.update(hidden_size=k)

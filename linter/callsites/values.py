@@ -936,6 +936,11 @@ class Evaluator:
             return self._class_attr(base, node.attr, frame)
         if isinstance(base, Ref) and base.kind == "triton":
             return Ref("triton", f"{base.target}.{node.attr}")
+        if isinstance(base, Ref) and base.kind == "math" and base.target == "math":
+            from .project import MATH_FUNCTIONS
+
+            if node.attr in MATH_FUNCTIONS:
+                return Ref("math", f"math.{node.attr}")
         out = Unknown(f"`{self.seg(m, node)}` is computed at run time")
         if self.scenario is not None and not isinstance(base, Ref):  # `self.page_size`, `layer.num_heads`
             return self._dimension(node.attr, out)
@@ -1112,6 +1117,8 @@ class Evaluator:
         fname = None
         if isinstance(callee, Ref) and callee.kind == "triton":
             fname = "triton." + str(callee.target).rsplit(".", 1)[-1]
+        elif isinstance(callee, Ref) and callee.kind == "math":
+            fname = str(callee.target)
         elif callee is None:
             fname = node.func.id  # type: ignore[union-attr]
         if fname == "triton.Config":
@@ -1126,7 +1133,8 @@ class Evaluator:
         if fname == "isinstance" and len(args) == 2 and isinstance(args[0], Lit):
             return self._isinstance(args[0], node.args[1])
         if fname in ("triton.constexpr", "int", "float", "bool", "abs", "min", "max", "triton.next_power_of_2",
-                     "triton.cdiv", "len", "range", "list", "tuple", "sorted", "dict"):
+                     "triton.cdiv", "len", "range", "list", "tuple", "sorted", "dict") or \
+                isinstance(callee, Ref) and callee.kind == "math" and not node.keywords:
             return self._builtin(fname, args, node, frame)
         if isinstance(callee, Ref) and callee.kind == "function":
             return self._helper_call(frame, callee, node)
@@ -1232,6 +1240,11 @@ class Evaluator:
                 return Lit(_next_pow2(xs[0]), None, via)
             if fname == "triton.cdiv" and len(xs) == 2:
                 return Lit(-(-xs[0] // xs[1]), None, via)
+            if fname.startswith("math.") and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs):
+                import math
+
+                got = getattr(math, fname[5:])(*xs)  # MATH_FUNCTIONS only: pure, bounded
+                return Lit(got, None, via)
         except Exception:  # noqa: BLE001
             pass
         return Unknown(f"`{self.seg(m, node)}` cannot be folded")
