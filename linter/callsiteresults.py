@@ -94,7 +94,9 @@ def _root() -> Path | None:
 
 def _scenario_key(s) -> list:
     return [s.name, sorted((str(k), repr(v)) for k, v in s.values.items()),
-            sorted((str(k), list(v)) for k, v in s.dtypes.items())]
+            sorted((str(k), list(v)) for k, v in s.dtypes.items()),
+            # the dimensions and the quantisation schemes (a table's facts bind them too)
+            sorted((str(k), repr(v)) for k, v in s.dims.items()), repr(s.facts.get("quant"))]
 
 
 def config_key(run_key: str, options) -> str:

@@ -85,6 +85,8 @@ def config_arms(scenario, path: str, name: str, devices) -> Any:
 
         return Absent(f"scenario {scenario.name} is not a MoE model (no experts for `{name}`)")
     key = tuple(sorted((k, v) for k, v in facts.items() if isinstance(v, (int, float, str, bool))))
+    if getattr(scenario, "quant", ""):  # the scheme's tables and default rule (names.json quant)
+        key = tuple(sorted(dict(key, quant=scenario.quant).items()))
     if _LOOKUP is None:
         return None
     got = _LOOKUP(hit[0], hit[1], key, tuple(devices))

@@ -20,6 +20,9 @@ from tilefit.readfile import read_bytes
 
 from .values import Evaluator, Lit, Ref, Unknown, Val
 
+# functions of the standard library's math module the evaluator folds (values.Evaluator._builtin)
+MATH_FUNCTIONS = frozenset({"gcd", "lcm", "ceil", "floor", "log2", "isqrt"})
+
 
 @dataclass
 class ScanStats:
@@ -210,6 +213,10 @@ class Project:
         if binding.attr in ("triton", "tl") or (binding.attr is None and mod_name.split(".")[0] == "triton"):
             return Ref("triton", "triton.language" if binding.attr == "tl" else "triton")
         target, dotted = self.import_module(module, binding)
+        if target is None and binding.level == 0 and mod_name == "math" and \
+                (binding.attr is None or binding.attr in MATH_FUNCTIONS):
+            # the standard library's math (not a module of the tree): its pure functions fold
+            return Ref("math", "math" if binding.attr is None else f"math.{binding.attr}")
         if binding.attr is None:  # import a.b [as c]
             if target is None:
                 return Unknown(f"module {dotted} is not in the scanned tree")

@@ -42,7 +42,7 @@ Q_POINTERS = ("q", "query")
 NAMES = DATA.parent / "names.json"
 _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "tp",
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
-          "hidden", "top_k", "logit_cap", "sliding_window"}
+          "hidden", "top_k", "logit_cap", "sliding_window", "quant"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -63,13 +63,21 @@ class Scenario:
     # an MLA model's role (names.json mla_roles): "absorbed" (576/512, one latent KV head) or
     # "prefill" (multi-head 192/128); "" for a model with one shape of attention
     role: str = ""
+    # the quantisation scheme of its MoE experts (names.json ``quant``: "none", "fp8-block-128",
+    # ...); "" for a scenario without the fact
+    quant: str = ""
+    variant: bool = False  # a further scheme of the fact's list (:func:`with_roles`), not the scenario itself
 
     @property
     def label(self) -> str:
-        """``scenario NAME`` (and the MLA role when it is not the absorbed one)."""
+        """``scenario NAME`` (and the MLA role when it is not the absorbed one, the quantisation
+        scheme when it is not the unquantised one)."""
+        out = f"scenario {self.name}"
         if self.role == "prefill":
-            return f"scenario {self.name} (MLA prefill as multi-head attention)"
-        return f"scenario {self.name}"
+            out += " (MLA prefill as multi-head attention)"
+        if self.quant and self.quant != "none":
+            out += f" (quant {self.quant})"
+        return out
 
     def applies(self, path: str) -> bool:
         """Does this scenario judge a launch in the module at ``path``? An MLA role judges only
@@ -211,7 +219,8 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
                 values[f"{w}.shape[2]"] = values[f"{w}.shape[-1]"] = n
         if top is not None:
             values.update(top_k=top, topk=top)
-            for t in ("topk_ids", "topk_weights"):
+            # [tokens, top_k] routing tensors (vLLM's EP scatter/gather get them as recv_topk*)
+            for t in ("topk_ids", "topk_weights", "recv_topk", "recv_topk_ids", "recv_topk_weight"):
                 values[f"{t}.shape[1]"] = top
         if k is not None:
             values.update(hidden_size=k)
@@ -223,7 +232,27 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
     act = facts.get("activation_dtype", "bf16")
     dtypes[",".join(Q_POINTERS)] = (str(act),)
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
-                    "absorbed" if mla else "")
+                    "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "")
+
+
+def quant_schemes(facts: Mapping[str, Any]) -> tuple[str, ...]:
+    """The quantisation schemes (names.json ``quant``) fact ``quant`` lists (a name or a list),
+    checked against the table; () without the fact."""
+    q = facts.get("quant")
+    if q is None:
+        return ()
+    names = (q,) if isinstance(q, str) else tuple(q)
+    known = names_table().get("quant", {}).get("schemes", {})
+    bad = [n for n in names if not isinstance(n, str) or n not in known]
+    if bad or not names:
+        raise ScenarioError(f"unknown quantisation scheme {bad[0] if bad else q!r} in fact quant "
+                            f"(known: {', '.join(known)})")
+    return tuple(dict.fromkeys(names))
+
+
+def quant_scheme(name: str) -> dict:
+    """names.json ``quant.schemes[name]`` (description, doctor, values)."""
+    return names_table()["quant"]["schemes"][name]
 
 
 def launch_roles(path: str) -> tuple[str, ...]:
@@ -280,7 +309,15 @@ def with_roles(scenarios) -> list[Scenario]:
         if facts is None:
             continue
         p = from_facts(s.name, facts, s.description, s.source)
-        out.append(Scenario(s.name, p.values, dict(s.dtypes), s.description, s.source, p.dims, facts, "prefill"))
+        out.append(Scenario(s.name, p.values, dict(s.dtypes), s.description, s.source, p.dims, facts, "prefill",
+                            p.quant))
+    for s in list(out):  # each further quantisation scheme of a model: a variant of it
+        if s.role == "prefill":
+            continue
+        for q in quant_schemes(s.facts)[1:]:
+            v = from_facts(s.name, {**s.facts, "quant": [q]}, s.description, s.source)
+            out.append(Scenario(s.name, dict(s.values), dict(s.dtypes), s.description, s.source, v.dims,
+                                {**s.facts, "quant": [q]}, s.role, q, True))
     return out
 
 
@@ -322,7 +359,16 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
                 out[ident] = [int(value) - 1, 0]
             else:
                 out[ident] = value
+    schemes = quant_schemes(facts)
+    if schemes:  # the attributes of the (first) quantisation scheme of the MoE experts
+        out.update(quant_scheme(schemes[0])["values"])
     return out
+
+
+@lru_cache(maxsize=None)
+def quant_vocabulary() -> frozenset:
+    """Every attribute a quantisation scheme binds (names.json ``quant``)."""
+    return frozenset(n for e in names_table().get("quant", {}).get("schemes", {}).values() for n in e["values"])
 
 
 @lru_cache(maxsize=None)
@@ -331,7 +377,7 @@ def vocabulary() -> frozenset:
     is a model without that dimension: :class:`~tilefit.callsites.values.Absent`)."""
     data = names_table()
     return frozenset(n for e in data["dimensions"].values() for n in e["names"]) | \
-        frozenset(k for k in data["features"] if k != "$comment")
+        frozenset(k for k in data["features"] if k != "$comment") | quant_vocabulary()
 
 
 @lru_cache(maxsize=None)
@@ -349,6 +395,13 @@ def names_table() -> dict:
             if ident in seen:
                 raise ValueError(f"{NAMES}: {ident} names both {seen[ident]} and {dim}")
             seen[ident] = dim
+    schemes = data.get("quant", {}).get("schemes", {})
+    bound = {frozenset(e["values"]) for e in schemes.values()}
+    if len(bound) > 1:  # a name one scheme leaves out would read as a dimension the model lacks
+        raise ValueError(f"{NAMES}: the quantisation schemes do not all bind the same names")
+    for ident in (next(iter(bound)) if bound else ()):
+        if ident in seen:
+            raise ValueError(f"{NAMES}: {ident} names both {seen[ident]} and a quantisation attribute")
     return data
 
 
@@ -384,7 +437,26 @@ def from_model_shape(shape, name: str, tp: int = 1) -> Scenario:
                      hidden=shape.hidden_size)
         if shape.top_k:
             facts["top_k"] = shape.top_k
+        scheme = _scheme_of(getattr(shape, "quant", None))
+        if scheme is not None:  # the checkpoint's own scheme of its experts (else their quant attributes stay unbound)
+            facts["quant"] = [scheme]
     return from_facts(name, facts, f"from {getattr(shape, 'source', name)}", str(getattr(shape, "source", "")))
+
+
+def _scheme_of(quant) -> str | None:
+    """The names.json ``quant`` scheme of a model's :class:`tilefit.doctor.model.Quant` (its dtype
+    path, scheme and block or group), or None when none is that one."""
+    if quant is None or getattr(quant, "unsupported", None):
+        return None
+    if not quant.is_quantised:
+        return "none"
+    for name, entry in names_table().get("quant", {}).get("schemes", {}).items():
+        d = entry["doctor"]
+        block = tuple(d["block_shape"]) if d.get("block_shape") else None
+        if d["dtype"] == quant.dtype and d["scheme"] == quant.scheme and \
+                block == (tuple(quant.block_shape) if quant.block_shape else None):
+            return name
+    return None
 
 
 @lru_cache(maxsize=None)

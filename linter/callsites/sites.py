@@ -385,10 +385,12 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
     return span, (node.lineno,)
 
 
-def build_sites(project: Project, only: set | None = None, used: set | None = None) -> Sites:
+def build_sites(project: Project, only: set | None = None, used: set | None = None,
+                quant_used: set | None = None) -> Sites:
     """Launch and autotune sites of the project's primary modules. ``only``: ids of the
     launches to build (others skipped); ``used``: filled with the ids of the launches whose
-    values read a key of the evaluator's scenarios."""
+    values read a key of the evaluator's scenarios; ``quant_used``: of those that read an
+    attribute of its quantisation scheme or a MoE config."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
@@ -462,6 +464,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                                                arg_exprs=_arg_exprs(launch, kernel)))
             if used is not None and ev.scenario_hit:
                 used.add(id(launch))
+            if quant_used is not None and ev.quant_hit:
+                quant_used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
@@ -626,10 +630,11 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
-    from .scenarios import vocabulary
+    from .scenarios import quant_vocabulary, vocabulary
 
     dims = frozenset(k for s in scenarios for k in s.dims) | vocabulary()
     only: set | None = None  # after the first scenario: the launches that read a scenario key
+    quant_only: set = set()  # the launches that read a quantisation attribute or a MoE config
     absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:
         ev = Evaluator(project)
@@ -639,9 +644,13 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev.scenario = scenario
         ev.scenario_keys = keys
         ev.scenario_dims = dims
+        ev.quant_names = quant_vocabulary()
         project.evaluator = ev
         used: set = set()
-        sites = build_sites(project, only=only, used=used)
+        if scenario.variant:  # a further quantisation scheme: only what reads the scheme changes
+            sites = build_sites(project, only=quant_only & (only or set()), used=used)
+        else:
+            sites = build_sites(project, only=only, used=used, quant_used=quant_only)
         if only is None:
             only = used
         first = first or sites

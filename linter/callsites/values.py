@@ -458,6 +458,11 @@ class Evaluator:
         self.scenario_keys: frozenset = frozenset()  # every key of the run's scenarios
         self.scenario_dims: frozenset = frozenset()  # every dimension name of the run's scenarios
         self.scenario_hit = False  # did the current site read a scenario key (begin_site resets)
+        # attributes of the scenarios' quantisation schemes (names.json quant), and did the current
+        # site read one (or a MoE config, which depends on the scheme): only those launches are
+        # built again for a further scheme of a model
+        self.quant_names: frozenset = frozenset()
+        self.quant_hit = False
         # device-database records of the targets: a fused-MoE launcher's `config` is bound to the
         # configs the engine launches on them (tilefit.callsites.moeconfigs)
         self.devices: tuple = ()
@@ -471,6 +476,7 @@ class Evaluator:
         self._deadline = time.monotonic() + self.max_seconds
         self._exhausted = None
         self.scenario_hit = False
+        self.quant_hit = False
 
     def end_site(self) -> None:
         self._deadline = None
@@ -512,7 +518,7 @@ class Evaluator:
 
                 arms = config_arms(self.scenario, frame.module.path, name, self.devices)
                 if arms is not None:  # the engine's table / default rule for the scenario's experts
-                    self.scenario_hit = True
+                    self.scenario_hit = self.quant_hit = True
                     return arms
             return self._dimension(name, v)
         return v
@@ -523,6 +529,8 @@ class Evaluator:
         ``alibi_slopes``), else ``v``. Arms that fold keep their value."""
         if name in self.scenario_dims:
             self.scenario_hit = True
+        if name in self.quant_names:
+            self.quant_hit = True
         found, value = self.scenario.dimension(name)
         if not found:
             if name in self.scenario_dims:
@@ -928,6 +936,11 @@ class Evaluator:
             return self._class_attr(base, node.attr, frame)
         if isinstance(base, Ref) and base.kind == "triton":
             return Ref("triton", f"{base.target}.{node.attr}")
+        if isinstance(base, Ref) and base.kind == "math" and base.target == "math":
+            from .project import MATH_FUNCTIONS
+
+            if node.attr in MATH_FUNCTIONS:
+                return Ref("math", f"math.{node.attr}")
         out = Unknown(f"`{self.seg(m, node)}` is computed at run time")
         if self.scenario is not None and not isinstance(base, Ref):  # `self.page_size`, `layer.num_heads`
             return self._dimension(node.attr, out)
@@ -1104,6 +1117,8 @@ class Evaluator:
         fname = None
         if isinstance(callee, Ref) and callee.kind == "triton":
             fname = "triton." + str(callee.target).rsplit(".", 1)[-1]
+        elif isinstance(callee, Ref) and callee.kind == "math":
+            fname = str(callee.target)
         elif callee is None:
             fname = node.func.id  # type: ignore[union-attr]
         if fname == "triton.Config":
@@ -1118,7 +1133,8 @@ class Evaluator:
         if fname == "isinstance" and len(args) == 2 and isinstance(args[0], Lit):
             return self._isinstance(args[0], node.args[1])
         if fname in ("triton.constexpr", "int", "float", "bool", "abs", "min", "max", "triton.next_power_of_2",
-                     "triton.cdiv", "len", "range", "list", "tuple", "sorted", "dict"):
+                     "triton.cdiv", "len", "range", "list", "tuple", "sorted", "dict") or \
+                isinstance(callee, Ref) and callee.kind == "math" and not node.keywords:
             return self._builtin(fname, args, node, frame)
         if isinstance(callee, Ref) and callee.kind == "function":
             return self._helper_call(frame, callee, node)
@@ -1224,6 +1240,11 @@ class Evaluator:
                 return Lit(_next_pow2(xs[0]), None, via)
             if fname == "triton.cdiv" and len(xs) == 2:
                 return Lit(-(-xs[0] // xs[1]), None, via)
+            if fname.startswith("math.") and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in xs):
+                import math
+
+                got = getattr(math, fname[5:])(*xs)  # MATH_FUNCTIONS only: pure, bounded
+                return Lit(got, None, via)
         except Exception:  # noqa: BLE001
             pass
         return Unknown(f"`{self.seg(m, node)}` cannot be folded")
@@ -1346,6 +1367,8 @@ def _has_unknown(v: Val) -> bool:
 
 
 def _scenario_lit(value: Any, via: str) -> Val:
+    if isinstance(value, dict) and set(value) == {"dtype"}:  # names.json quant: {"dtype": "fp8e4nv"}
+        return Lit(TorchDType(str(value["dtype"])), None, via)
     if isinstance(value, (list, tuple)):
         return Seq(tuple(Lit(x, None, via) for x in value))
     return Lit(value, None, via)
@@ -1421,6 +1444,8 @@ def _none_test(left: Val, is_not: bool, text: str) -> Val | None:
     scenario lacks, or is not a value a launcher can get (a function, a module)."""
     if isinstance(left, Absent) or isinstance(left, Lit):
         return None
+    if isinstance(left, (Seq, DictVal, ConfigVal)):  # a static list or dict (a scenario's block_shape) is not None
+        return Lit(is_not)
     if isinstance(left, Unknown):
         if "evaluation stopped" in left.reason:
             return None

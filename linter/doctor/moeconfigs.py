@@ -15,10 +15,23 @@ from tilefit.callsites.values import MOE_CONFIG_LABEL as LABEL  # a label atom's
 def _model(facts) -> Any:
     from tilefit.doctor.model import ModelShape
 
+    act = str(facts.get("activation_dtype", "bf16"))
     return ModelShape(source="scenario", hidden_size=int(facts["hidden"]), num_experts=int(facts["experts"]),
                       top_k=int(facts["top_k"]), moe_intermediate_size=int(facts["moe_intermediate"]),
-                      num_attention_heads=facts.get("heads"), activation_dtype=str(facts.get("activation_dtype",
-                                                                                             "bf16")))
+                      num_attention_heads=facts.get("heads"), activation_dtype=act,
+                      quant=_quant(facts.get("quant"), act))
+
+
+def _quant(scheme: str | None, act: str) -> Any:
+    """The scenario's quantisation scheme (names.json ``quant``) as the doctor's Quant."""
+    from tilefit.callsites.scenarios import quant_scheme
+    from tilefit.doctor.model import Quant
+
+    if not scheme:
+        return Quant(act)
+    d = quant_scheme(scheme)["doctor"]
+    block = tuple(d["block_shape"]) if d.get("block_shape") else None
+    return Quant(d["dtype"] or act, d["scheme"], block, d.get("method"), bool(d.get("weight_only", False)))
 
 
 def _ranges(ms: list[int]) -> str:

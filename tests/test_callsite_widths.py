@@ -1,0 +1,51 @@
+"""Run-time widths a scenario gives (issue 18.3): a routing tensor's top-k width
+(``recv_topk_ids.shape[1]``) and a model width folded through the standard library's ``math``
+(``math.gcd(hidden_size, 1024)``), on our own fixture in the shape of vLLM 0.33.0's
+expert-parallel gather (deep_gemm_utils.py); no engine code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tilefit.callsites.project import Project
+from tilefit.callsites.scenarios import resolve
+from tilefit.callsites.sites import build_scenario_sites
+from tilefit.callsites.values import Frame, Lit, Unknown, branches
+
+FIXTURE = Path(__file__).parent / "fixtures" / "callsites" / "moe" / "vllm" / "model_executor" / "layers" / \
+    "fused_moe" / "ep_gather.py"
+
+
+def _values(scenario: str) -> dict:
+    sites = build_scenario_sites(Project.scan([str(FIXTURE)]), resolve([scenario]), "cuda")
+    (site,) = [s for s in sites.launches if s.kernel.name == "gather_kernel"]
+    (inst,) = site.instances
+    out = {}
+    for k in ("topk_num", "BLOCK_D"):
+        (arm,) = list(branches(inst.args[k]))
+        out[k] = arm[1].value if isinstance(arm[1], Lit) else arm[1]
+    return inst.label, out
+
+
+def test_topk_width_and_gcd_of_the_hidden_size():
+    label, got = _values("mixtral-8x7b")  # hidden 4096, top-2
+    assert got == {"topk_num": 2, "BLOCK_D": 1024} and label == "scenario mixtral-8x7b"
+    _, got = _values("deepseek-v3-tp8")  # hidden 7168 = 7 x 1024, top-8
+    assert got == {"topk_num": 8, "BLOCK_D": 1024}
+
+
+def test_a_dense_scenario_has_no_routing_width():
+    _, got = _values("llama-gqa-128")
+    assert isinstance(got["topk_num"], Unknown)
+
+
+def test_math_folds_only_the_standard_library():
+    project = Project.scan([str(FIXTURE)])
+    module = project.primary_modules()[0]
+    ev = project.evaluator
+    import ast
+
+    assert ev.expr(Frame(module), ast.parse("math.gcd(7168, 1024)", mode="eval").body).value == 1024
+    assert ev.expr(Frame(module), ast.parse("math.ceil(576 * 3 / 8)", mode="eval").body).value == 216
+    # not a pure function we fold: stays unknown (nothing is run)
+    assert isinstance(ev.expr(Frame(module), ast.parse("math.sin(1)", mode="eval").body), Unknown)
