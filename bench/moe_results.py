@@ -370,7 +370,7 @@ def check6(names=("h200_moe_check6",), alt: str = "fixer_c02") -> int:
     def mixed(p):
         return steady(p) or burst(p)
     print("| shape / dtype | M | best µs (burst) | held-out pick (LOSO) | burst | steady | bundled pick | burst | steady | "
-          "0.02/0.02 pick | burst | steady | vLLM default burst / steady | naive burst / steady | tuner burst |")
+          f"{alt} pick | burst | steady | vLLM default burst / steady | naive burst / steady | tuner burst |")
     print("|---|---:|---:|---|---:|---:|---|---:|---:|---|---:|---:|---:|---:|---:|")
     for p in points:
         b, st = burst(p), steady(p)

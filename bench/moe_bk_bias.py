@@ -1,0 +1,65 @@
+"""Where the perf model's held-out errors at small batch sizes come from (issue 13, seventh pass):
+BLOCK_SIZE_K 256 against its BLOCK_SIZE_K 128 sibling (same BM, BN, GROUP_SIZE_M, num_warps,
+num_stages), measured (the H200 sweep's timings of every fitting config, ``moe_fit.fitting_times``)
+and predicted (the bundled H200 coefficients, shared memory as the fixer's ranking estimates it), per batch size M <= 64, over the four shapes.
+
+    python bench/moe_bk_bias.py
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from moe_cases import KEYS, _context, _planner, combos  # noqa: E402
+
+
+def pairs(max_m: int = 64) -> list[tuple]:
+    """(combo, M, config, measured log(t256 / t128), predicted log(t256 / t128))."""
+    from moe_fit import fitting_times, load_sweep
+
+    from tilefit.device_db import load_database
+    from tilefit.perf import load_coefficients, predict
+
+    h200 = load_database().get("h200")
+    coeffs = load_coefficients(h200)
+    by_name = {c.name: c for c in combos()}
+    out = []
+    for (name, M), tm in fitting_times(*load_sweep()).items():
+        if M > max_m:
+            continue
+        for k, t in tm.items():
+            c = dict(zip(KEYS, map(int, k.split("/"))))
+            if c["BLOCK_SIZE_K"] != 256:
+                continue
+            c128 = dict(c, BLOCK_SIZE_K=128)
+            k128 = "/".join(str(c128[x]) for x in KEYS)
+            if k128 not in tm:
+                continue
+            shape = by_name[name].gemm_shape(M)
+            meta = _context(by_name[name]).meta
+            # shared memory as the fixer's ranking passes it (occupancy is limited by it)
+            p = [predict(e, shape, h200, coeffs, smem_bytes=_planner().need(meta, e, h200.arch, h200.vendor) or 0).time_us
+                 for e in (c, c128)]
+            out.append((name, M, k, math.log(t / tm[k128]), math.log(p[0] / p[1])))
+    return out
+
+
+def main() -> int:
+    rows = pairs()
+    for M in sorted({r[1] for r in rows}):
+        r = [x for x in rows if x[1] == M]
+        wrong = sum(1 for x in r if x[4] < 0 < x[3]) / len(r)
+        print(f"M={M}: {len(r)} pairs; log(t_BK256 / t_BK128) measured median {statistics.median(x[3] for x in r):+.3f}, "
+              f"predicted {statistics.median(x[4] for x in r):+.3f}, predicted - measured median "
+              f"{statistics.median(x[4] - x[3] for x in r):+.3f}; predicted faster but measured slower: {wrong:.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
