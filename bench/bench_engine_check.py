@@ -3,7 +3,8 @@
 target: under 10x the bare loop cold -- nothing compiled -- with each file's own device and with
 ``--target consumer``; under 3x warm). Each measurement runs in its own process (a cold run must
 start with nothing in memory); the bare loop and the checks are interleaved round by round and
-the printed ratios are of medians. Peak memory is each process's maximum resident set.
+the printed ratios are of medians, the spread is (max - min) / median of a row's rounds. Peak
+memory is each process's maximum resident set.
 
     python bench/bench_engine_check.py [CORPUS] [--rounds 3]
 """
@@ -94,9 +95,14 @@ def main(argv=None) -> int:
           f"medians of {args.rounds} interleaved rounds, one process per run")
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {load()}")
     print(f"{'run':32} {'in-process':>11} {'ratio':>7} {'process wall':>13} {'ratio':>7} {'peak RSS':>9} "
-          f"{'compiles':>8} {'diagnostics':>11}")
+          f"{'compiles':>8} {'diagnostics':>11} {'spread':>7}")
+
+    def spread(rs) -> str:  # (max - min) / median of the in-process times over the rounds: the noise band
+        xs = [r["seconds"] for r in rs]
+        return f"{(max(xs) - min(xs)) / statistics.median(xs) * 100:6.0f}%"
+
     print(f"{'bare json.load loop':32} {bare * 1000:9.0f}ms {1.0:6.1f}x {bare_wall:12.2f}s {1.0:6.1f}x "
-          f"{statistics.median(r['peak_mib'] for r in rows['bare']):7.0f}MB")
+          f"{statistics.median(r['peak_mib'] for r in rows['bare']):7.0f}MB {'':8} {'':11} {spread(rows['bare'])}")
     for name, rs in rows.items():
         if name == "bare":
             continue
@@ -104,7 +110,7 @@ def main(argv=None) -> int:
         w = statistics.median(r["wall"] for r in rs)
         print(f"{name:32} {s * 1000:9.0f}ms {s / bare:6.1f}x {w:12.2f}s {w / bare_wall:6.1f}x "
               f"{max(r['peak_mib'] for r in rs):7.0f}MB {max(r['compiles'] for r in rs):8d} "
-              f"{rs[0]['diagnostics']:11d}")
+              f"{rs[0]['diagnostics']:11d} {spread(rs)}")
     return 0
 
 
