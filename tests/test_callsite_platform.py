@@ -98,3 +98,6 @@ def test_the_platform_modules_table_is_validated_data():
     assert table() and all(backend in ("cuda", "hip", "xpu") for _, backend in table())
     assert backend_of("/x/vllm/v1/attention/ops/xpu_mla_sparse.py") == "xpu"
     assert backend_of("/x/vllm/v1/attention/ops/triton_decode_attention.py") is None
+    # SGLang's aiter attention backend runs AMD's aiter library: ROCm only; its Triton backend is not
+    assert backend_of("/x/sglang/srt/layers/attention/aiter_backend.py") == "hip"
+    assert backend_of("/x/sglang/srt/layers/attention/triton_backend.py") is None

@@ -151,3 +151,15 @@ def test_a_models_config_gives_its_own_scheme():
     assert bf16.quant == "none" and bf16.dims["use_fp8_w8a8"] is False
     odd = from_model_shape(ModelShape(**base, quant=Quant("fp8_w8a8", "block", (64, 64), "fp8")), "odd")
     assert odd.quant == "" and "use_fp8_w8a8" not in odd.dims  # no scheme of ours: left unbound, not guessed
+
+
+def test_the_moe_input_dtype_follows_the_scheme():
+    s = builtin()["qwen3-moe-30b"]
+    by = {v.quant: v for v in with_roles([s])}
+    # unquantised or weight-only: the experts' input is the model's bf16 (compute_type folds)
+    assert by["none"].dtype_of("hidden_states") == "bf16" and by["wna16-int4-g128"].dtype_of("hidden_states") == "bf16"
+    # fp8/int8 activations: bf16 in fused_experts_impl, the quantised one inside the modular experts: not one dtype
+    assert by["fp8-block-128"].dtype_of("hidden_states") is None and by["int8-channel"].dtype_of("hidden_states") is None
+    assert builtin()["llama-gqa-128"].dtype_of("hidden_states") is None  # no MoE
+    # the shipped models' experts have no GEMM bias (gpt-oss's do)
+    assert s.dims["w1_bias"] is None and s.dims["w2_bias"] is None

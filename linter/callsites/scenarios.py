@@ -231,6 +231,11 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
     act = facts.get("activation_dtype", "bf16")
     dtypes[",".join(Q_POINTERS)] = (str(act),)
+    schemes = quant_schemes(facts)
+    if facts.get("experts") and schemes and quant_scheme(schemes[0])["values"].get("quant_dtype") is None:
+        # unquantised activations (no quant, or weight-only): the MoE input is the model's dtype
+        # everywhere (with fp8/int8 activations it is the quantised one inside the experts only)
+        dtypes["hidden_states"] = (str(act),)
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
                     "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "")
 
@@ -316,7 +321,7 @@ def with_roles(scenarios) -> list[Scenario]:
             continue
         for q in quant_schemes(s.facts)[1:]:
             v = from_facts(s.name, {**s.facts, "quant": [q]}, s.description, s.source)
-            out.append(Scenario(s.name, dict(s.values), dict(s.dtypes), s.description, s.source, v.dims,
+            out.append(Scenario(s.name, dict(s.values), dict(v.dtypes), s.description, s.source, v.dims,
                                 {**s.facts, "quant": [q]}, s.role, q, True))
     return out
 
