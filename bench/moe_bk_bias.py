@@ -4,6 +4,7 @@ num_stages), measured (the H200 sweep's timings of every fitting config, ``moe_f
 and predicted (the bundled H200 coefficients, shared memory as the fixer's ranking estimates it), per batch size M <= 64, over the four shapes.
 
     python bench/moe_bk_bias.py
+    python bench/moe_bk_bias.py --with load_latency_ns=500 --with iter_overhead_cycles=40   # sensitivity
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ sys.path.insert(0, str(HERE))
 from moe_cases import KEYS, _context, _planner, combos  # noqa: E402
 
 
-def pairs(max_m: int = 64) -> list[tuple]:
+def pairs(max_m: int = 64, changes: dict | None = None) -> list[tuple]:
     """(combo, M, config, measured log(t256 / t128), predicted log(t256 / t128))."""
     from moe_fit import fitting_times, load_sweep
 
@@ -28,6 +29,8 @@ def pairs(max_m: int = 64) -> list[tuple]:
 
     h200 = load_database().get("h200")
     coeffs = load_coefficients(h200)
+    if changes:
+        coeffs = coeffs.with_(**changes)
     by_name = {c.name: c for c in combos()}
     out = []
     for (name, M), tm in fitting_times(*load_sweep()).items():
@@ -50,8 +53,15 @@ def pairs(max_m: int = 64) -> list[tuple]:
     return out
 
 
-def main() -> int:
-    rows = pairs()
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--with", dest="changes", action="append", default=[], metavar="NAME=VALUE",
+                    help="a coefficient override (sensitivity, not a fit)")
+    args = ap.parse_args(argv)
+    changes = {k: float(v) for k, v in (c.split("=", 1) for c in args.changes)}
+    rows = pairs(changes=changes)
     for M in sorted({r[1] for r in rows}):
         r = [x for x in rows if x[1] == M]
         wrong = sum(1 for x in r if x[4] < 0 < x[3]) / len(r)
