@@ -137,6 +137,9 @@ def triton_chain(kernel: str, engine: str, engine_version: str, wanted: str | No
     return chain
 
 
+_GROUPS: dict[tuple[str, str], str] = {}  # (arch or arch family, dtype key) -> "family/dtype"
+
+
 @lru_cache(maxsize=None)
 def _doc(path: str) -> dict:
     return json.loads(Path(path).read_text(encoding="utf-8"))
@@ -193,13 +196,20 @@ class KernelForms:
 
     @property
     def function(self) -> str:
-        kernels = (self.doc.get("provenance") or {}).get("kernels") or {}
-        return ", ".join(sorted(kernels)) or self.kernel
+        hit = self.__dict__.get("_function")
+        if hit is None:  # asked on every answer: joined once
+            kernels = (self.doc.get("provenance") or {}).get("kernels") or {}
+            hit = self.__dict__["_function"] = ", ".join(sorted(kernels)) or self.kernel
+        return hit
 
     def _group_of(self, where: str, dtype: str) -> str:
-        from .calibrate import ARCH_FAMILIES
+        key = (where, dtype)
+        hit = _GROUPS.get(key)
+        if hit is None:
+            from .calibrate import ARCH_FAMILIES
 
-        return f"{ARCH_FAMILIES.get(where, where)}/{dtype}"
+            hit = _GROUPS[key] = f"{ARCH_FAMILIES.get(where, where)}/{dtype}"
+        return hit
 
     def _reused(self, where: str, dtype: str) -> KernelForms | None:
         """The base release's forms when this release's probe proved them for ``where``'s group."""
