@@ -386,11 +386,12 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
 
 
 def build_sites(project: Project, only: set | None = None, used: set | None = None,
-                quant_used: set | None = None) -> Sites:
+                quant_used: set | None = None, batch_used: set | None = None) -> Sites:
     """Launch and autotune sites of the project's primary modules. ``only``: ids of the
     launches to build (others skipped); ``used``: filled with the ids of the launches whose
     values read a key of the evaluator's scenarios; ``quant_used``: of those that read an
-    attribute of its quantisation scheme or a MoE config."""
+    attribute of its quantisation scheme or a MoE config; ``batch_used``: of those that read the
+    batch dimension."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
@@ -466,6 +467,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 used.add(id(launch))
             if quant_used is not None and ev.quant_hit:
                 quant_used.add(id(launch))
+            if batch_used is not None and ev.batch_hit:
+                batch_used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
@@ -630,11 +633,12 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
-    from .scenarios import quant_vocabulary, vocabulary
+    from .scenarios import batch_keys, quant_vocabulary, vocabulary
 
     dims = frozenset(k for s in scenarios for k in s.dims) | vocabulary()
     only: set | None = None  # after the first scenario: the launches that read a scenario key
     quant_only: set = set()  # the launches that read a quantisation attribute or a MoE config
+    batch_only: set = set()  # the launches that read the batch dimension
     absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:
         ev = Evaluator(project)
@@ -645,12 +649,14 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev.scenario_keys = keys
         ev.scenario_dims = dims
         ev.quant_names = quant_vocabulary()
+        ev.batch_keys = batch_keys()
         project.evaluator = ev
         used: set = set()
-        if scenario.variant:  # a further quantisation scheme: only what reads the scheme changes
-            sites = build_sites(project, only=quant_only & (only or set()), used=used)
+        if scenario.variant:  # a further scheme or batch size: only what reads it changes
+            sites = build_sites(project, only=(quant_only if scenario.variant == "quant" else batch_only)
+                                & (only or set()), used=used)
         else:
-            sites = build_sites(project, only=only, used=used, quant_used=quant_only)
+            sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only)
         if only is None:
             only = used
         first = first or sites
@@ -670,8 +676,11 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
                 if k in seen[key]:
                     continue
                 seen[key].add(k)
-                if id(site.launch) in used:  # its values depend on the scenario
-                    inst.label = ", ".join(x for x in (scenario.label, inst.label) if x)
+                if id(site.launch) in used:  # its values depend on the scenario (and the batch size)
+                    label = scenario.label
+                    if scenario.batch is not None and id(site.launch) in batch_only:
+                        label += f" (batch size {scenario.batch})"
+                    inst.label = ", ".join(x for x in (label, inst.label) if x)
                 if _absent_in(site.kernel, inst):
                     absent.setdefault(key, []).append(inst)  # the model lacks a dimension the launch needs
                     continue

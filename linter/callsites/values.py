@@ -463,6 +463,9 @@ class Evaluator:
         # built again for a further scheme of a model
         self.quant_names: frozenset = frozenset()
         self.quant_hit = False
+        # names and shape expressions of the batch dimension, and did the current site read one
+        self.batch_keys: frozenset = frozenset()
+        self.batch_hit = False
         # device-database records of the targets: a fused-MoE launcher's `config` is bound to the
         # configs the engine launches on them (tilefit.callsites.moeconfigs)
         self.devices: tuple = ()
@@ -477,6 +480,7 @@ class Evaluator:
         self._exhausted = None
         self.scenario_hit = False
         self.quant_hit = False
+        self.batch_hit = False
 
     def end_site(self) -> None:
         self._deadline = None
@@ -531,6 +535,8 @@ class Evaluator:
             self.scenario_hit = True
         if name in self.quant_names:
             self.quant_hit = True
+        if name in self.batch_keys:
+            self.batch_hit = True
         found, value = self.scenario.dimension(name)
         if not found:
             if name in self.scenario_dims:
@@ -951,6 +957,8 @@ class Evaluator:
         name stands for (``B.size(1)`` where the caller passes ``w1``: ``w1.shape[1]``), unless
         the function reassigns the name."""
         found, value = self.scenario.expression(node)
+        if found and self.batch_keys and any(k in self.batch_keys for k in expression_keys_of(node)):
+            self.batch_hit = True
         if found or not frame.bindings or frame.func is None:
             return found, value
         for key in expression_keys_of(node):
