@@ -101,3 +101,4 @@ def test_the_platform_modules_table_is_validated_data():
     # SGLang's aiter attention backend runs AMD's aiter library: ROCm only; its Triton backend is not
     assert backend_of("/x/sglang/srt/layers/attention/aiter_backend.py") == "hip"
     assert backend_of("/x/sglang/srt/layers/attention/triton_backend.py") is None
+    assert backend_of("/x/vllm/v1/attention/ops/segmented_attention.py") == "hip"  # ROCM_SEGMENTED_ATTN only

@@ -49,3 +49,15 @@ def test_math_folds_only_the_standard_library():
     assert ev.expr(Frame(module), ast.parse("math.ceil(576 * 3 / 8)", mode="eval").body).value == 216
     # not a pure function we fold: stays unknown (nothing is run)
     assert isinstance(ev.expr(Frame(module), ast.parse("math.sin(1)", mode="eval").body), Unknown)
+
+
+def test_a_local_read_from_a_shape_takes_the_dimension_the_kernel_parameter_names():
+    path = Path(__file__).parent / "fixtures" / "callsites" / "scenario" / "attn" / "hadamard.py"
+    sites = build_scenario_sites(Project.scan([str(path)]), resolve(["llama-gqa-128", "qwen-gqa-64"]), "cuda")
+    by = {s.where.split(" in ")[1].split("(")[0]: s for s in sites.launches}
+    # `d = x.shape[-1]; ... D=d`: D is the head size, per scenario
+    got = {i.label: list(branches(i.args["D"]))[0][1].value for i in by["hadamard_transform"].instances}
+    assert got == {"scenario llama-gqa-128": 128, "scenario qwen-gqa-64": 64}
+    # a local assigned twice (a layout branch) is not taken as that dimension
+    (inst,) = by["hadamard_twice"].instances
+    assert any(isinstance(x, Unknown) for _, x in branches(inst.args["D"]))

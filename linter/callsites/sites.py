@@ -250,8 +250,9 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
             unit = ev.constexpr_stride(frame, expr)
             if unit is not None:
                 args[name] = unit
-            elif ev.scenario is not None and _is_shape_read(expr):
-                # `block_size=key_cache.shape[1]`: the kernel's parameter names the dimension
+            elif ev.scenario is not None and (_is_shape_read(expr) or _is_shape_read(_only_assignment(frame, expr))):
+                # `block_size=key_cache.shape[1]` (or `d = x.shape[-1]; ... D=d`): the kernel's
+                # parameter names the dimension
                 args[name] = ev._dimension(name, args[name])
     return args, options, problems
 
@@ -299,7 +300,21 @@ def _mutated(ev, frame: Frame, node: ast.expr, value: Val, line: int) -> Val:
     return Arms(tuple((lab, apply(v)) for lab, v in branches(value)))
 
 
-def _is_shape_read(expr: ast.expr) -> bool:
+def _only_assignment(frame: Frame, expr: ast.expr) -> ast.expr | None:
+    """The value of a local ``expr`` names when the launching function assigns it once, above
+    the launch; else None."""
+    if not isinstance(expr, ast.Name) or frame.func is None:
+        return None
+    from .values import local_assignments
+
+    assigns = local_assignments(frame.func).get(expr.id, [])
+    if len(assigns) != 1 or assigns[0].value is None or assigns[0].line >= (frame.before_line or 0) or \
+            expr.id in function_params(frame.func):
+        return None
+    return assigns[0].value
+
+
+def _is_shape_read(expr: ast.expr | None) -> bool:
     """``x.shape[i]`` or ``x.size(i)``."""
     return isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape" \
         or isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size"
