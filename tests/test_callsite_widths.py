@@ -52,7 +52,7 @@ def test_math_folds_only_the_standard_library():
 
 
 def test_a_local_read_from_a_shape_takes_the_dimension_the_kernel_parameter_names():
-    path = Path(__file__).parent / "fixtures" / "callsites" / "scenario" / "attn" / "hadamard.py"
+    path = Path(__file__).parent / "fixtures" / "callsites" / "widths" / "hadamard.py"
     sites = build_scenario_sites(Project.scan([str(path)]), resolve(["llama-gqa-128", "qwen-gqa-64"]), "cuda")
     by = {s.where.split(" in ")[1].split("(")[0]: s for s in sites.launches}
     # `d = x.shape[-1]; ... D=d`: D is the head size, per scenario
