@@ -102,3 +102,5 @@ def test_the_platform_modules_table_is_validated_data():
     assert backend_of("/x/sglang/srt/layers/attention/aiter_backend.py") == "hip"
     assert backend_of("/x/sglang/srt/layers/attention/triton_backend.py") is None
     assert backend_of("/x/vllm/v1/attention/ops/segmented_attention.py") == "hip"  # ROCM_SEGMENTED_ATTN only
+    assert backend_of("/x/vllm/v1/attention/ops/chunked_prefill_paged_decode.py") == "hip"  # ROCM_ATTN only
+    assert backend_of("/x/vllm/v1/attention/ops/triton_prefill_attention.py") is None  # TRITON_ATTN's prefill
