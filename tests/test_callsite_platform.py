@@ -101,3 +101,8 @@ def test_the_platform_modules_table_is_validated_data():
     # SGLang's aiter attention backend runs AMD's aiter library: ROCm only; its Triton backend is not
     assert backend_of("/x/sglang/srt/layers/attention/aiter_backend.py") == "hip"
     assert backend_of("/x/sglang/srt/layers/attention/triton_backend.py") is None
+    assert backend_of("/x/vllm/v1/attention/ops/segmented_attention.py") == "hip"  # ROCM_SEGMENTED_ATTN only
+    assert backend_of("/x/vllm/v1/attention/ops/chunked_prefill_paged_decode.py") == "hip"  # ROCM_ATTN only
+    assert backend_of("/x/vllm/v1/attention/ops/triton_prefill_attention.py") is None  # TRITON_ATTN's prefill
+    assert backend_of("/x/vllm/model_executor/layers/fused_moe/router/bf16x3_router_gemm_rocm.py") == "hip"
+    assert backend_of("/x/vllm/model_executor/layers/fused_moe/router/bf16x3_router_gemm_cutedsl.py") is None

@@ -101,7 +101,7 @@ def test_the_first_scheme_is_the_scenario_itself():
     s = builtin()["deepseek-v3-tp8"]  # its checkpoint is fp8 block [128, 128]
     assert s.quant == "fp8-block-128" and "(quant fp8-block-128)" in s.label
     assert s.dims["block_shape"] == [128, 128] and s.dims["use_fp8_w8a8"] is True
-    variants = [v for v in with_roles([s]) if v.variant]
+    variants = [v for v in with_roles([s]) if v.variant == "quant"]
     assert [v.quant for v in variants] == list(quant_schemes(s.facts)[1:])
     none = next(v for v in variants if v.quant == "none")
     assert none.label == "scenario deepseek-v3-tp8" and none.dims["use_fp8_w8a8"] is False
@@ -155,7 +155,7 @@ def test_a_models_config_gives_its_own_scheme():
 
 def test_the_moe_input_dtype_follows_the_scheme():
     s = builtin()["qwen3-moe-30b"]
-    by = {v.quant: v for v in with_roles([s])}
+    by = {v.quant: v for v in with_roles([s]) if v.variant != "batch"}
     # unquantised or weight-only: the experts' input is the model's bf16 (compute_type folds)
     assert by["none"].dtype_of("hidden_states") == "bf16" and by["wna16-int4-g128"].dtype_of("hidden_states") == "bf16"
     # fp8/int8 activations: bf16 in fused_experts_impl, the quantised one inside the modular experts: not one dtype

@@ -49,3 +49,46 @@ def test_math_folds_only_the_standard_library():
     assert ev.expr(Frame(module), ast.parse("math.ceil(576 * 3 / 8)", mode="eval").body).value == 216
     # not a pure function we fold: stays unknown (nothing is run)
     assert isinstance(ev.expr(Frame(module), ast.parse("math.sin(1)", mode="eval").body), Unknown)
+
+
+def test_a_local_read_from_a_shape_takes_the_dimension_the_kernel_parameter_names():
+    path = Path(__file__).parent / "fixtures" / "callsites" / "widths" / "hadamard.py"
+    sites = build_scenario_sites(Project.scan([str(path)]), resolve(["llama-gqa-128", "qwen-gqa-64"]), "cuda")
+    by = {s.where.split(" in ")[1].split("(")[0]: s for s in sites.launches}
+    # `d = x.shape[-1]; ... D=d`: D is the head size, per scenario
+    got = {i.label: list(branches(i.args["D"]))[0][1].value for i in by["hadamard_transform"].instances}
+    assert got == {"scenario llama-gqa-128": 128, "scenario qwen-gqa-64": 64}
+    # a local assigned twice (a layout branch) is not taken as that dimension
+    (inst,) = by["hadamard_twice"].instances
+    assert any(isinstance(x, Unknown) for _, x in branches(inst.args["D"]))
+
+
+def _table_instances(target):
+    from tilefit.api import load_devices, resolve_targets
+    from tilefit.config import Settings
+
+    path = Path(__file__).parent / "fixtures" / "callsites" / "widths" / "table.py"
+    devices = tuple(resolve_targets(load_devices(Settings(), ()), [target]))
+    sites = build_scenario_sites(Project.scan([str(path)]), resolve(["llama-gqa-128"]), "cuda", frozenset(), devices)
+    (site,) = [s for s in sites.launches if s.kernel.name == "tile_kernel"]
+    out = []
+    for inst in site.instances:
+        one = {k: list(branches(v)) for k, v in (("BLOCK_N", inst.args["BLOCK_N"]), ("num_warps", inst.options["num_warps"]),
+                                                 ("num_stages", inst.options["num_stages"]))}
+        assert all(len(v) == 1 and isinstance(v[0][1], Lit) for v in one.values()), inst.label
+        out.append((inst.label, tuple(v[0][1].value for v in one.values())))
+    return out
+
+
+def test_a_table_row_picked_at_run_time_gives_every_row_it_can():
+    # rtx4090's runtime name has no "H20": the small table; each of its rows is one instance, and
+    # the three values of a row stay together (one entry per call)
+    got = _table_instances("rtx4090")
+    assert sorted(v for _, v in got) == [(16, 1, 1), (16, 4, 1)]
+    assert all("taking entry" in label for label, _ in got)
+
+
+def test_the_device_name_test_does_not_fold_when_the_targets_disagree():
+    got = _table_instances("h20,rtx4090")
+    # both tables' rows: the device test is a run-time one for these targets
+    assert {v for _, v in got} == {(32, 8, 2), (64, 4, 2), (16, 1, 2), (16, 4, 1), (16, 1, 1)}

@@ -42,7 +42,8 @@ Q_POINTERS = ("q", "query")
 NAMES = DATA.parent / "names.json"
 _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "tp",
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
-          "hidden", "top_k", "logit_cap", "sliding_window", "quant"}
+          "hidden", "top_k", "logit_cap", "sliding_window", "quant",
+          "batch_sizes"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -66,7 +67,10 @@ class Scenario:
     # the quantisation scheme of its MoE experts (names.json ``quant``: "none", "fp8-block-128",
     # ...); "" for a scenario without the fact
     quant: str = ""
-    variant: bool = False  # a further scheme of the fact's list (:func:`with_roles`), not the scenario itself
+    # "quant" / "batch": a further quantisation scheme or batch size of the facts' lists
+    # (:func:`with_roles`), not the scenario itself; "" for the scenario itself
+    variant: str = ""
+    batch: int | None = None  # the decode batch size it is judged at (names.json batch_sizes); None: no attention
 
     @property
     def label(self) -> str:
@@ -236,8 +240,34 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
         # unquantised activations (no quant, or weight-only): the MoE input is the model's dtype
         # everywhere (with fp8/int8 activations it is the quantised one inside the experts only)
         dtypes["hidden_states"] = (str(act),)
+    batches = batch_sizes(facts)
+    if batches:
+        for e in names_table()["batch_sizes"]["expressions"]:
+            values[e] = batches[0]
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
-                    "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "")
+                    "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "",
+                    batch=batches[0] if batches else None)
+
+
+def batch_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
+    """The decode batch sizes of an attention scenario (fact ``batch_sizes``, else names.json's
+    default); () for a model without attention facts."""
+    if facts.get("batch_sizes") is not None:
+        got = facts["batch_sizes"]
+        got = [got] if isinstance(got, int) else got
+        if not got or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in got):
+            raise ScenarioError(f"fact batch_sizes must be positive integers, not {facts['batch_sizes']!r}")
+        return tuple(dict.fromkeys(got))
+    if facts.get("heads") is None and facts.get("head_dim") is None and facts.get("kv_lora_rank") is None:
+        return ()
+    return tuple(names_table()["batch_sizes"]["default"])
+
+
+@lru_cache(maxsize=None)
+def batch_keys() -> frozenset:
+    """The names and shape expressions of the batch dimension (names.json)."""
+    data = names_table()
+    return frozenset(data["dimensions"]["batch"]["names"]) | frozenset(data["batch_sizes"]["expressions"])
 
 
 def quant_schemes(facts: Mapping[str, Any]) -> tuple[str, ...]:
@@ -315,14 +345,21 @@ def with_roles(scenarios) -> list[Scenario]:
             continue
         p = from_facts(s.name, facts, s.description, s.source)
         out.append(Scenario(s.name, p.values, dict(s.dtypes), s.description, s.source, p.dims, facts, "prefill",
-                            p.quant))
+                            p.quant, batch=p.batch))
     for s in list(out):  # each further quantisation scheme of a model: a variant of it
         if s.role == "prefill":
             continue
         for q in quant_schemes(s.facts)[1:]:
             v = from_facts(s.name, {**s.facts, "quant": [q]}, s.description, s.source)
             out.append(Scenario(s.name, dict(s.values), dict(v.dtypes), s.description, s.source, v.dims,
-                                {**s.facts, "quant": [q]}, s.role, q, True))
+                                {**s.facts, "quant": [q]}, s.role, q, "quant", s.batch))
+    names = names_table()["dimensions"]["batch"]["names"]
+    exprs = names_table()["batch_sizes"]["expressions"]
+    for s in [x for x in out if not x.variant]:  # each further batch size: a variant (every role)
+        for b in batch_sizes(s.facts)[1:]:
+            out.append(Scenario(s.name, {**s.values, **dict.fromkeys(exprs, b)}, dict(s.dtypes), s.description,
+                                s.source, {**s.dims, **dict.fromkeys(names, b)}, {**s.facts, "batch_sizes": [b]},
+                                s.role, s.quant, "batch", b))
     return out
 
 
@@ -332,9 +369,11 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
     data = names_table()
     heads, kv_heads = facts.get("heads"), facts.get("kv_heads")
     mla = facts.get("kv_lora_rank") is not None and facts.get("qk_rope_head_dim") is not None
-    dims: dict[str, Any] = {k: facts[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "block_size",
+    batches = batch_sizes(facts)
+    dims: dict[str, Any] = {"batch": batches[0]} if batches else {}
+    dims.update({k: facts[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "block_size",
                                                  "page_size", "num_kv_splits", "experts", "top_k", "hidden",
-                                                 "moe_intermediate", "tp") if facts.get(k) is not None}
+                                                 "moe_intermediate", "tp") if facts.get(k) is not None})
     if heads is not None:
         dims["heads"] = int(heads)
     if mla:
@@ -520,7 +559,7 @@ def from_table(name: str, table: Mapping[str, Any], source: str = "pyproject.tom
             key = norm
         values[key] = value
     return Scenario(name, values, dtypes, str(table.get("description", base.description)), source, dict(base.dims),
-                    dict(base.facts), base.role)
+                    dict(base.facts), base.role, base.quant, batch=base.batch)
 
 
 def _facts_of(s: Scenario) -> dict:

@@ -250,8 +250,9 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
             unit = ev.constexpr_stride(frame, expr)
             if unit is not None:
                 args[name] = unit
-            elif ev.scenario is not None and _is_shape_read(expr):
-                # `block_size=key_cache.shape[1]`: the kernel's parameter names the dimension
+            elif ev.scenario is not None and (_is_shape_read(expr) or _is_shape_read(_only_assignment(frame, expr))):
+                # `block_size=key_cache.shape[1]` (or `d = x.shape[-1]; ... D=d`): the kernel's
+                # parameter names the dimension
                 args[name] = ev._dimension(name, args[name])
     return args, options, problems
 
@@ -299,7 +300,21 @@ def _mutated(ev, frame: Frame, node: ast.expr, value: Val, line: int) -> Val:
     return Arms(tuple((lab, apply(v)) for lab, v in branches(value)))
 
 
-def _is_shape_read(expr: ast.expr) -> bool:
+def _only_assignment(frame: Frame, expr: ast.expr) -> ast.expr | None:
+    """The value of a local ``expr`` names when the launching function assigns it once, above
+    the launch; else None."""
+    if not isinstance(expr, ast.Name) or frame.func is None:
+        return None
+    from .values import local_assignments
+
+    assigns = local_assignments(frame.func).get(expr.id, [])
+    if len(assigns) != 1 or assigns[0].value is None or assigns[0].line >= (frame.before_line or 0) or \
+            expr.id in function_params(frame.func):
+        return None
+    return assigns[0].value
+
+
+def _is_shape_read(expr: ast.expr | None) -> bool:
     """``x.shape[i]`` or ``x.size(i)``."""
     return isinstance(expr, ast.Subscript) and isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape" \
         or isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "size"
@@ -386,11 +401,12 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
 
 
 def build_sites(project: Project, only: set | None = None, used: set | None = None,
-                quant_used: set | None = None) -> Sites:
+                quant_used: set | None = None, batch_used: set | None = None) -> Sites:
     """Launch and autotune sites of the project's primary modules. ``only``: ids of the
     launches to build (others skipped); ``used``: filled with the ids of the launches whose
     values read a key of the evaluator's scenarios; ``quant_used``: of those that read an
-    attribute of its quantisation scheme or a MoE config."""
+    attribute of its quantisation scheme or a MoE config; ``batch_used``: of those that read the
+    batch dimension."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
@@ -466,6 +482,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 used.add(id(launch))
             if quant_used is not None and ev.quant_hit:
                 quant_used.add(id(launch))
+            if batch_used is not None and ev.batch_hit:
+                batch_used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
@@ -630,11 +648,12 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
-    from .scenarios import quant_vocabulary, vocabulary
+    from .scenarios import batch_keys, quant_vocabulary, vocabulary
 
     dims = frozenset(k for s in scenarios for k in s.dims) | vocabulary()
     only: set | None = None  # after the first scenario: the launches that read a scenario key
     quant_only: set = set()  # the launches that read a quantisation attribute or a MoE config
+    batch_only: set = set()  # the launches that read the batch dimension
     absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:
         ev = Evaluator(project)
@@ -645,12 +664,14 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev.scenario_keys = keys
         ev.scenario_dims = dims
         ev.quant_names = quant_vocabulary()
+        ev.batch_keys = batch_keys()
         project.evaluator = ev
         used: set = set()
-        if scenario.variant:  # a further quantisation scheme: only what reads the scheme changes
-            sites = build_sites(project, only=quant_only & (only or set()), used=used)
+        if scenario.variant:  # a further scheme or batch size: only what reads it changes
+            sites = build_sites(project, only=(quant_only if scenario.variant == "quant" else batch_only)
+                                & (only or set()), used=used)
         else:
-            sites = build_sites(project, only=only, used=used, quant_used=quant_only)
+            sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only)
         if only is None:
             only = used
         first = first or sites
@@ -670,8 +691,11 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
                 if k in seen[key]:
                     continue
                 seen[key].add(k)
-                if id(site.launch) in used:  # its values depend on the scenario
-                    inst.label = ", ".join(x for x in (scenario.label, inst.label) if x)
+                if id(site.launch) in used:  # its values depend on the scenario (and the batch size)
+                    label = scenario.label
+                    if scenario.batch is not None and id(site.launch) in batch_only:
+                        label += f" (batch size {scenario.batch})"
+                    inst.label = ", ".join(x for x in (label, inst.label) if x)
                 if _absent_in(site.kernel, inst):
                     absent.setdefault(key, []).append(inst)  # the model lacks a dimension the launch needs
                     continue

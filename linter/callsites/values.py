@@ -217,9 +217,9 @@ def consistent(labels) -> bool:
         return False  # one config dict per launch: its keys come from the same batch size's entry
     returned: dict[str, str] = {}
     for a in atoms:
-        call, sep, line = a.partition(" returning at line ")
-        if sep:
-            if returned.setdefault(call, line) != line:
+        for word in (" returning at line ", " taking entry "):  # one return / one table entry per call
+            call, sep, line = a.partition(word)
+            if sep and returned.setdefault(call + word, line) != line:
                 return False
     return True
 
@@ -463,6 +463,9 @@ class Evaluator:
         # built again for a further scheme of a model
         self.quant_names: frozenset = frozenset()
         self.quant_hit = False
+        # names and shape expressions of the batch dimension, and did the current site read one
+        self.batch_keys: frozenset = frozenset()
+        self.batch_hit = False
         # device-database records of the targets: a fused-MoE launcher's `config` is bound to the
         # configs the engine launches on them (tilefit.callsites.moeconfigs)
         self.devices: tuple = ()
@@ -477,6 +480,7 @@ class Evaluator:
         self._exhausted = None
         self.scenario_hit = False
         self.quant_hit = False
+        self.batch_hit = False
 
     def end_site(self) -> None:
         self._deadline = None
@@ -531,6 +535,8 @@ class Evaluator:
             self.scenario_hit = True
         if name in self.quant_names:
             self.quant_hit = True
+        if name in self.batch_keys:
+            self.batch_hit = True
         found, value = self.scenario.dimension(name)
         if not found:
             if name in self.scenario_dims:
@@ -789,6 +795,9 @@ class Evaluator:
             return self._map2(a, b, lambda x, y: _safe_binop(node.op, x, y), node, m)
         if isinstance(node, ast.Compare):
             vals = [self._expr(frame, node.left)] + [self._expr(frame, c) for c in node.comparators]
+            named = self._device_name_test(node, vals)
+            if named is not None:
+                return named
             if len(node.ops) == 1 and isinstance(node.ops[0], (ast.Is, ast.IsNot)) and \
                     isinstance(node.comparators[0], ast.Constant) and node.comparators[0].value is None:
                 test = _none_test(vals[0], isinstance(node.ops[0], ast.IsNot), self.seg(m, node.left))
@@ -918,6 +927,24 @@ class Evaluator:
             return Unknown("an f-string")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
 
+    def _device_name_test(self, node: ast.Compare, vals: list[Val]) -> Val | None:
+        """``"H20" in torch.cuda.get_device_name(0)``: folded when every target device is a card
+        whose runtime name (its device record's torch_names) gives the same answer."""
+        if len(node.ops) != 1 or not isinstance(node.ops[0], (ast.In, ast.NotIn)) or not self.devices:
+            return None
+        call = node.comparators[0]
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+                and call.func.attr == "get_device_name") or not isinstance(vals[0], Lit) or \
+                not isinstance(vals[0].value, str):
+            return None
+        names = [tuple(getattr(d, "torch_names", ()) or ())[:1] for d in self.devices]
+        if not all(names):
+            return None
+        answers = {(vals[0].value in n[0]) != isinstance(node.ops[0], ast.NotIn) for n in names}
+        if len(answers) != 1:
+            return None
+        return Lit(answers.pop(), None, "every target device's runtime name")
+
     def _attribute(self, frame: Frame, node: ast.Attribute, base: Val | None = None) -> Val:
         """``x.attr``; ``base`` is ``x``'s value when the caller has it already (a call's receiver)."""
         m = frame.module
@@ -951,6 +978,8 @@ class Evaluator:
         name stands for (``B.size(1)`` where the caller passes ``w1``: ``w1.shape[1]``), unless
         the function reassigns the name."""
         found, value = self.scenario.expression(node)
+        if found and self.batch_keys and any(k in self.batch_keys for k in expression_keys_of(node)):
+            self.batch_hit = True
         if found or not frame.bindings or frame.func is None:
             return found, value
         for key in expression_keys_of(node):
@@ -1100,6 +1129,40 @@ class Evaluator:
         items = tuple(_mark_generated(self._expr(frame.child(bindings=env), node.elt)) for env in envs)
         return Seq(items, generated=True)
 
+    def _next(self, frame: Frame, node: ast.Call) -> Val:
+        """``next(cfg for limit, cfg in TABLE if x <= limit)`` over a static table: the first entry
+        whose conditions hold; where a condition is a run-time one, each entry it can pick, one
+        branch each (labelled ``taking entry i``: one entry per call), up to the first that
+        surely holds."""
+        m = frame.module
+        gen = node.args[0]
+        if len(gen.generators) != 1 or gen.generators[0].is_async:  # type: ignore[attr-defined]
+            return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+        g = gen.generators[0]  # type: ignore[attr-defined]
+        where = f"`{self.seg(m, node)}` (line {node.lineno})"
+        out: list[tuple[str, Val]] = []
+        for tlabel, table in branches(self._expr(frame, g.iter)):
+            if not isinstance(table, Seq):
+                return _first_unknown([table], f"`{self.seg(m, g.iter)}` is not a static sequence")
+            for i, item in enumerate(table.items):
+                env = dict(frame.bindings)
+                if not _bind_target(g.target, item, env):
+                    return Unknown(f"cannot unpack into `{self.seg(m, g.target)}`")
+                tests = [self._expr(frame.child(bindings=env), c) for c in g.ifs]
+                if any(isinstance(t, Lit) and not t.value for t in tests):
+                    continue
+                value = self._expr(frame.child(bindings=env), gen.elt)  # type: ignore[attr-defined]
+                sure = all(isinstance(t, Lit) for t in tests)
+                label = ", ".join(x for x in (tlabel, f"{where} taking entry {i}") if x)
+                out.append((label if not sure or out else tlabel, value))
+                if sure:
+                    break
+                if len(out) > MAX_ARMS:
+                    return Unknown(f"{where} has too many branches")
+        if not out:
+            return Unknown(f"{where}: no entry of the table is static")
+        return out[0][1] if len(out) == 1 and not out[0][0] else Arms(tuple(out))
+
     def _call(self, frame: Frame, node: ast.Call) -> Val:
         m = frame.module
         receiver = None
@@ -1123,6 +1186,8 @@ class Evaluator:
             fname = node.func.id  # type: ignore[union-attr]
         if fname == "triton.Config":
             return self._config(frame, node)
+        if fname == "next" and len(node.args) == 1 and not node.keywords and isinstance(node.args[0], ast.GeneratorExp):
+            return self._next(frame, node)
         args = [self._expr(frame, a) for a in node.args if not isinstance(a, ast.Starred)]
         if any(isinstance(a, ast.Starred) for a in node.args):
             return Unknown(f"`{self.seg(m, node)}` unpacks arguments at run time")
@@ -1314,7 +1379,7 @@ _TORCH_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_
 _CAPABILITY_TESTS = frozenset({"has_device_capability", "is_device_capability", "is_device_capability_family"})
 
 _BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list", "tuple", "sorted", "dict",
-             "isinstance"}
+             "isinstance", "next"}
 
 
 class _OutOfBudget(Exception):
