@@ -89,12 +89,19 @@ def main() -> None:
     ap.add_argument("--select", default=None, help="rule codes (e.g. SMEM002,SMEM003,EST002: the call-site rules only)")
     ap.add_argument("--timeout", type=float, default=1500.0, help="seconds per run before it is stopped")
     ap.add_argument("--record", action="store_true", help="append the table to bench/RESULTS.md")
+    ap.add_argument("--keep-cache", metavar="DIR", default=None,
+                    help="put each tree's cache folder under DIR (DIR/<n>/cache, must not exist) and keep it, "
+                         "to compare reports or time later runs on the same compiles")
     args = ap.parse_args()
     trees = {str(p): Path(p) for p in args.tree} if args.tree else {k: v for k, v in TREES.items() if v.is_dir()}
     rows = []
     reasons = {}
-    for name, tree in trees.items():
-        work = Path(tempfile.mkdtemp(prefix="tilefit-bench-"))
+    for n, (name, tree) in enumerate(trees.items()):
+        if args.keep_cache:
+            work = Path(args.keep_cache) / str(n)
+            work.mkdir(parents=True)
+        else:
+            work = Path(tempfile.mkdtemp(prefix="tilefit-bench-"))
         try:
             cache = work / "cache"
             for mode in ("cold", "warm"):
@@ -109,7 +116,8 @@ def main() -> None:
             reasons[name] = [ln for ln in rows[-1][2]["text"].splitlines()
                              if ln.startswith("call sites:") or "not evaluated:" in ln or ln.startswith("  launches")]
         finally:
-            shutil.rmtree(work, ignore_errors=True)
+            if not args.keep_cache:
+                shutil.rmtree(work, ignore_errors=True)
     files = {name: sum(1 for _ in tree.rglob("*.py")) for name, tree in trees.items()}
     lines = ["| tree | run | seconds | vs target | CPU s | load | peak MB | vs 1024 MB | sites evaluated | vs 90% |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]

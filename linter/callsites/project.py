@@ -3,7 +3,9 @@
 ``Project.scan(paths)`` reads every ``.py`` file once. Files that mention neither ``triton``
 nor a subscript call (``](``) hold no kernel and no launch; they are parsed only when they call
 a launcher wrapper by name (a second, cheap text pass), because a wrapper's call sites may
-pass the launch's constants.
+pass the launch's constants. Those modules are kept as :class:`DeferredModule`: without their
+AST until an import or a call of a name they call reads them (half of an engine's ASTs were
+of files matched by a launching method's name, ``update(``, which no call resolves to).
 """
 
 from __future__ import annotations
@@ -35,6 +37,55 @@ class ScanStats:
 
 
 _LAUNCH_WORDS = frozenset({"num_warps", "num_stages", "num_ctas", "maxnreg", "waves_per_eu"})
+
+
+class _DeferredCalls:
+    """The ``calls`` of a :class:`DeferredModule`: a name it never calls answers without parsing."""
+
+    __slots__ = ("module",)
+
+    def __init__(self, module: "DeferredModule"):
+        self.module = module
+
+    def get(self, name: str, default=None):
+        if name not in self.module._call_names:
+            return default
+        return self.module.materialise().calls.get(name, default)
+
+
+class DeferredModule(ModuleScan):
+    """A module of the second pass (no kernel, no launch: it only calls a wrapper's name) held
+    without its AST: its name, path and the names it calls. The first read of anything else
+    (its bindings for an import, its calls of a name it does call, its source) parses the file
+    again and fills the same object, so identities, order and lookups are those of a module
+    parsed up front. An engine's package has hundreds of these; most are never read again."""
+
+    _LAZY = frozenset({"source", "aliases", "bindings", "functions"})
+
+    def __init__(self, scanned: ModuleScan):  # noqa: D107 - not the dataclass __init__
+        self.path, self.name, self.is_package, self.extra = (scanned.path, scanned.name, scanned.is_package,
+                                                             scanned.extra)
+        self.kernels, self.all_kernels, self.launches = {}, [], []
+        self._call_names = frozenset(scanned.calls)
+        self.calls = _DeferredCalls(self)  # type: ignore[assignment]
+        self.materialised = False
+
+    @property
+    def error(self) -> str | None:
+        return None if not self.materialised else self.source.error
+
+    def __getattr__(self, attr: str):
+        if attr in DeferredModule._LAZY and not self.__dict__.get("materialised", True):
+            return getattr(self.materialise(), attr)
+        raise AttributeError(attr)
+
+    def materialise(self) -> "DeferredModule":
+        if not self.materialised:
+            fresh = scan_source(SourceFile.read(self.path), self.name, self.is_package)
+            for f in ("source", "aliases", "bindings", "functions", "calls"):
+                setattr(self, f, getattr(fresh, f))
+            self.materialised = True
+        return self
 
 
 class Project:
@@ -89,13 +140,16 @@ class Project:
                     project.stats.errors.append(f"{path}: cannot read: {exc.strerror or exc}")
                     continue
                 if pattern.search(data):
-                    project._add_source(path, data)
+                    project._add_source(path, data, defer=True)
         return project
 
-    def _add_source(self, path: str, data: bytes) -> None:
+    def _add_source(self, path: str, data: bytes, defer: bool = False) -> None:
         self.stats.parsed += 1
         name, is_pkg = module_name(path)
-        self.add(scan_source(SourceFile.from_bytes(path, data), name, is_pkg))
+        module = scan_source(SourceFile.from_bytes(path, data), name, is_pkg)
+        if defer and not module.all_kernels and not module.launches and module.error is None:
+            module = DeferredModule(module)  # its AST is dropped until something reads it
+        self.add(module)
 
     def wrapper_names(self) -> set[str]:
         """Names of launcher wrappers: functions with a launch of a kernel (or of a kernel passed

@@ -20,7 +20,7 @@ import ast
 from dataclasses import dataclass, field
 
 from tilefit.model import Span
-from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan
+from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan, is_top_level_def
 
 from .project import Project
 from .platforms import backend_of
@@ -142,6 +142,8 @@ def _callers(project: Project, fn, owner: ModuleScan, cache: dict) -> list[tuple
     """Calls of ``fn`` in the tree (by name, then resolved); attribute calls (``obj.fn()``) only
     count when ``obj`` is a module."""
     out = []
+    if not is_top_level_def(fn):
+        return out  # only a module-level def is ever a resolved callee (Evaluator.global_name)
     for m in project.all_modules():
         for rec in m.calls.get(fn.name, ()):
             key = id(rec.node)

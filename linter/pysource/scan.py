@@ -238,6 +238,7 @@ class _Scanner(ast.NodeVisitor):
 
     def _top(self, stmt: ast.stmt, conditional: bool = False) -> None:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            stmt._tilefit_top = True  # a module-level def (is_top_level_def): the only functions calls resolve to
             self._bind(stmt.name, Binding("def", stmt, conditional=conditional, stmt=stmt))
             kernel = self._kernel(stmt, top_level=True, conditional=conditional)
             if kernel is None and not conditional and isinstance(stmt, ast.FunctionDef):
@@ -383,6 +384,13 @@ def _statements(body):
             sub = getattr(stmt, name, None)
             if sub:
                 stack.extend(reversed(sub))
+
+
+def is_top_level_def(fn) -> bool:
+    """Is ``fn`` a module-level ``def`` (bound to its name in its module, conditionally or not)?
+    Only those are ever a call's resolved callee (``Evaluator.global_name`` makes the one
+    ``Ref("function", ...)``): a method or a nested function has no call sites to follow."""
+    return getattr(fn, "_tilefit_top", False) is True
 
 
 def scan_source(source: SourceFile, name: str | None = None, is_package: bool | None = None) -> ModuleScan:
