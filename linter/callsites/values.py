@@ -1109,8 +1109,8 @@ class Evaluator:
             nxt: list[dict[str, Val]] = []
             for env in envs:
                 it = self._expr(frame.child(bindings=env), gen.iter)
-                if not isinstance(it, Seq):
-                    return Unknown(f"`{self.seg(m, gen.iter)}` is not a static sequence")
+                if not isinstance(it, Seq):  # an unknown iterable's own reason (a budget stop, a run-time shape) first
+                    return _first_unknown([it], f"`{self.seg(m, gen.iter)}` is not a static sequence")
                 for item in it.items:
                     e2 = dict(env)
                     if not _bind_target(gen.target, item, e2):
