@@ -2,13 +2,15 @@
 
 ``calibrate smem --engine SRC --recheck [--arch A] [--recheck-path TEXT]``: every stored compiled
 point (and stored failure) of the installed Triton's calibration of ``SRC``'s kernel -- of those
-archs, of the dtype paths whose name contains TEXT -- is compiled again with the engine's kernel; a figure that differs replaces the stored one (a stored failure that compiles
-now becomes a figure, and the reverse). For when a stored figure is in doubt -- a compile made
-under a fault since fixed (e.g. descriptor dtypes mixed up by Triton's specialiser cache, see
-:func:`tilefit.smem.exact._torch_dtype`). The forms stay; the proofs of every group a changed
-point belongs to are counted again on that group's stored points (strict: a miss on any compiled
-point leaves its arch unproven, as a candidate round counts), the failures are drawn again, and
-the probe records of the releases that reuse this calibration are re-counted
+archs, of the dtype paths whose name contains TEXT -- is compiled again with the engine's kernel;
+a figure that differs replaces the stored one (a stored failure that compiles now becomes a
+figure, and the reverse; a failure's changed wording is not a change). For when a stored figure
+is in doubt -- a compile made under a fault since fixed (e.g. descriptor dtypes mixed up by
+Triton's specialiser cache, see :func:`tilefit.smem.exact._torch_dtype`). The forms stay; the
+proofs of every group a changed point belongs to are counted again on that group's stored points
+(strict: a miss on any compiled point leaves its arch unproven, as a candidate round counts), the
+failures are drawn again, and the probe records of the releases that reuse this calibration are
+re-counted
 (:mod:`tilefit.smem.engine_recount`). The provenance lists each change.
 """
 
@@ -24,9 +26,11 @@ from . import engine_calibrate as ec
 
 
 def recheck(source: str, kernel: str, *, archs: Sequence[str] | None = None, paths: Sequence[str] | None = None,
-            jobs: int | None = None,
-            cache_dir=None, write: bool = True, command: str = "", log: Callable[[str], None] | None = None,
-            progress_factory=None, package: bool = False) -> ec.KernelCalibration:
+            jobs: int | None = None, cache_dir=None, write: bool = True, command: str = "",
+            log: Callable[[str], None] | None = None, progress_factory=None,
+            package: bool = False) -> ec.KernelCalibration:
+    """Recheck ``kernel``'s stored calibration of ``source`` (see the module's docstring); an arch's
+    own form (``formulas[<arch>]``, a borrowed one) keeps its proofs as they were."""
     from .engine_kernels import EngineKernels
     from .engine_source import open_source
 
