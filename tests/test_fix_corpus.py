@@ -138,9 +138,11 @@ def test_second_run_is_a_no_op(fixed_corpus):
 
 
 MOE = "sglang-0.5.23/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
-# SGLang's B300 table of the triton_3_7_1 folder: its USE_TMA entries offend on the consumer
-# cards under Triton 3.5 and under 3.9 and are planned differently by each (found by fixing every
-# SGLang MoE table under each release's folder name and comparing the plans).
+# SGLang's B300 table of the triton_3_7_1 folder: its USE_TMA entries offend on the consumer cards.
+# Since the TMA forms are proven on every arch (2026-12-03) Triton 3.5 and 3.9 plan every SGLang
+# table of the corpus alike (104 tables of the triton_3_5_1/triton_3_7_1 folders fixed under 3.4,
+# 3.5 and 3.9: no entry planned differently), so the test makes 3.5's figures differ itself: the
+# engine model answers a 3.5 spec 8 KiB larger, which moves the plans of the entries near the limit.
 TWIN = ("triton_3_7_1", "E=32,N=1792,device_name=NVIDIA_B300_SXM6_AC.json")
 RELEASES = ("triton_3_5_1", "triton_3_9_0")
 
@@ -162,6 +164,19 @@ def test_one_table_under_two_triton_folders_is_planned_per_release(corpus, tmp_p
     the first folder's plan was reused for the second: with SGLang's triton_3_4_0 H100 table
     E=128,N=1856 planned first, five entries of its triton_3_5_1 twin were left unfixed, 3.4's
     answer on sm_120 being 'nothing fits'.)"""
+    import dataclasses
+
+    from tilefit.smem import engine_model
+
+    real = engine_model.EngineModel.answer
+
+    def answer(self, spec, arch, forms_only=False):
+        got = real(self, spec, arch, forms_only)
+        if got is not None and got.shared_bytes is not None and str(spec.triton or "").startswith("3.5"):
+            return dataclasses.replace(got, shared_bytes=got.shared_bytes + 8192)
+        return got
+
+    monkeypatch.setattr(engine_model.EngineModel, "answer", answer)
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
     original = json.loads((corpus / MOE / TWIN[0] / TWIN[1]).read_bytes())
     alone = {f: _fixed_copies(corpus, tmp_path, [f])[f] for f in RELEASES}

@@ -213,15 +213,23 @@ def test_a_compile_failure_inside_tritons_code_generation_is_a_fact_with_its_rea
 
 
 def test_probe_names_the_release_whose_forms_answer_and_the_probe(cli):
-    """What a user sees: an SGLang 3.5 table's Hopper block-fp8 entry is answered with 3.9's forms
-    and the output says Triton 3.5 gave identical bytes; on sm_100, where 3.5's probe differed, the
-    figure is marked not proven with the probe's figures; under 3.4 the launch does not compile."""
+    """What a user sees: an SGLang 3.5 table's block-fp8 entry is answered with 3.9's forms and the
+    output says Triton 3.5 gave identical bytes (on sm_90, and on sm_100 since 3.9's tcgen05 form
+    converts the scale vectors into the TMEM layout: 3.5's probe there agrees with it); an int8 entry
+    on sm_100, where 3.5's probe differed, is marked not proven with the probe's figures; under 3.4
+    the launch does not compile."""
     args = ("probe", "fused_moe", "--engine", "sglang", "--dtype", "fp8_w8a8", "--quant", "block", "--block-shape",
             "128,128", "--tile", "64,128,128", "--stages", "3", "--estimator", "analytic")
-    rec = kernel_forms("fused_moe", "sglang", "0.5.23", "3.5").reused_groups["wgmma/fp8_w8a8"]
+    forms = kernel_forms("fused_moe", "sglang", "0.5.23", "3.5")
     r = cli(*args, "--arch", "sm_90,sm_100", "--triton-version", "3.5")
     assert r.exit_code == 0, r.output
-    assert f"Triton 3.5 gave identical bytes on a {rec['points']}-point probe (sm_90)" in r.output
+    for group, arch in (("wgmma/fp8_w8a8", "sm_90"), ("tcgen05/fp8_w8a8", "sm_100")):
+        n = forms.reused_groups[group]["points"]
+        assert f"Triton 3.5 gave identical bytes on a {n}-point probe ({arch})" in r.output
+    assert "tcgen05/int8_w8a8" in (forms.doc["reused"].get("differing") or {})
+    r = cli("probe", "fused_moe", "--engine", "sglang", "--dtype", "int8_w8a8", "--quant", "per_tensor", "--tile",
+            "64,128,128", "--stages", "3", "--estimator", "analytic", "--arch", "sm_100", "--triton-version", "3.5")
+    assert r.exit_code == 0, r.output
     assert "not proven for 3.5 (Triton 3.5's probe:" in r.output
     r = cli(*args, "--arch", "sm_90", "--triton-version", "3.4")
     assert r.exit_code == 1 and "gdc_wait() got an unexpected keyword argument '_semantic'" in r.output, r.output

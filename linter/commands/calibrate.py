@@ -88,10 +88,17 @@ def calibrate() -> None:
 @click.option("--extend", is_flag=True,
               help="With --engine and --arch: add these archs to the stored calibration of the engine release and "
                    "the installed Triton; its compiled points are kept, not recompiled, and its forms unchanged.")
+@click.option("--recheck", is_flag=True,
+              help="With --engine: compile the stored points of the installed Triton's calibration again (--arch: "
+                   "those archs only) and replace the figures that differ, counting the proofs of their groups "
+                   "again; the provenance lists each change (tilefit.smem.engine_recheck).")
+@click.option("--recheck-path", "recheck_paths", multiple=True, metavar="TEXT",
+              help="With --recheck: only the dtype paths whose name contains TEXT (e.g. tma, fp8_w8a8/block). "
+                   "Repeatable.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines.")
 def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_points, proof_corpus, proof_per_arch,
          proof_only, cache_dir, engine, corpus, archs, probe_from, candidates, fresh, risk_share, triton_python,
-         extend, borrow, quiet):
+         extend, borrow, recheck, recheck_paths, quiet):
     """Regenerate the analytic shared-memory model for the installed Triton.
 
     Compiles a designed grid of kernel specialisations (kernel x dtype path x quantisation x tile x
@@ -133,10 +140,11 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
         _engine(engine, kernels=list(kernels) or None, corpus=list(corpus), archs=list(archs) or None, jobs=jobs,
                 scale=scale, cache_dir=cache_dir, write=not dry_run, command=command, log=log, probe_from=probe_from,
                 candidates=candidates, quiet=quiet, fresh=fresh, risk_share=risk_share, extend=extend,
-                package=into_package, borrow=borrow)
+                package=into_package, borrow=borrow, recheck=recheck,
+                recheck_paths=list(recheck_paths))
         return
-    if corpus or archs or probe_from or candidates or extend or borrow:
-        fail("--corpus, --arch, --probe-from, --candidates, --extend and --borrow go with --engine")
+    if corpus or archs or probe_from or candidates or extend or borrow or recheck or recheck_paths:
+        fail("--corpus, --arch, --probe-from, --candidates, --extend, --borrow and --recheck go with --engine")
     if not fresh or risk_share is not None:
         fail("--no-fresh and --risk-share go with --engine and --probe-from")
     if out and into_package:
@@ -168,7 +176,8 @@ def smem(jobs, scale, families, kernels, out, into_package, dry_run, proof_point
 
 
 def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, command, log, probe_from, quiet,
-            candidates=False, fresh=True, risk_share=None, extend=False, package=False, borrow=False) -> None:
+            candidates=False, fresh=True, risk_share=None, extend=False, package=False, borrow=False,
+            recheck=False, recheck_paths=()) -> None:
     from tilefit import progress
     from tilefit.smem import calibrate as cal
     from tilefit.smem import engine_calibrate as ec
@@ -189,9 +198,27 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
             fail(str(exc))
     if borrow and (candidates or probe_from or extend or corpus or archs):
         fail("--borrow compiles nothing: give it without --candidates, --probe-from, --extend, --corpus or --arch")
+    if recheck_paths and not recheck:
+        fail("--recheck-path goes with --recheck")
+    if recheck and (candidates or probe_from or extend or borrow or corpus):
+        fail("--recheck compiles the stored points again: give it without --candidates, --probe-from, --extend, "
+             "--borrow or --corpus")
     make = None if quiet else progress.factory(log=log if not sys.stderr.isatty() else None)
     try:
-        if borrow:
+        if recheck:
+            from tilefit.smem.engine_recheck import recheck as recheck_kernel
+
+            results = []
+            for k in (kernels or registry_kernels()):
+                try:
+                    results.append(recheck_kernel(source, k, archs=archs, paths=recheck_paths or None, jobs=jobs,
+                                                  cache_dir=cache_dir, write=write, command=command, log=log,
+                                                  progress_factory=make, package=package))
+                except ValueError as exc:
+                    if kernels:
+                        raise
+                    log(f"{k}: {exc}")
+        elif borrow:
             results = _borrow(source, kernels or registry_kernels(), write=write, command=command, log=log,
                               package=package)
         elif candidates:

@@ -93,7 +93,7 @@ def recount(kernel: str, engine: str, version: str, base: str, *, package: bool 
             + (f"; now differing: {', '.join(moved['differing'])}" if moved["differing"] else ""))
         if write:
             new["recounted"] = {"date": datetime.date.today().isoformat(), "against": f"the forms of Triton {base}",
-                                "note": "re-counted from the stored probe points after the base release's forms "
+                                "note": "re-counted from the stored probe points after the base release's calibration "
                                         "changed (tilefit.smem.engine_recount); nothing compiled"}
             doc["reused"] = new
             out_fp = ec.forms_path(kernel, engine, version, rel, package)
