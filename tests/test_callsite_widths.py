@@ -92,3 +92,11 @@ def test_the_device_name_test_does_not_fold_when_the_targets_disagree():
     got = _table_instances("h20,rtx4090")
     # both tables' rows: the device test is a run-time one for these targets
     assert {v for _, v in got} == {(32, 8, 2), (64, 4, 2), (16, 1, 2), (16, 4, 1), (16, 1, 1)}
+
+
+def test_a_caller_that_fails_the_launchers_assert_makes_no_launch():
+    path = Path(__file__).parent / "fixtures" / "callsites" / "widths" / "table.py"
+    sites = build_scenario_sites(Project.scan([str(path)]), resolve(["llama-gqa-128"]), "cuda")
+    got = [(s.caller.scope.name if s.caller is not None else None, list(branches(i.args["group_size"]))[0][1])
+           for s in sites.launches if s.kernel.name == "group_kernel" for i in s.instances]
+    assert [(c, v.value) for c, v in got if c is not None] == [("group_caller", 128)]

@@ -300,6 +300,22 @@ def _mutated(ev, frame: Frame, node: ast.expr, value: Val, line: int) -> Val:
     return Arms(tuple((lab, apply(v)) for lab, v in branches(value)))
 
 
+def _assert_fails(ev, frame: Frame) -> bool:
+    """Does a top-level ``assert`` of the launching function above the launch fold to False with
+    the frame's bindings (``assert block_shape is not None and block_shape[0] == 0`` where the
+    caller passes a [128, 128] block)? Then that call never reaches the launch."""
+    if frame.func is None or frame.before_line is None:
+        return False
+    for stmt in frame.func.body:
+        if getattr(stmt, "lineno", 0) >= frame.before_line:
+            break
+        if isinstance(stmt, ast.Assert):
+            v = ev.expr(frame.child(before_line=stmt.lineno), stmt.test)
+            if isinstance(v, Lit) and not v.value:
+                return True
+    return False
+
+
 def _only_assignment(frame: Frame, expr: ast.expr) -> ast.expr | None:
     """The value of a local ``expr`` names when the launching function assigns it once, above
     the launch; else None."""
@@ -468,6 +484,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                     chains.append((m2, rec2, bindings2, cproblems2 + p2))
             for caller_module, rec, bindings, cproblems in chains:
                 cframe = Frame(module, scope, bindings, before_line=launch.line)
+                if _assert_fails(ev, cframe):
+                    continue  # what this caller passes fails the launcher's assert: no launch from it
                 ckernels = _kernels_of(ev.expr(cframe, launch.callee))
                 for _, kernel in ckernels:
                     args, options, problems = _map_launch(project, launch, kernel, cframe)
