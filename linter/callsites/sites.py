@@ -480,6 +480,9 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                     chains.append((caller_module, rec, bindings, cproblems))
                 for m2, rec2 in outer:  # the caller's own parameters decide: one more level up
                     b2, p2 = _caller_bindings(project, rec.scope, m2, rec2)
+                    if not ev.reachable(Frame(caller_module, rec.scope, b2,
+                                                                         before_line=rec.node.lineno)):
+                        continue  # with what this caller passes, the call of the launcher is never made
                     bindings2, cproblems2 = _caller_bindings(project, scope, caller_module, rec, b2)
                     chains.append((m2, rec2, bindings2, cproblems2 + p2))
             for caller_module, rec, bindings, cproblems in chains:
