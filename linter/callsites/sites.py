@@ -433,14 +433,14 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
         for launch in module.launches:
             if only is not None and id(launch) not in only:
                 continue
+            if ev.backend is not None and backend_of(module.path) not in (None, ev.backend):
+                off_platform += 1  # a module only another backend imports (platform_modules.json)
+                continue
             if ev.scenario is not None and not ev.scenario.applies(module.path):
                 # a kernel family the scenario's model does not run in this role (an MLA model's
                 # absorbed head in vLLM's generic prefill): judged under the other scenarios
                 if used is not None:
                     used.add(id(launch))
-                continue
-            if ev.backend is not None and backend_of(module.path) not in (None, ev.backend):
-                off_platform += 1  # a module only another backend imports (platform_modules.json)
                 continue
             ev.begin_site()  # each launch (with its callers) within its own budget
             frame = Frame(module, launch.scope, before_line=launch.line)
