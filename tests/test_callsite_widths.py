@@ -92,3 +92,23 @@ def test_the_device_name_test_does_not_fold_when_the_targets_disagree():
     got = _table_instances("h20,rtx4090")
     # both tables' rows: the device test is a run-time one for these targets
     assert {v for _, v in got} == {(32, 8, 2), (64, 4, 2), (16, 1, 2), (16, 4, 1), (16, 1, 1)}
+
+
+def test_a_caller_that_fails_the_launchers_assert_makes_no_launch():
+    path = Path(__file__).parent / "fixtures" / "callsites" / "widths" / "table.py"
+    sites = build_scenario_sites(Project.scan([str(path)]), resolve(["llama-gqa-128"]), "cuda")
+    got = [(s.caller.scope.name if s.caller is not None else None, list(branches(i.args["group_size"]))[0][1])
+           for s in sites.launches if s.kernel.name == "group_kernel" and s.launch.scope.name == "invoke_group"
+           for i in s.instances]
+    assert [(c, v.value) for c, v in got if c is not None] == [("group_caller", 128)]
+
+
+def test_a_call_of_the_launcher_the_outer_callers_values_skip_makes_no_launch():
+    path = Path(__file__).parent / "fixtures" / "callsites" / "widths" / "table.py"
+    sites = build_scenario_sites(Project.scan([str(path)]), resolve(["llama-gqa-128"]), "cuda")
+    got = {(s.path.rsplit("/", 1)[-1], s.anchor.start.line): [list(branches(i.args["group_size"]))[0][1]
+                                                               for i in s.instances]
+           for s in sites.launches if s.kernel.name == "group_kernel" and s.launch.scope.name == "invoke_group2"}
+    vals = [v for vals in got.values() for v in vals]
+    # group_path's block; plain_path's None never reaches the launcher (no instance with None[1])
+    assert all(isinstance(v, Lit) for v in vals) and [v.value for v in vals] == [64], vals

@@ -302,6 +302,22 @@ def _mutated(ev, frame: Frame, node: ast.expr, value: Val, line: int) -> Val:
     return Arms(tuple((lab, apply(v)) for lab, v in branches(value)))
 
 
+def _assert_fails(ev, frame: Frame) -> bool:
+    """Does a top-level ``assert`` of the launching function above the launch fold to False with
+    the frame's bindings (``assert block_shape is not None and block_shape[0] == 0`` where the
+    caller passes a [128, 128] block)? Then that call never reaches the launch."""
+    if frame.func is None or frame.before_line is None:
+        return False
+    for stmt in frame.func.body:
+        if getattr(stmt, "lineno", 0) >= frame.before_line:
+            break
+        if isinstance(stmt, ast.Assert):
+            v = ev.expr(frame.child(before_line=stmt.lineno), stmt.test)
+            if isinstance(v, Lit) and not v.value:
+                return True
+    return False
+
+
 def _only_assignment(frame: Frame, expr: ast.expr) -> ast.expr | None:
     """The value of a local ``expr`` names when the launching function assigns it once, above
     the launch; else None."""
@@ -419,14 +435,14 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
         for launch in module.launches:
             if only is not None and id(launch) not in only:
                 continue
+            if ev.backend is not None and backend_of(module.path) not in (None, ev.backend):
+                off_platform += 1  # a module only another backend imports (platform_modules.json)
+                continue
             if ev.scenario is not None and not ev.scenario.applies(module.path):
                 # a kernel family the scenario's model does not run in this role (an MLA model's
                 # absorbed head in vLLM's generic prefill): judged under the other scenarios
                 if used is not None:
                     used.add(id(launch))
-                continue
-            if ev.backend is not None and backend_of(module.path) not in (None, ev.backend):
-                off_platform += 1  # a module only another backend imports (platform_modules.json)
                 continue
             ev.begin_site()  # each launch (with its callers) within its own budget
             frame = Frame(module, launch.scope, before_line=launch.line)
@@ -466,10 +482,15 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                     chains.append((caller_module, rec, bindings, cproblems))
                 for m2, rec2 in outer:  # the caller's own parameters decide: one more level up
                     b2, p2 = _caller_bindings(project, rec.scope, m2, rec2)
+                    if not ev.reachable(Frame(caller_module, rec.scope, b2,
+                                                                         before_line=rec.node.lineno)):
+                        continue  # with what this caller passes, the call of the launcher is never made
                     bindings2, cproblems2 = _caller_bindings(project, scope, caller_module, rec, b2)
                     chains.append((m2, rec2, bindings2, cproblems2 + p2))
             for caller_module, rec, bindings, cproblems in chains:
                 cframe = Frame(module, scope, bindings, before_line=launch.line)
+                if _assert_fails(ev, cframe):
+                    continue  # what this caller passes fails the launcher's assert: no launch from it
                 ckernels = _kernels_of(ev.expr(cframe, launch.callee))
                 for _, kernel in ckernels:
                     args, options, problems = _map_launch(project, launch, kernel, cframe)
