@@ -1,7 +1,7 @@
 """The output formats CI uses against `concise`, cold and warm result cache (issue 19's target:
 json and sarif within 1.5x of concise, both ways).
 
-    python bench/bench_formats.py [CORPUS] [--rounds 3] [--target consumer]
+    python bench/bench_formats.py [CORPUS] [--rounds 3] [--target consumer] [--format json ...]
 
 CORPUS defaults to $TILEFIT_CORPUS, else ../shared/corpus, else the copy packed in
 tests/data/corpus.tar.xz (as the tests find it).
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import cpu_name, load  # noqa: E402
 
-FORMATS = ("concise", "json", "sarif")
+FORMATS = ("concise", "json", "sarif", "gitlab")  # the default set; --format picks others (concise always)
 
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,17 +73,20 @@ def main() -> int:
     ap.add_argument("corpus", nargs="?", default=None)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--target", action="append", default=None)
+    ap.add_argument("--format", action="append", default=None, dest="formats",
+                    help="a format to compare with concise (repeatable; default: json, sarif, gitlab)")
     args = ap.parse_args()
+    formats = ("concise",) + tuple(f for f in (args.formats or FORMATS) if f != "concise")
     targets = args.target or ["consumer"]
-    cold = {f: [] for f in FORMATS}
-    warm = {f: [] for f in FORMATS}
+    cold = {f: [] for f in formats}
+    warm = {f: [] for f in formats}
     with tempfile.TemporaryDirectory() as tmp:
         corpus = args.corpus or str(corpus_root(Path(tmp)))
         n_files = sum(1 for _ in Path(corpus).rglob("*.json"))
         if not n_files:
             raise SystemExit(f"no tables under {corpus}")
         for r in range(args.rounds):
-            for fmt in FORMATS:
+            for fmt in formats:
                 cache = os.path.join(tmp, f"cache-{r}-{fmt}")
                 out = os.path.join(tmp, f"out.{fmt}")
                 cold[fmt].append(run(corpus, fmt, targets, cache, out))
@@ -95,7 +98,7 @@ def main() -> int:
     med = statistics.median
     base = [med(x[0] for x in cold["concise"]), med(x[0] for x in warm["concise"]),
             med(x[1] for x in cold["concise"]), med(x[1] for x in warm["concise"])]
-    for fmt in FORMATS:
+    for fmt in formats:
         row = [med(x[0] for x in cold[fmt]), med(x[0] for x in warm[fmt]),
                med(x[1] for x in cold[fmt]), med(x[1] for x in warm[fmt])]
         print(f"| {fmt} | " + " | ".join(f"{v:.2f} | {v / b:.2f}x" for v, b in zip(row, base)) + " |")

@@ -48,8 +48,34 @@ def domain_problems(family: str, entry) -> list[tuple[str, str, bool]]:
 
 
 def in_domain(family: str, entry) -> bool:
-    """Whether every integer launch parameter of ``entry`` is one tilefit estimates and compiles."""
-    return not domain_problems(family, entry)
+    """Whether every integer launch parameter of ``entry`` is one tilefit estimates and compiles
+    (``not domain_problems(family, entry)``, without building the messages: the fix planner asks
+    this of every candidate it visits)."""
+    known = family_parameters(family).get("parameters", {})
+    hit = _BOUNDS.get(family)
+    if hit is None or hit[0] is not known:
+        hit = _BOUNDS[family] = (known, {key: (bool(spec.get("power_of_two")), spec.get("minimum"), spec.get("maximum"),
+                                               spec.get("checked_maximum")) for key, spec in known.items()
+                                              if spec is not None})
+    bounds = hit[1]
+    for key, value in entry.items():
+        b = bounds.get(key)
+        if b is None or type(value) is not int:
+            continue
+        pow2, lo, hi, checked = b
+        if pow2 and not is_power_of_two(value):
+            return False
+        if lo is not None and value < lo:
+            return False
+        if hi is not None and value > hi:
+            return False
+        if checked is not None and value > checked:
+            return False
+    return True
+
+
+# family -> (its parameters' rules, {name: (power of two, minimum, maximum, checked maximum)})
+_BOUNDS: dict[str, tuple] = {}
 
 
 def _short(value: int) -> str:

@@ -82,7 +82,7 @@ the measured times is about 0.83 per batch size.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Iterable, Mapping, Sequence
 
 from tilefit.serving.launch import swap_ab_tile, swaps_ab
@@ -273,6 +273,7 @@ class _Static:
     launch_us: float
     segment: float
     smem_rate: float  # shared-memory bytes per second per SM
+    tile_key: tuple = ()  # the facts above that _tile_terms reads (its memo key)
 
 
 _STATIC: dict[tuple, tuple] = {}
@@ -358,45 +359,29 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         segment=c["dram_segment_bytes"],
         smem_rate=c["smem_bytes_per_clk_per_sm"] * clock,
     )
+    st = replace(st, tile_key=(st.mma, st.fp8_swap_kernel, st.a_b, st.b_b, st.warp_size, st.block_scales,
+                               st.base_regs, st.acc_regs, st.max_regs, st.regs_per_block, st.spill_penalty,
+                               st.max_blocks, st.max_threads_sm, st.regs_per_sm, st.smem_per_sm, st.reserved,
+                               st.mma_v2_on_wgmma))
     if len(_STATIC) > 4096:
         _STATIC.clear()
     _STATIC[key] = (c, device, st)
     return st
 
 
-def predict_time(config: Mapping, shape: GemmShape, device, coefficients: Coefficients | None = None,
-                 smem_bytes: int | None = None) -> float:
-    """Only the predicted microseconds of :func:`predict` (what ranking needs; no breakdown)."""
-    return predict(config, shape, device, coefficients, smem_bytes, _time_only=True)
+
+_TILES: dict[tuple, tuple] = {}
 
 
-def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficients | None = None,
-            smem_bytes: int | None = None, *, smem: Callable | None = None, _time_only: bool = False):
-    """Predicted time of ``config`` (an entry dict) for ``shape`` on ``device`` (a device_db Device).
-
-    ``smem_bytes`` is the block's shared memory as the estimator computes it; without it,
-    ``smem(config, device)`` is asked, else the analytic model.
-    """
-    c = coefficients or load_coefficients(device)
-    bm, bn, bk, group, warps, stages = _config_values(config, getattr(device, "vendor", None))
-    if smem_bytes is None:
-        smem_bytes = smem(config, device) if smem is not None else _smem_default(config, shape, device)
-    st = _static(shape, device, c)
-    n, k = shape.n, shape.k
-    rows, active = st.rows, st.active
-
-    # -- rows, experts and padding (per-expert counts vary: expected padded blocks per expert)
-    if shape.experts > 1:
-        blocks_m = shape.experts * expected_blocks(shape.M, st.route_p, bm)
-    else:
-        blocks_m = float(-(-rows // bm))
-    blocks_m = max(blocks_m, 1.0)
-    m_blocks_per_expert = max(1.0, blocks_m / active)
-    padding = rows / (blocks_m * bm)
-    n_tiles = -(-n // bn)
-    programs = max(1, int(math.ceil(blocks_m * n_tiles - 1e-9)))
-    k_iters = max(1, -(-k // bk))
-
+def _tile_terms(st: _Static, bm: int, bn: int, bk: int, warps: int, smem_bytes: int | None) -> tuple:
+    """What a prediction takes from the tile, the warps and the shared memory alone (the MMA path,
+    the warp layout, registers, occupancy): the same for every batch size of a device and dtype
+    path, so memoised on the device's and path's facts (``st.tile_key``). The ranking predicts
+    each candidate at many batch sizes."""
+    key = (st.tile_key, bm, bn, bk, warps, smem_bytes)
+    hit = _TILES.get(key)
+    if hit is not None:
+        return hit
     # -- MMA path
     mma = st.mma
     path_eff = 1.0
@@ -444,6 +429,48 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
         if value is not None and value < occupancy:
             occupancy, limit_name = value, name
     occupancy = max(1, occupancy)
+    out = (swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy, limit_name)
+    if len(_TILES) > 200000:
+        _TILES.clear()
+    _TILES[key] = out
+    return out
+
+
+def predict_time(config: Mapping, shape: GemmShape, device, coefficients: Coefficients | None = None,
+                 smem_bytes: int | None = None) -> float:
+    """Only the predicted microseconds of :func:`predict` (what ranking needs; no breakdown)."""
+    return predict(config, shape, device, coefficients, smem_bytes, _time_only=True)
+
+
+def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficients | None = None,
+            smem_bytes: int | None = None, *, smem: Callable | None = None, _time_only: bool = False):
+    """Predicted time of ``config`` (an entry dict) for ``shape`` on ``device`` (a device_db Device).
+
+    ``smem_bytes`` is the block's shared memory as the estimator computes it; without it,
+    ``smem(config, device)`` is asked, else the analytic model.
+    """
+    c = coefficients or load_coefficients(device)
+    bm, bn, bk, group, warps, stages = _config_values(config, getattr(device, "vendor", None))
+    if smem_bytes is None:
+        smem_bytes = smem(config, device) if smem is not None else _smem_default(config, shape, device)
+    st = _static(shape, device, c)
+    n, k = shape.n, shape.k
+    rows, active = st.rows, st.active
+
+    # -- rows, experts and padding (per-expert counts vary: expected padded blocks per expert)
+    if shape.experts > 1:
+        blocks_m = shape.experts * expected_blocks(shape.M, st.route_p, bm)
+    else:
+        blocks_m = float(-(-rows // bm))
+    blocks_m = max(blocks_m, 1.0)
+    m_blocks_per_expert = max(1.0, blocks_m / active)
+    padding = rows / (blocks_m * bm)
+    n_tiles = -(-n // bn)
+    programs = max(1, int(math.ceil(blocks_m * n_tiles - 1e-9)))
+    k_iters = max(1, -(-k // bk))
+
+    (swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy,
+     limit_name) = _tile_terms(st, bm, bn, bk, warps, smem_bytes)
     per_sm = -(-programs // st.sms)
     resident = min(occupancy, per_sm)
     if resident < occupancy:

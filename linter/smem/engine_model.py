@@ -351,6 +351,8 @@ class EngineModel:
         self.engine_versions = dict(engine_versions_ or {})
         self._memo: dict[tuple, object] = {}
         self._answers: dict[tuple, Answer | None] = {}
+        self._failures: dict[tuple, str | None] = {}
+        self._forms_found: dict[tuple, tuple | None] = {}
         self._bases: dict[str, object] = {}
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
@@ -456,7 +458,26 @@ class EngineModel:
             if got:
                 return Answer(got, True, f"{who}: compiled for {arch} by the calibration (Triton {forms.triton})", None,
                               compiled=True)
-        for dtype in fam.form_dtypes(ref):
+        # which form answers, and what its answer says besides the bytes, depend on the release,
+        # the arch and the dtype path only: found once per such key (the planner asks for tens of
+        # thousands of tiles of a few paths)
+        dtypes = fam.form_dtypes(ref)
+        fkey = (forms, note, spec.engine, arch, family, dtypes)
+        try:
+            found = self._forms_found[fkey]
+        except KeyError:
+            found = self._forms_found[fkey] = self._find_form(forms, note, spec, arch, family, dtypes, who)
+        if found is None:
+            return None
+        fn, proven, detail, max_error = found
+        value = int(round(fn(**base.variables(ref, family, arch))))
+        return Answer(value, proven, detail, max_error)
+
+    def _find_form(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str, family: str,
+                   dtypes: tuple, who: str) -> tuple | None:
+        """(form function, proven, detail, max error) of the first dtype path of ``dtypes`` with a
+        form for ``arch`` (its own, else its family's); None when none has one."""
+        for dtype in dtypes:
             where = arch  # a form of its own for this arch, else the arch family's
             hit = forms.form(arch, dtype)
             if hit is None:
@@ -465,7 +486,6 @@ class EngineModel:
             if hit is None:
                 continue
             text, fn = hit
-            value = int(round(fn(**base.variables(ref, family, arch))))
             proof = forms.proof(where, dtype, arch)
             proven = bool(proof) and proof.get("points", 0) > 0 and proof.get("exact") == proof.get("points") \
                 and not proof.get("verdict_errors") and note is None and forms.reuses_on(family, dtype, arch)
@@ -484,14 +504,25 @@ class EngineModel:
             if note:
                 detail += f"; {note}"
             max_error = None if proven else (proof or {}).get("max_error")
-            return Answer(value, proven, detail, max_error)
+            return fn, proven, detail, max_error
         return None
 
     def compile_failure(self, spec: KernelSpec, arch: str) -> str | None:
         """The compiler's words when the engine's kernel is known not to compile ``spec`` on ``arch``
-        (a point of the calibration, or its failure rule for this arch and dtype path)."""
+        (a point of the calibration, or its failure rule for this arch and dtype path). Memoised per
+        (spec, arch), as :meth:`answer` is: the fix planner asks for the same candidates again and
+        again."""
         if not spec.engine:
             return None
+        key = (spec, arch)
+        try:
+            return self._failures[key]
+        except KeyError:
+            pass
+        out = self._failures[key] = self._compile_failure(spec, arch)
+        return out
+
+    def _compile_failure(self, spec: KernelSpec, arch: str) -> str | None:
         spec, _moved = self.runnable(spec, arch)
         forms, note = self.forms_for(spec)
         if forms is None or note is not None or not forms.failures.get(arch):
