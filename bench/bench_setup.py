@@ -3,7 +3,7 @@
     python bench/bench_setup.py [--python python3] [--keep DIR] [--skip-tests]
 
 Runs, from the repository root, exactly what `.ci/run` runs, in a new venv with an empty pip
-cache (a fresh machine has none): ``pip install -e '.[test]'``, then ``python -m pytest -q``.
+cache and empty compile caches (a fresh machine has none): ``pip install -e '.[test]'``, then ``python -m pytest -q``.
 Prints the wall time of each step, the venv's size on disk, its biggest packages and whether
 torch or ray got in (the `test` extra must not pull them). Targets (issue 19): the whole
 command under 2 minutes on a fresh 2-core machine, the venv under 1.5 GB.
@@ -58,6 +58,11 @@ def main() -> int:
     env = dict(os.environ, PIP_CACHE_DIR=str(work / "pip-cache"), PIP_DISABLE_PIP_VERSION_CHECK="1")
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONPATH", None)
+    # a fresh machine has no compile caches either: tilefit's (the user cache folder unless
+    # TILEFIT_CACHE_DIR says otherwise) and Triton's own start empty, inside the work folder
+    env.pop("TILEFIT_CACHE_DIR", None)
+    env["XDG_CACHE_HOME"] = str(work / "xdg-cache")
+    env["TRITON_CACHE_DIR"] = str(work / "triton-cache")
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {load()}; venv in {venv}", flush=True)
     try:
         t0 = time.perf_counter()
