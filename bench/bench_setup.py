@@ -61,6 +61,10 @@ def main() -> int:
     # a fresh machine has no compile caches either: tilefit's (the user cache folder unless
     # TILEFIT_CACHE_DIR says otherwise) and Triton's own start empty, inside the work folder
     env.pop("TILEFIT_CACHE_DIR", None)
+    # nor, as a rule, PYTHONDONTWRITEBYTECODE (set in this project's helper shells): without .pyc
+    # files every import of Triton, hypothesis, ... compiles from source, and pytest rewrites every
+    # test module's asserts again in each worker
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["XDG_CACHE_HOME"] = str(work / "xdg-cache")
     env["TRITON_CACHE_DIR"] = str(work / "triton-cache")
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {load()}; venv in {venv}", flush=True)
