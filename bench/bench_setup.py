@@ -73,15 +73,17 @@ def main() -> int:
         subprocess.run([args.python, "-m", "venv", str(venv)], check=True)
         py = str(venv / "bin" / "python")
         t1 = time.perf_counter()
+        pip_cpu0 = _children_cpu()
         pip = subprocess.run([py, "-m", "pip", "install", "-e", ".[test]"], cwd=REPO, env=env, check=True,
                              capture_output=True, text=True)
         t2 = time.perf_counter()
+        pip_cpu = _children_cpu() - pip_cpu0
         ignored = (pip.stdout + pip.stderr).count("Package would be ignored")
         size = du(venv)
         site = next((venv / "lib").glob("python*/site-packages"))
         sizes = sorted(((du(p), p.name) for p in site.iterdir() if p.is_dir()), reverse=True)[:5]
         has = {m: (site / m).is_dir() for m in ("torch", "ray", "triton", "nvidia")}
-        print(f"venv: {t1 - t0:.1f} s; pip install -e '.[test]': {t2 - t1:.1f} s; size {size / 2**30:.2f} GiB")
+        print(f"venv: {t1 - t0:.1f} s; pip install -e '.[test]': {t2 - t1:.1f} s wall, {pip_cpu:.1f} s CPU; size {size / 2**30:.2f} GiB")
         print("largest: " + ", ".join(f"{name} {b / 2**20:.0f} MiB" for b, name in sizes))
         print(f"setuptools 'Package would be ignored' warnings: {ignored}")
         print("installed: " + ", ".join(f"{m} {'yes' if v else 'no'}" for m, v in has.items()))
