@@ -3,7 +3,7 @@
     python bench/bench_setup.py [--python python3] [--keep DIR] [--skip-tests]
 
 Runs, from the repository root, exactly what `.ci/run` runs, in a new venv with an empty pip
-cache (a fresh machine has none): ``pip install -e '.[test]'``, then ``python -m pytest -q``.
+cache and empty compile caches (a fresh machine has none): ``pip install -e '.[test]'``, then ``python -m pytest -q``.
 Prints the wall time of each step, the venv's size on disk, its biggest packages and whether
 torch or ray got in (the `test` extra must not pull them). Targets (issue 19): the whole
 command under 2 minutes on a fresh 2-core machine, the venv under 1.5 GB.
@@ -58,21 +58,32 @@ def main() -> int:
     env = dict(os.environ, PIP_CACHE_DIR=str(work / "pip-cache"), PIP_DISABLE_PIP_VERSION_CHECK="1")
     env.pop("VIRTUAL_ENV", None)
     env.pop("PYTHONPATH", None)
+    # a fresh machine has no compile caches either: tilefit's (the user cache folder unless
+    # TILEFIT_CACHE_DIR says otherwise) and Triton's own start empty, inside the work folder
+    env.pop("TILEFIT_CACHE_DIR", None)
+    # nor, as a rule, PYTHONDONTWRITEBYTECODE (set in this project's helper shells): without .pyc
+    # files every import of Triton, hypothesis, ... compiles from source, and pytest rewrites every
+    # test module's asserts again in each worker
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    env["XDG_CACHE_HOME"] = str(work / "xdg-cache")
+    env["TRITON_CACHE_DIR"] = str(work / "triton-cache")
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {load()}; venv in {venv}", flush=True)
     try:
         t0 = time.perf_counter()
         subprocess.run([args.python, "-m", "venv", str(venv)], check=True)
         py = str(venv / "bin" / "python")
         t1 = time.perf_counter()
+        pip_cpu0 = _children_cpu()
         pip = subprocess.run([py, "-m", "pip", "install", "-e", ".[test]"], cwd=REPO, env=env, check=True,
                              capture_output=True, text=True)
         t2 = time.perf_counter()
+        pip_cpu = _children_cpu() - pip_cpu0
         ignored = (pip.stdout + pip.stderr).count("Package would be ignored")
         size = du(venv)
         site = next((venv / "lib").glob("python*/site-packages"))
         sizes = sorted(((du(p), p.name) for p in site.iterdir() if p.is_dir()), reverse=True)[:5]
         has = {m: (site / m).is_dir() for m in ("torch", "ray", "triton", "nvidia")}
-        print(f"venv: {t1 - t0:.1f} s; pip install -e '.[test]': {t2 - t1:.1f} s; size {size / 2**30:.2f} GiB")
+        print(f"venv: {t1 - t0:.1f} s; pip install -e '.[test]': {t2 - t1:.1f} s wall, {pip_cpu:.1f} s CPU; size {size / 2**30:.2f} GiB")
         print("largest: " + ", ".join(f"{name} {b / 2**20:.0f} MiB" for b, name in sizes))
         print(f"setuptools 'Package would be ignored' warnings: {ignored}")
         print("installed: " + ", ".join(f"{m} {'yes' if v else 'no'}" for m, v in has.items()))

@@ -140,10 +140,19 @@ def test_shipped_models_load():
         assert model.provenance["method"].startswith("tilefit calibrate smem")
 
 
+@pytest.fixture(scope="module")
+def tiny_design_cache(tmp_path_factory):
+    """One compile cache for this module's tiny calibrations: they compile the same points, so
+    the first compiles them (real Triton compiles) and the others read those records (issue 19:
+    the three runs cost ~6.5 s CPU each when each compiled afresh)."""
+    return tmp_path_factory.mktemp("calibrate-cache")
+
+
 @pytest.fixture
-def tiny_design(monkeypatch, tmp_path):
-    """A calibration of a few points: two paths, one epilogue entry, a fresh cache."""
-    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+def tiny_design(monkeypatch, tiny_design_cache):
+    """A calibration of a few points: two paths, one epilogue entry, the module's compile cache
+    (empty for the first test that runs; a test run alone compiles its points itself)."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tiny_design_cache))
     monkeypatch.setattr(C, "PATHS", (C.Path("fused_moe", "bf16"), C.Path("fused_moe", "fp8_w8a8", "per_tensor")))
     monkeypatch.setattr(C, "EPI_BM", (64,))
     monkeypatch.setattr(C, "EPI_BN", (128,))

@@ -22,8 +22,17 @@ ENGINE = Path(__file__).parent / "fixtures" / "callsites" / "engine"
 PLAIN = {"engine.ops.gemm_plain:matmul_plain_kernel": {"a_ptr,b_ptr": ["bf16"]}}
 
 
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    """The module's one compile cache (``<cache root>/exact``): the first test compiles the GEMM,
+    the others read its records. Each test's run-cache records stay its own (a fresh cache root)."""
+    return tmp_path_factory.mktemp("runcache-exact")
+
+
 @pytest.fixture
-def tree(tmp_path, monkeypatch):
+def tree(tmp_path, monkeypatch, compiled):
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "exact").symlink_to(compiled, target_is_directory=True)
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
     copy = tmp_path / "engine"
     shutil.copytree(ENGINE, copy, ignore=shutil.ignore_patterns("__pycache__"))

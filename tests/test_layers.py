@@ -97,26 +97,30 @@ def unit_graph() -> nx.DiGraph:
     return g
 
 
-GRAPH = unit_graph()
+@pytest.fixture(scope="module")
+def graph() -> nx.DiGraph:
+    """Built when a test of this module runs, not when the module is imported: every xdist worker
+    imports every test module to collect it, and the graph costs ~2 s CPU (issue 19)."""
+    return unit_graph()
 
 
-def _explain(cycle: list[str]) -> str:
+def _explain(graph: nx.DiGraph, cycle: list[str]) -> str:
     hops = []
     for a, b in zip(cycle, cycle[1:] + cycle[:1]):
-        hops.append(f"{a} -> {b} ({GRAPH.edges[a, b]['where'][0]})")
+        hops.append(f"{a} -> {b} ({graph.edges[a, b]['where'][0]})")
     return "; ".join(hops)
 
 
-def test_the_graph_sees_the_packages():
+def test_the_graph_sees_the_packages(graph):
     assert {"tilefit.smem", "tilefit.kernels", "tilefit.rules", "tilefit.device_db", "tilefit.api",
-            "tilefit.fix", "tilefit.pysource", "tilefit.callsites"} <= set(GRAPH)
+            "tilefit.fix", "tilefit.pysource", "tilefit.callsites"} <= set(graph)
     # function-level imports count: api -> fix used to be one
-    assert GRAPH.has_edge("tilefit.smem", "tilefit.kernels")
+    assert graph.has_edge("tilefit.smem", "tilefit.kernels")
 
 
-def test_no_import_cycle_between_units():
-    cycles = sorted(nx.simple_cycles(GRAPH), key=len)
-    assert not cycles, f"{len(cycles)} import cycles, e.g. {_explain(cycles[0])}"
+def test_no_import_cycle_between_units(graph):
+    cycles = sorted(nx.simple_cycles(graph), key=len)
+    assert not cycles, f"{len(cycles)} import cycles, e.g. {_explain(graph, cycles[0])}"
 
 
 @pytest.mark.parametrize("src,dst", [
@@ -127,13 +131,13 @@ def test_no_import_cycle_between_units():
     ("tilefit.pysource", "tilefit.smem"),
     ("tilefit.callsites", "tilefit.rules"),
 ])
-def test_forbidden_edges(src, dst):
-    assert not GRAPH.has_edge(src, dst), GRAPH.edges[src, dst]["where"]
+def test_forbidden_edges(graph, src, dst):
+    assert not graph.has_edge(src, dst), graph.edges[src, dst]["where"]
 
 
-def test_device_db_depends_on_nothing_of_the_app():
-    outside = {dst for dst in GRAPH.successors("tilefit.device_db")}
-    assert not outside, [GRAPH.edges["tilefit.device_db", d]["where"] for d in outside]
+def test_device_db_depends_on_nothing_of_the_app(graph):
+    outside = {dst for dst in graph.successors("tilefit.device_db")}
+    assert not outside, [graph.edges["tilefit.device_db", d]["where"] for d in outside]
 
 
 def test_imports_inside_functions_count(tmp_path):
