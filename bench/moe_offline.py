@@ -95,6 +95,9 @@ ROBUST = False
 # steady rounds never timed beside its comparisons falls back to the burst samples (its source
 # says so). ``pooled`` (default, the seventh pass) pools both regimes as samples.
 REGIME = "pooled"
+# Eighth pass: check 9 (a fourth card) timed the picks the fill term and the regime change moved,
+# beside the sweep's 4 fastest, vLLM's default and the naive fix, at those 11 points
+CHECKS = ("h200_moe_check9_points.json",) + CHECKS
 
 
 class Scorer:
@@ -494,7 +497,8 @@ def main(argv=None) -> int:
                     "timings only (without checks 6-7 and the steady-state rounds)")
     ap.add_argument("--robust", action="store_true", help="score a pick by its worst run (card), not the pooled "
                     "placement samples (folds choose on that too)")
-    ap.add_argument("--no-check8", action="store_true", help="leave check 8 out of the pool (the sixth pass's data)")
+    ap.add_argument("--no-check8", action="store_true", help="leave checks 8 and 9 out of the pool (the sixth pass's data)")
+    ap.add_argument("--no-check9", action="store_true", help="leave check 9 out of the pool (the seventh pass's data)")
     ap.add_argument("--settings-json", help="--loso: write every setting's picks here ({setting: rows})")
     ap.add_argument("--regime", choices=("pooled", "steady"), default="pooled", help="pooled: burst and "
                     "steady-state samples pooled (the seventh pass); steady: the power-capped points on "
@@ -507,8 +511,8 @@ def main(argv=None) -> int:
     STEADY = not args.pass5
     ROBUST = args.robust
     REGIME = args.regime
-    if args.no_check8:
-        CHECKS = tuple(c for c in CHECKS if "check8" not in c)
+    if args.no_check8 or args.no_check9:
+        CHECKS = tuple(c for c in CHECKS if "check9" not in c and (args.no_check9 or "check8" not in c))
     import tilefit.fix.planner as planner
 
     if args.trust is not None:
