@@ -5,6 +5,11 @@ and predicted (the bundled H200 coefficients, shared memory as the fixer's ranki
 
     python bench/moe_bk_bias.py
     python bench/moe_bk_bias.py --with load_latency_ns=500 --with iter_overhead_cycles=40   # sensitivity
+    python bench/moe_bk_bias.py --fit pipeline_fill_share=0,1,2,3,4,5   # the eighth pass's fit
+
+``--fit NAME=V1,V2,...``: the value of one coefficient (the rest held as bundled) with the smallest
+mean |predicted - measured| of log(t_BK256 / t_BK128) over the pairs, pooled and leaving each
+shape's pairs out in turn (the value a leave-one-shape-out fold of ``moe_offline.py`` takes).
 """
 
 from __future__ import annotations
@@ -59,8 +64,23 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--with", dest="changes", action="append", default=[], metavar="NAME=VALUE",
                     help="a coefficient override (sensitivity, not a fit)")
+    ap.add_argument("--fit", metavar="NAME=V1,V2,...", help="fit one coefficient on the pairs (grid search)")
     args = ap.parse_args(argv)
     changes = {k: float(v) for k, v in (c.split("=", 1) for c in args.changes)}
+    if args.fit:
+        name, values = args.fit.split("=", 1)
+        grid = [float(v) for v in values.split(",")]
+        by_value = {v: pairs(changes={**changes, name: v}) for v in grid}
+        shapes = sorted({r[0].split("/")[0] for r in by_value[grid[0]]})
+        for held in [None] + shapes:
+            err = {v: statistics.mean(abs(x[4] - x[3]) for x in rows if held is None or not x[0].startswith(held + "/"))
+                   for v, rows in by_value.items()}
+            bias = {v: statistics.median(x[4] - x[3] for x in rows if held is None or not x[0].startswith(held + "/"))
+                    for v, rows in by_value.items()}
+            best = min(grid, key=lambda v: (err[v], grid.index(v)))
+            print(f"{'pooled' if held is None else 'without ' + held:30s} {name} = {best:g} (mean |error| "
+                  + ", ".join(f"{v:g}: {err[v]:.4f} (median {bias[v]:+.3f})" for v in grid) + ")")
+        return 0
     rows = pairs(changes=changes)
     for M in sorted({r[1] for r in rows}):
         r = [x for x in rows if x[1] == M]

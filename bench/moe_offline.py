@@ -88,6 +88,16 @@ STEADY = True
 # whose picks stay inside the band on every card measured scores above one that wins on the pool.
 CHECKS = ("h200_moe_check8_points.json",) + CHECKS
 ROBUST = False
+# Eighth pass: ``--regime steady`` scores every shape in the regime a serving engine under load
+# runs in: at the power-capped points (those any check timed in steady state: a 250 ms warm-up per
+# timing, where the 700 W cap throttles the SM clock) on the steady-state rounds only, elsewhere
+# (never throttled: burst and steady state are the same clock) on the burst placements; a pick the
+# steady rounds never timed beside its comparisons falls back to the burst samples (its source
+# says so). ``pooled`` (default, the seventh pass) pools both regimes as samples.
+REGIME = "pooled"
+# Eighth pass: check 9 (a fourth card) timed the picks the fill term and the regime change moved,
+# beside the sweep's 4 fastest, vLLM's default and the naive fix, at those 11 points
+CHECKS = ("h200_moe_check9_points.json",) + CHECKS
 
 
 class Scorer:
@@ -96,9 +106,21 @@ class Scorer:
 
         times, configs = load_configs()
         self.fit = fitting_times(times, configs)
-        self.rounds = [(name.split("_")[2], sample) for name in (CHECKS if STEADY else CHECKS_PASS5)
-                       if (DATA / name).exists()
-                       for sample in load_placements(DATA / name)]
+        self.rounds = []
+        self.steady_rounds = []  # (run, sample) of the steady-state rounds only
+        for name in (CHECKS if STEADY else CHECKS_PASS5):
+            if not (DATA / name).exists():
+                continue
+            points = json.loads((DATA / name).read_text())
+            has_steady = STEADY and any(p.get("longwarm_median_us") for p in points)
+            samples = load_placements(DATA / name)
+            run = name.split("_")[2]
+            if has_steady and len(samples) > 1:
+                self.steady_rounds.append((run, samples[-1]))
+                if REGIME == "steady":
+                    samples = samples[:-1]
+            self.rounds += [(run, sample) for sample in samples]
+        self.capped = {key for _, sample in self.steady_rounds for key in sample}
         self.finals = load_finals()
         self.gpu = load_sweep()[1]
 
@@ -111,11 +133,17 @@ class Scorer:
         k = cfg if isinstance(cfg, str) else ckey(cfg)
         others = [c if isinstance(c, str) else ckey(c) for c in together if c is not None]
         logs, srcs = [], []
-        for src, rounds in self.rounds:
-            fin = rounds.get((name, M), {})
-            if k in fin and all(o in fin for o in others):
-                logs.append(math.log(min(fin.values()) / fin[k]))
-                srcs.append(src)
+        pools = [self.rounds]
+        if REGIME == "steady" and (name, M) in self.capped:
+            pools.insert(0, [(src + " steady", sample) for src, sample in self.steady_rounds])
+        for pool in pools:
+            for src, rounds in pool:
+                fin = rounds.get((name, M), {})
+                if k in fin and all(o in fin for o in others):
+                    logs.append(math.log(min(fin.values()) / fin[k]))
+                    srcs.append(src)
+            if logs:
+                break
         if logs and ROBUST:
             # the worst run (card) that timed it: each run's geometric mean over its samples
             by_src: dict = {}
@@ -215,8 +243,38 @@ def picks_with(scorer: Scorer, coefficients: dict | None, trust: float, unsafe: 
         co._files.cache_clear()
 
 
+def rescore(scorer: Scorer, rows: list[dict]) -> list[dict]:
+    """``rows`` (a setting's picks, as ``--settings-json`` wrote them) scored again with ``scorer``
+    (the picks do not depend on the scorer: another regime or pool needs no new picks)."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        roles = [r.get(role) for role in ("fixer", "vllm_default", "naive")]
+        for role in ("fixer", "vllm_default", "naive"):
+            r[role + "_speed"], r[role + "_src"] = scorer.score(r["combo"], r["M"], r.get(role), roles)
+        out.append(r)
+    return out
+
+
+# what a setting of an older --settings-json file had for a coefficient it does not name: the
+# value the model had then (pipeline_fill_share: the eighth pass's term, absent before it, i.e. 0)
+SAVED_DEFAULTS = {"pipeline_fill_share": 0.0}
+
+
+def load_settings(paths) -> tuple[list, list]:
+    """Settings and their rows from ``--settings-json`` files (gzip or plain), in file order."""
+    settings, by_setting = [], []
+    for path in paths:
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rt") as fh:
+            for key, rows in json.load(fh).items():
+                settings.append(json.loads(key))
+                by_setting.append(rows)
+    return settings, by_setting
+
+
 def loso(scorer: Scorer, trusts, coefficient_grid: dict | None = None, unsafe: bool = True,
-         margins=(None,), tol: float | None = None) -> dict:
+         margins=(None,), tol: float | None = None, saved: tuple[list, list] | None = None) -> dict:
     """Leave one shape out over ``DEFAULT_TRUST``, ``ANCHOR_MARGIN`` (``margins``) and a grid of
     coefficient values: the fixer's picks at every setting, then per held-out shape the setting
     the other three choose (:func:`objective`, :func:`select`: the centre of the near-ties within
@@ -226,9 +284,19 @@ def loso(scorer: Scorer, trusts, coefficient_grid: dict | None = None, unsafe: b
     tol = PLATEAU_TOL if tol is None else tol
     grid = coefficient_grid or {}
     names = sorted(grid)
-    settings = [(dict(zip(names, vals)), t, m) for vals in itertools.product(*(grid[n] for n in names))
-                for t in trusts for m in margins]
-    by_setting = [picks_with(scorer, coeffs, t, unsafe, m) for coeffs, t, m in settings]
+    if saved is not None:  # every setting's picks from --settings-json files, scored again
+        names = sorted({n for st in saved[0] for n in st["coefficients"]})
+        # a coefficient a file's settings lack had its value of then (a term added later: off)
+        settings = [({n: st["coefficients"].get(n, SAVED_DEFAULTS.get(n)) for n in names}, st["trust"], st["margin"])
+                    for st in saved[0]]
+        by_setting = [rescore(scorer, rows) for rows in saved[1]]
+        trusts = [st[1] for st in settings]
+        margins = [st[2] for st in settings]
+        grid = {n: sorted({st[0][n] for st in settings}) for n in names}
+    else:
+        settings = [(dict(zip(names, vals)), t, m) for vals in itertools.product(*(grid[n] for n in names))
+                    for t in trusts for m in margins]
+        by_setting = [picks_with(scorer, coeffs, t, unsafe, m) for coeffs, t, m in settings]
     cases = sorted({r["case"] for r in by_setting[0]})
 
     def setting(i):
@@ -429,14 +497,22 @@ def main(argv=None) -> int:
                     "timings only (without checks 6-7 and the steady-state rounds)")
     ap.add_argument("--robust", action="store_true", help="score a pick by its worst run (card), not the pooled "
                     "placement samples (folds choose on that too)")
-    ap.add_argument("--no-check8", action="store_true", help="leave check 8 out of the pool (the sixth pass's data)")
+    ap.add_argument("--no-check8", action="store_true", help="leave checks 8 and 9 out of the pool (the sixth pass's data)")
+    ap.add_argument("--no-check9", action="store_true", help="leave check 9 out of the pool (the seventh pass's data)")
     ap.add_argument("--settings-json", help="--loso: write every setting's picks here ({setting: rows})")
+    ap.add_argument("--regime", choices=("pooled", "steady"), default="pooled", help="pooled: burst and "
+                    "steady-state samples pooled (the seventh pass); steady: the power-capped points on "
+                    "their steady-state rounds only, the rest on burst (eighth pass)")
+    ap.add_argument("--rescore", action="append", default=[], metavar="SETTINGS_JSON",
+                    help="leave one shape out over the settings (and picks) of these --settings-json files, "
+                         "scored again (no new picks); several files: their settings together")
     args = ap.parse_args(argv)
-    global STEADY, ROBUST, CHECKS
+    global STEADY, ROBUST, CHECKS, REGIME
     STEADY = not args.pass5
     ROBUST = args.robust
-    if args.no_check8:
-        CHECKS = tuple(c for c in CHECKS if "check8" not in c)
+    REGIME = args.regime
+    if args.no_check8 or args.no_check9:
+        CHECKS = tuple(c for c in CHECKS if "check9" not in c and (args.no_check9 or "check8" not in c))
     import tilefit.fix.planner as planner
 
     if args.trust is not None:
@@ -454,10 +530,11 @@ def main(argv=None) -> int:
                 print(f"    M={x['M']:5d} {x['pick']:20s} {x['speed']:.3f} ({x['src']}) {x['timings']} timings "
                       f"{x['gpu_s']:.2f} s")
         return 0
-    if args.loso:
+    if args.loso or args.rescore:
         margins = [float(v) for v in args.margins.split(",")] if args.margins else [None]
-        res = loso(scorer, [float(v) for v in args.loso.split(",")], json.loads(args.grid) if args.grid else None,
-                   unsafe=not args.safe, margins=margins, tol=args.tol)
+        res = loso(scorer, [float(v) for v in args.loso.split(",")] if args.loso else [],
+                   json.loads(args.grid) if args.grid else None, unsafe=not args.safe, margins=margins,
+                   tol=args.tol, saved=load_settings(args.rescore) if args.rescore else None)
         rows, rows_max = [], []
         for held, f in res["folds"].items():
             a = f["argmax"]

@@ -48,6 +48,12 @@ work (a partial last round of programs is not a full one), and the latency chain
 a program adds one latency to fill the pipeline and an epilogue, which co-resident programs hide
 for each other after the first round.
 
+**The launch's fill** (eighth pass): the first wave's resident programs issue their
+``num_stages - 1`` prologue stages at once and wait for them, sharing the SM's part of the DRAM
+bandwidth, before any MMA starts; ``c.pipeline_fill_share`` times those bytes over that share is
+added once per launch. It is what a deeper BLOCK_SIZE_K costs where the SM runs one wave of short
+K loops (M <= 64: the BK 256 / BK 128 pairs of the H200 sweep, ``bench/moe_bk_bias.py --fit``).
+
 **DRAM roofline** (device_db ``memory_bandwidth_gbps`` times ``c.dram_efficiency``): the weights
 of the touched experts, re-read once per group of ``GROUP_SIZE_M`` M blocks when an expert's
 weights do not stay in ``c.l2_reuse_fraction`` of the L2 (``l2_bytes``), plus A once and C once.
@@ -273,6 +279,7 @@ class _Static:
     launch_us: float
     segment: float
     smem_rate: float  # shared-memory bytes per second per SM
+    fill_share: float  # c.pipeline_fill_share over the SM's share of DRAM bandwidth (s per byte)
     tile_key: tuple = ()  # the facts above that _tile_terms reads (its memo key)
 
 
@@ -358,6 +365,8 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         launch_us=c["launch_overhead_us"],
         segment=c["dram_segment_bytes"],
         smem_rate=c["smem_bytes_per_clk_per_sm"] * clock,
+        fill_share=c["pipeline_fill_share"] * sms / ((device.memory_bandwidth_gbps or c["default_bandwidth_gbps"])
+                                                     * 1e9 * c["dram_efficiency"]),
     )
     st = replace(st, tile_key=(st.mma, st.fp8_swap_kernel, st.a_b, st.b_b, st.warp_size, st.block_scales,
                                st.base_regs, st.acc_regs, st.max_regs, st.regs_per_block, st.spill_penalty,
@@ -502,7 +511,14 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     # drift apart, so after the first round one's fill and epilogue run under the others' main
     # loops (a lone program per SM exposes them every round)
     fixed = latency + st.epilogue
-    t_sm = max(t_compute, t_l2_share, t_chain) * spill_factor + fixed * (1.0 + (rounds - 1) / resident)
+    # the launch's fill: the first wave's resident programs all issue their num_stages - 1
+    # prologue stages (BK deep each) at once and share the SM's part of the DRAM bandwidth before
+    # any MMA can start (c.pipeline_fill_share; later programs start under the running ones' loops).
+    # Exposed once, so it matters where the SM runs one wave of short K loops (small M): what a
+    # deeper BLOCK_SIZE_K costs there
+    fill = resident * max(stages - 1, 1) * stage_bytes * st.fill_share
+    t_sm = (max(t_compute, t_l2_share, t_chain) * spill_factor + fixed * (1.0 + (rounds - 1) / resident)
+            + fill)
 
     # -- DRAM
     expert_w = n * k * st.b_b
