@@ -28,8 +28,11 @@ class EST001(Rule):
     stopped then).
 
     ## Why is this bad?
-    A clean result would be misleading: nothing was verified for this target. Install
-    ``tilefit[triton]`` and use ``--estimator exact``, or add the device's limits.
+    A clean result would be misleading: nothing was verified for this target. The message says
+    what would give the exact figure: install ``tilefit[triton]``; or, for an engine's table
+    (judged with the engine's own kernel, not ours), the engine's source (``--engine-kernels``)
+    or its calibration (``tilefit calibrate smem --engine``) -- with Triton installed, our
+    reference kernel's compile is not the engine's figure; or add the device's limits.
     """
 
     code = "EST001"
@@ -63,10 +66,37 @@ class EST001(Rule):
             limit = dev.smem_per_block_optin
             if not est.usable:
                 yield Finding(f"shared memory not checked on {ctx.target_names()}: the analytic model is not "
-                              f"calibrated for {ARCH}; install Triton for exact compiles", identity="uncalibrated")
+                              f"calibrated for {ARCH}; {exact_hint(ctx.estimator, variant.spec)}",
+                              identity="uncalibrated")
                 return
             if not est.certainly_over(limit) and not est.certainly_fits(limit):
                 yield Finding(f"shared memory undecided on {ctx.target_names()}: the {ARCH} estimate "
                               f"{est.shared_bytes} B is within the form's calibration error ({est.max_error} B) of the "
-                              f"{limit} B limit; install Triton for exact compiles", identity="uncertain")
+                              f"{limit} B limit; {exact_hint(ctx.estimator, variant.spec)}", identity="uncertain")
                 return
+
+
+def exact_hint(estimator, spec) -> str:
+    """What would give the exact figure, for the cause at hand: Triton is missing; the estimator
+    was told not to compile; or (an engine's table) the engine's own kernel is what must be
+    compiled -- its source is not at hand, or its table names a Triton release other than the
+    installed one -- so installing Triton alone would not help."""
+    available = getattr(estimator, "exact_available", None)
+    if available is None or not available():
+        return "install Triton (tilefit[triton]) for exact compiles"
+    if getattr(estimator, "mode", None) == "analytic":
+        return "--estimator auto or exact compiles it"
+    if not spec.engine:
+        return "an exact compile did not answer either"
+    from tilefit import versions
+    from tilefit.smem.engine_model import pick_engine_version
+
+    engine = f"{spec.engine}=={pick_engine_version(spec.kernel, spec.engine, None) or '<version>'}"
+    installed = versions.installed_triton()
+    if spec.triton and installed and versions.major_minor(spec.triton) != versions.major_minor(installed):
+        return (f"the table is read under Triton {versions.major_minor(spec.triton)} and Triton "
+                f"{versions.major_minor(installed)} is installed: calibrate that release "
+                f"(tilefit calibrate smem --engine {engine} --probe-from {versions.major_minor(installed)} "
+                f"--triton-python <a venv with Triton {versions.major_minor(spec.triton)}>)")
+    return (f"{spec.engine}'s own kernel is not at hand to compile: give its source (--engine-kernels <tree>) "
+            f"or calibrate it (tilefit calibrate smem --engine {engine})")

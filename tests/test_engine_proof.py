@@ -140,3 +140,42 @@ def test_device_limits_cover_the_calibrated_archs():
     db = load_database()
     archs = {d.arch for d in db.devices if d.smem_per_block_optin}
     assert {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"} <= archs
+
+
+# SGLang's fused MoE launched through tensor descriptors (USE_TMA) on the mma.sync archs without a
+# TMA unit: Triton lowers the descriptors to pointer loads there, a kernel of its own with each
+# arch's own forms (not sm_120's, whose TMA unit stages both operands)
+TMA_SM8X = [("sm_80", "bf16"), ("sm_86", "bf16"), ("sm_87", "bf16"), ("sm_89", "bf16"), ("sm_89", "fp8_w8a8")]
+
+
+def _tma_path(dtype: str, tma: str):
+    if dtype == "bf16":
+        return ec.Path("fused_moe", "bf16", tma=tma)
+    return ec.Path("fused_moe", "fp8_w8a8", "block", (128, 128), tma=tma)
+
+
+@pytest.mark.parametrize("arch,dtype", TMA_SM8X)
+def test_sglang_tma_without_a_tma_unit_is_answered_by_the_arch_s_own_proven_forms(arch, dtype):
+    model = EngineModel("3.9")
+    pts = [d.point for d in ec.load_points(ec.points_path("fused_moe", "sglang", "0.5.23", "3.9"))
+           if d.point.shared and d.point.arch == arch and d.point.path.tma and d.point.path.dtype == dtype]
+    assert len(pts) >= 10
+    for p in pts:
+        ans = model.answer(p.spec().with_(engine="sglang", triton="3.9"), arch, forms_only=True)
+        assert ans is not None and ans.proven and ans.shared_bytes == p.shared, (p, ans)
+        assert f"proven exact on" in ans.detail and arch in ans.detail
+
+
+def test_sglang_tma_seed_case_on_consumer_cards_is_the_engine_s_figure_not_our_plain_kernel_s():
+    """16x64x128 w4 s6 of SGLang's B300 bf16 tables on an RTX 4090 / 3090: SGLang's kernel needs
+    28672 B there (B's conversion scratch, 8192 B, is half its tile: two rounds), where our plain
+    kernel's form said 102400 (S - 1 copies of both tiles); on sm_120 (a TMA unit) the mma_v2
+    form stages both: five copies of A and B plus barriers."""
+    model = EngineModel("3.9")
+    for arch in ("sm_89", "sm_86"):
+        spec = ec.Point(_tma_path("bf16", "b"), (16, 64, 128), 4, 6, arch).spec().with_(engine="sglang", triton="3.9")
+        ans = model.answer(spec, arch, forms_only=True)
+        assert ans.proven and ans.shared_bytes == 28672, ans
+    spec = ec.Point(_tma_path("bf16", "b"), (16, 64, 128), 4, 6, "sm_120").spec().with_(engine="sglang", triton="3.9")
+    ans = model.answer(spec, "sm_120", forms_only=True)
+    assert ans.shared_bytes == 5 * (16 * 128 * 2 + 128 * 64 * 2) + 8 * 5, ans

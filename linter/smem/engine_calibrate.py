@@ -166,6 +166,30 @@ def runs_on(engine: str, path: Path, arch: str) -> bool:
     return True
 
 
+# SGLang launches its fused MoE kernel through host tensor descriptors (USE_TMA) wherever Triton
+# has TensorDescriptor (support_tensor_descriptor() is an import check, not an arch check); on the
+# mma.sync archs without a TMA unit Triton lowers the descriptors to pointer loads, so the kernel
+# is another one there, with forms of each arch's own (``engine_candidates`` keyed by the arch)
+TMA_WITHOUT_UNIT = ("sm_80", "sm_86", "sm_87", "sm_89")
+
+
+def runs_on_arch(engine: str, path: Path, arch: str) -> bool:
+    """:func:`runs_on`, plus SGLang's TMA launches on the archs without a TMA unit
+    (:data:`TMA_WITHOUT_UNIT`): the groups of an arch's own forms, which the arch family's
+    calibration leaves out."""
+    if path.tma and engine == "sglang" and arch in TMA_WITHOUT_UNIT and path.kernel == "fused_moe":
+        return path.runs_on(arch)
+    return runs_on(engine, path, arch)
+
+
+def in_group(p: Point, key: tuple[str, str, str]) -> bool:
+    """Whether ``p`` belongs to the group ``key``: an arch family's (``mma_v2``), or an arch's own
+    (``sm_89``: the form the model reads for that arch before its family's)."""
+    if key[0] in ARCH_FAMILIES:
+        return (p.arch, p.path.kernel, cal.form_dtype(p.path)) == key
+    return group_key(p) == key and not (p.path.tma and p.arch in TMA_WITHOUT_UNIT)
+
+
 # ------------------------------------------------------------------------------------------------
 # the points the corpus touches
 
@@ -782,7 +806,9 @@ def second_design(engine: str, paths: Sequence[Path], tables: Mapping, archs: Se
     first round's seeded order and a grid drawn with another seed (3), none compiled before."""
     out: list[Designed] = []
     for path, arch in itertools.product(paths, archs):
-        if (ARCH_FAMILIES.get(arch), path.kernel, cal.form_dtype(path)) not in groups or not runs_on(engine, path, arch):
+        own = (arch, path.kernel, cal.form_dtype(path)) in groups and runs_on_arch(engine, path, arch)
+        if not own and ((ARCH_FAMILIES.get(arch), path.kernel, cal.form_dtype(path)) not in groups
+                        or not runs_on(engine, path, arch)):
             continue
         real = list(tables.get((path, arch), ()))
         random.Random(f"table:{engine}:{path.name}:{arch}").shuffle(real)
@@ -1294,8 +1320,8 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     old = [d.point for d in before if d.point.shared is not None]
     taken_over = {}
     for key, text in sorted(cands.items()):
-        pts = [p for p in fresh if group_key(p) == key]
-        seen = [p for p in old if group_key(p) == key]
+        pts = [p for p in fresh if in_group(p, key)]
+        seen = [p for p in old if in_group(p, key)]
         if not pts:
             continue
         proofs = prove(text, pts, epilogue, limits)
@@ -1311,7 +1337,7 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
         cur_fresh = prove(cur.formula, pts, epilogue, limits) if cur else {}
         n_cur = sum(pr.proven and (a not in cur_fresh or cur_fresh[a].proven) for a, pr in cur.proofs.items()) \
             if cur else -1
-        if n_new > n_cur:
+        if n_new > max(n_cur, 0 if key[0] in ARCH_FAMILIES else -1):  # an arch's own form only where proven
             results[key] = GroupResult(*key, text, "candidate", proofs)
             taken_over[f"{key[0]}/{key[2]}"] = {"proven_on": sorted(a for a, pr in proofs.items() if pr.proven),
                                                "held_out": len(pts), "compiled_before": len(seen)}

@@ -480,6 +480,8 @@ class EngineModel:
         for dtype in dtypes:
             where = arch  # a form of its own for this arch, else the arch family's
             hit = forms.form(arch, dtype)
+            if hit is not None and forms._reused(arch, dtype) is not None and not forms.reuses_on(family, dtype, arch):
+                hit = None  # another release's form of this arch, which the probe did not compare there
             if hit is None:
                 where = family
                 hit = forms.form(family, dtype)

@@ -1,0 +1,44 @@
+"""EST001's hint names what would give the exact figure for the cause at hand (issue 17 item 3):
+with Triton installed, an engine's table is judged with the engine's own kernel, so "install
+Triton" would not help -- its source (--engine-kernels) or its calibration would."""
+
+from __future__ import annotations
+
+from rules.est001_no_estimate import exact_hint
+from tilefit import versions
+from tilefit.smem import engine_calibrate as ec
+
+
+class _Estimator:
+    def __init__(self, available: bool, mode: str = "auto"):
+        self._available, self.mode = available, mode
+
+    def exact_available(self) -> bool:
+        return self._available
+
+
+def _spec(engine=None, triton=None):
+    spec = ec.Point(ec.Path("fused_moe", "bf16", tma="b"), (16, 64, 128), 4, 6, "sm_89").spec()
+    return spec.with_(engine=engine, triton=triton) if engine else spec
+
+
+def test_without_triton_the_hint_is_to_install_it():
+    assert "install Triton" in exact_hint(_Estimator(False), _spec("sglang"))
+    assert "install Triton" in exact_hint(object(), _spec())
+
+
+def test_with_triton_an_engine_table_asks_for_the_engine_s_kernel_not_for_triton(monkeypatch):
+    monkeypatch.setattr(versions, "installed_triton", lambda: "3.9.0")
+    hint = exact_hint(_Estimator(True), _spec("sglang"))
+    assert "install Triton" not in hint
+    assert "--engine-kernels <tree>" in hint and "tilefit calibrate smem --engine sglang==0.5.23" in hint
+
+
+def test_a_table_of_another_triton_release_asks_for_that_release_s_calibration(monkeypatch):
+    monkeypatch.setattr(versions, "installed_triton", lambda: "3.9.0")
+    hint = exact_hint(_Estimator(True), _spec("sglang", "3.4"))
+    assert "Triton 3.4" in hint and "Triton 3.9 is installed" in hint and "--triton-python" in hint
+
+
+def test_the_analytic_estimator_is_told_to_compile():
+    assert "--estimator auto or exact" in exact_hint(_Estimator(True, "analytic"), _spec("sglang"))
