@@ -109,3 +109,22 @@ def test_a_damaged_record_is_a_miss(tree):
     record.write_text('{"format": 1, "key": 3')
     again = _check(_files(tree))
     assert _seen(again) == _seen(cold)
+
+
+def test_a_run_whose_site_the_clock_stopped_is_not_stored(tree, monkeypatch):
+    """A site stopped by the evaluation's time limit was decided by the machine's load (on an idle
+    machine it may finish): such a run is not stored, so a later run evaluates it again."""
+    from tilefit.callsites import values
+
+    widening = Path(__file__).parent / "fixtures" / "callsites" / "bounded" / "widening.py"
+    copy = tree / "widening.py"
+    shutil.copy(widening, copy)
+    monkeypatch.setattr(values, "MAX_SECONDS", 0.0)  # every site past its first 128 steps is out of time
+    monkeypatch.setattr(values, "MAX_STEPS", 10**9)
+    first = _check([copy], kernels={}, extend_select=["EST002"])
+    assert any("bounded evaluation" in d.message for d in first.diagnostics if d.code == "EST002")
+    calls = []
+    real = Project.scan.__func__
+    monkeypatch.setattr(Project, "scan", classmethod(lambda cls, *a, **k: calls.append(1) or real(cls, *a, **k)))
+    _check([copy], kernels={}, extend_select=["EST002"])
+    assert calls  # scanned again: the first run left no record

@@ -444,6 +444,8 @@ class Evaluator:
         self._segs: dict[int, tuple] = {}  # id(node) -> (node, its source text): labels and reasons
         self.max_steps = MAX_STEPS
         self.max_seconds = MAX_SECONDS
+        # sites stopped by the clock (not the step count) in this run: the machine's load decided them
+        self.stopped_by_time = 0
         self._steps = 0
         self._deadline: float | None = None  # None: not inside a site (no time limit)
         self._exhausted: str | None = None  # why the current site's budget ran out
@@ -500,6 +502,7 @@ class Evaluator:
             self._exhausted = f"evaluation stopped after {self.max_steps} steps (bounded evaluation)"
         elif self._steps % 128 == 0 and time.monotonic() > self._deadline:
             self._exhausted = f"evaluation stopped after {self.max_seconds:g} s (bounded evaluation)"
+            self.stopped_by_time += 1
         if self._exhausted is not None:
             raise _OutOfBudget()
 
