@@ -58,6 +58,10 @@ import torch
 def merge(d, extra, idx):
     d.update(extra)
     return torch.gather(d["x"], 0, idx)
+
+
+def relaunch(obj, x):
+    obj.inner.launch(x, 32)  # an attribute of an attribute: never a function of a module
 '''
 
 
@@ -100,8 +104,9 @@ def test_a_deferred_module_reads_as_the_parsed_one(tmp_path):
     deferred = project.by_path[str(tmp_path / "pkg" / "bystander.py")]
     parsed = scan_file(str(tmp_path / "pkg" / "bystander.py"), deferred.name)
     assert deferred.calls.get("nothing_called", ()) == () and not deferred.materialised
+    assert deferred.calls.get("launch", ()) == () and not deferred.materialised  # obj.inner.launch(...)
     assert deferred.binding("merge").kind == "def" and deferred.materialised  # an import reads it
-    assert sorted(deferred.bindings) == sorted(parsed.bindings) == ["merge", "torch"]
+    assert sorted(deferred.bindings) == sorted(parsed.bindings) == ["merge", "relaunch", "torch"]
     assert sorted(deferred.calls) == sorted(parsed.calls)
     assert deferred.error is None and deferred.kernels == {} and deferred.launches == []
 
@@ -110,7 +115,7 @@ def test_the_wrappers_caller_is_still_a_site_and_methods_have_none(tmp_path):
     project = Project.scan(_tree(tmp_path))
     sites = build_sites(project)
     at_caller = [s for s in sites.launches if s.caller is not None]
-    assert [Path(s.path).name for s in at_caller] == ["caller.py"]
+    assert [Path(s.path).name for s in at_caller] == ["caller.py"]  # not obj.inner.launch(...)
     (inst,) = at_caller[0].instances
     assert [v.value for _, v in branches(inst.args["BLOCK"]) if isinstance(v, Lit)] == [64]
     # the method launches are judged where they are (no caller is followed into them); the

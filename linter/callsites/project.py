@@ -48,6 +48,7 @@ class _DeferredCalls:
         self.module = module
 
     def get(self, name: str, default=None):
+        """The calls of ``name`` that may resolve to a function (what ``sites._callers`` reads)."""
         if name not in self.module._call_names:
             return default
         return self.module.materialise().calls.get(name, default)
@@ -66,7 +67,10 @@ class DeferredModule(ModuleScan):
         self.path, self.name, self.is_package, self.extra = (scanned.path, scanned.name, scanned.is_package,
                                                              scanned.extra)
         self.kernels, self.all_kernels, self.launches = {}, [], []
-        self._call_names = frozenset(scanned.calls)
+        # the names of its calls that sites._callers evaluates: `a.b.name(...)` / `f().name(...)`
+        # (an attribute of anything but a plain name) is never a function of a module
+        self._call_names = frozenset(name for name, recs in scanned.calls.items() if any(
+            not isinstance(r.node.func, ast.Attribute) or isinstance(r.node.func.value, ast.Name) for r in recs))
         self.calls = _DeferredCalls(self)  # type: ignore[assignment]
         self.materialised = False
 
