@@ -1173,6 +1173,8 @@ class Evaluator:
                 not any(isinstance(a, ast.Starred) for a in node.args) and not node.keywords:
             receiver = self._expr(frame, node.func.value)  # once: the dict method and the callee share it
             got = self._dict_method(frame, node, receiver)
+            if got is None and node.func.attr == "get" and self._memo_miss(frame, node, receiver):
+                got = self._expr(frame, node.args[1]) if len(node.args) == 2 else Lit(None)
             if got is not None:
                 return got
         if receiver is not None:
@@ -1209,6 +1211,21 @@ class Evaluator:
         if isinstance(callee, Unknown):
             return Unknown(f"`{self.seg(m, node)}` is computed at run time")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    @staticmethod
+    def _memo_miss(frame: Frame, node: ast.Call, base: Val) -> bool:
+        """Is ``D.get(key)`` a memo's lookup, judged as its miss? ``D`` a name whose value is an
+        empty dict (a module's ``_cache = {}``) and the enclosing function stores into ``D`` at the
+        same key (``D[key] = ...``): such a cache only ever holds what this function's miss builds
+        from the same inputs (vLLM's TurboQuant ``_get_layout``). A registry filled elsewhere, or
+        at another key, is not one."""
+        if not isinstance(base, DictVal) or base.items or frame.func is None or \
+                not isinstance(node.func.value, ast.Name) or not 1 <= len(node.args) <= 2:  # type: ignore[union-attr]
+            return False
+        name, key = node.func.value.id, ast.dump(node.args[0])  # type: ignore[union-attr]
+        return any(isinstance(t, ast.Subscript) and isinstance(t.value, ast.Name) and t.value.id == name and
+                   ast.dump(t.slice) == key
+                   for stmt in ast.walk(frame.func) if isinstance(stmt, ast.Assign) for t in stmt.targets)
 
     def _dict_method(self, frame: Frame, node: ast.Call, base: Val) -> Val | None:
         """``d.copy()``, ``d.pop(k[, default])``, ``d.get(k[, default])`` of a static dict (or of
@@ -1346,6 +1363,10 @@ class Evaluator:
             live = [r for r in returns if reaching(fn, "\0", r.lineno, test, False)[1]]
             returns = live or returns
         if len(returns) == 1:
+            if isinstance(returns[0].value, ast.Name):
+                # `return cfg`: the assignments that reach the return (flow folds the tests above
+                # it: a memo's `if cfg is None:` miss), not every assignment of the name
+                return self.expr(Frame(module, fn, bindings, returns[0].lineno, frame.depth + 1), returns[0].value)
             return self.expr(inner, returns[0].value)
         call = f"{fn.name}() (line {node.lineno}:{node.col_offset})"  # one call returns once: see consistent()
         return Arms(tuple((f"{call} returning at line {r.lineno}", self.expr(inner, r.value))
