@@ -102,3 +102,44 @@ def test_the_shipped_tma_figures_were_rechecked():
     pts = {(d.point.path.name, d.point.arch, (*d.point.tile, d.point.num_warps, d.point.num_stages)): d.point.shared
            for d in ec.load_points(ec.points_path("fused_moe", "sglang", "0.5.23", "3.9"))}
     assert all(pts[k] == new for k, (_old, new) in changed.items())
+
+
+def test_a_release_that_reuses_the_base_forms_is_rechecked_and_its_probe_record_recounted(tmp_path, monkeypatch):
+    """Triton 3.8's fused MoE record reuses 3.9's forms (a probe record): its probe points are
+    compiled again with that release (--triton-python) and the record re-counted against 3.9."""
+    from tilefit.smem import calibrate as cal
+    from tilefit.smem import engine_model, engine_source
+
+    src = files.package_dir("fused_moe", "sglang", "0.5.23")
+    dst = tmp_path / "pkg"
+    shutil.copytree(src, dst)
+    monkeypatch.setattr(files, "package_dir", lambda *a: dst)
+    monkeypatch.setattr(files, "user_dir", lambda *a: None)
+    monkeypatch.setattr(ec, "compile_release", lambda: "3.8.0")
+    monkeypatch.setattr(engine_source, "open_source",
+                        lambda *a, **k: SimpleNamespace(engine="sglang", version="0.5.23"))
+    engine_model.forget()
+    doc = json.loads((dst / "triton-3.8.json").read_text(encoding="utf-8"))
+    groups = doc["reused"]["groups"]
+    stored = ec.load_points(dst / "points-triton-3.8.json")
+    hit = next(d for d in stored if d.design == "probe" and d.point.shared and "tma" in d.point.path.name
+               and f"{d.point.family}/{cal.form_dtype(d.point.path)}" in groups)
+    key = f"{hit.point.family}/{cal.form_dtype(hit.point.path)}"
+
+    def compile_points(_ek, designed, _jobs=None, _progress=None):
+        return [ec.Designed(ec.Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages, d.point.arch,
+                                     d.point.shared + 16 if d.point == hit.point else d.point.shared,
+                                     d.point.error), d.design) for d in designed]
+
+    monkeypatch.setattr(ec, "compile_points", compile_points)
+    try:
+        kc = engine_recheck.recheck("sglang==0.5.23", "fused_moe", paths=["tma"], package=True)
+    finally:
+        engine_model.forget()
+    assert kc.written
+    after = json.loads((dst / "triton-3.8.json").read_text(encoding="utf-8"))
+    assert key not in after["reused"]["groups"] and key in after["reused"]["differing"]  # no longer 3.9's bytes
+    assert after["provenance"]["compiled"] == doc["provenance"]["compiled"]  # a figure for a figure
+    assert after["provenance"]["rechecked"][-1]["changed"][0][-1] == hit.point.shared + 16
+    new = {cal._ident(d.point): d.point.shared for d in ec.load_points(dst / "points-triton-3.8.json")}
+    assert new[cal._ident(hit.point)] == hit.point.shared + 16

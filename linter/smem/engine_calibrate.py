@@ -1272,6 +1272,22 @@ def engine_candidates(kernel: str, engine: str) -> dict[tuple[str, str, str], st
     return {(fam, kernel, dtype): text for fam, forms in per.items() for dtype, text in forms.items()}
 
 
+def engine_witnesses(kernel: str, engine: str, archs: Sequence[str], taken: set) -> list[Designed]:
+    """The family's witness points for ``engine`` (``calibration.engine_witnesses``): compiles a
+    written candidate was made from (a counter-example to the shipped form), of ``archs``, not yet
+    stored. A candidate round compiles them beside its fresh design and counts them as points seen
+    before (design ``fit``: strict, never held out), so a form that misses one is not proven there."""
+    out = []
+    for w in ((registry.get(kernel).calibration.get("engine_witnesses") or {}).get(engine)) or []:
+        for arch in w["archs"]:
+            if arch not in archs:
+                continue
+            pt = Point(Path.from_json(w["path"]), tuple(w["tile"]), w["num_warps"], w["num_stages"], arch)
+            if cal._ident(pt) not in taken:
+                out.append(Designed(pt, "fit"))
+    return out
+
+
 def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = None, jobs: int | None = None,
                     cache_dir=None, items: Iterable | None = None, scale: float = 1.0, write: bool = True,
                     command: str = "", log: Callable[[str], None] | None = None,
@@ -1306,9 +1322,14 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     paths += [p for p in sorted({p for p, _a in tables}, key=lambda p: p.name) if p not in paths]
     taken = {cal._ident(d.point) for d in before}
     design = second_design(engine, paths, tables, archs, sizes, set(cands), taken, seed=4)
-    log(f"{kernel}: {len(cands)} written candidates; {len(design)} fresh held-out points")
-    done = compile_points(ek, design, jobs, progress_factory(f"{kernel}: candidates' held-out points", len(design))
+    witnesses = engine_witnesses(kernel, engine, archs, taken)
+    log(f"{kernel}: {len(cands)} written candidates; {len(design)} fresh held-out points"
+        + (f", {len(witnesses)} witness points" if witnesses else ""))
+    done = compile_points(ek, design + witnesses, jobs,
+                          progress_factory(f"{kernel}: candidates' held-out points", len(design) + len(witnesses))
                           if progress_factory else None)
+    done, witnessed = done[:len(design)], done[len(design):]
+    before = before + witnessed  # seen when the candidates were written: counted strictly, stored as fit points
     results: dict[tuple, GroupResult] = {}
     for family, per in (doc.get("formulas") or {}).items():
         for dtype, text in per.items():
@@ -1318,6 +1339,7 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
                                                            proofs, (doc.get("fits") or {}).get(family, {}).get(dtype))
     fresh = [d.point for d in done if d.point.shared is not None]
     old = [d.point for d in before if d.point.shared is not None]
+    unheld = {cal._ident(d.point) for d in before if d.design not in ("table", "grid")}  # not in the held-out tally
     taken_over = {}
     for key, text in sorted(cands.items()):
         pts = [p for p in fresh if in_group(p, key)]
@@ -1335,12 +1357,17 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
         cur = results.get(key)
         # the current form is held to the fresh points too: an arch it misses there is not proven
         cur_fresh = prove(cur.formula, pts, epilogue, limits) if cur else {}
-        n_cur = sum(pr.proven and (a not in cur_fresh or cur_fresh[a].proven) for a, pr in cur.proofs.items()) \
-            if cur else -1
+        # ... and to the points seen before, as the candidate is (a witness it misses unproves the arch)
+        cur_seen = prove(cur.formula, [p for p in seen if cal._ident(p) in unheld and p.arch in archs], epilogue,
+                         limits) if cur else {}
+        n_cur = sum(pr.proven and (a not in cur_fresh or cur_fresh[a].proven)
+                    and (a not in cur_seen or cur_seen[a].exact == cur_seen[a].points)
+                    for a, pr in cur.proofs.items()) if cur else -1
         if n_new > max(n_cur, 0 if key[0] in ARCH_FAMILIES else -1):  # an arch's own form only where proven
             results[key] = GroupResult(*key, text, "candidate", proofs)
             taken_over[f"{key[0]}/{key[2]}"] = {"proven_on": sorted(a for a, pr in proofs.items() if pr.proven),
-                                               "held_out": len(pts), "compiled_before": len(seen)}
+                                               "held_out": len(pts), "compiled_before": len(seen),
+                                               **({"replaced": cur.formula} if cur else {})}
         elif cur is not None:  # the current form keeps its place, with the fresh points in its proofs
             for arch, pr in cur_fresh.items():
                 held = cur.proofs.setdefault(arch, Proof())
@@ -1348,6 +1375,12 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
                 held.exact += pr.exact
                 held.max_error = max(held.max_error, pr.max_error)
                 held.verdict_errors += pr.verdict_errors
+            for arch, pr in cur_seen.items():  # strict, as the candidate: a miss leaves the arch unproven
+                if pr.exact < pr.points:
+                    held = cur.proofs.setdefault(arch, Proof())
+                    held.points += pr.points - pr.exact
+                    held.max_error = max(held.max_error, pr.max_error)
+                    held.verdict_errors += pr.verdict_errors
         log(f"{key[0]} {key[2]}: candidate proven on {sorted(a for a, pr in proofs.items() if pr.proven) or '-'}"
             f" ({len(pts)} fresh points){'; taken' if f'{key[0]}/{key[2]}' in taken_over else ''}")
     everything = before + done

@@ -11,7 +11,9 @@ proofs of every group a changed point belongs to are counted again on that group
 (strict: a miss on any compiled point leaves its arch unproven, as a candidate round counts), the
 failures are drawn again, and the probe records of the releases that reuse this calibration are
 re-counted
-(:mod:`tilefit.smem.engine_recount`). The provenance lists each change.
+(:mod:`tilefit.smem.engine_recount`). A release that reuses another's forms (a probe record, ``reused``:
+``--triton-python`` with that release) has its probe and table points rechecked the same way and its
+probe record re-counted against the base release's forms. The provenance lists each change.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ from typing import Callable, Sequence
 from .. import versions
 from . import calibrate as cal
 from . import engine_calibrate as ec
+
+
+def _stored_design(stored, point) -> str | None:
+    """The design of ``point`` among the stored points (identity, else the first equal one)."""
+    for d in stored:
+        if d.point is point:
+            return d.design
+    return next((d.design for d in stored if d.point == point), None)
 
 
 def recheck(source: str, kernel: str, *, archs: Sequence[str] | None = None, paths: Sequence[str] | None = None,
@@ -48,8 +58,7 @@ def recheck(source: str, kernel: str, *, archs: Sequence[str] | None = None, pat
         raise ValueError(f"no calibration of {engine} {engine_version} {kernel} for Triton "
                          f"{versions.major_minor(triton_version)} to recheck ({fp})")
     doc = json.loads(fp.read_text(encoding="utf-8"))
-    if doc.get("reused"):
-        raise ValueError(f"{fp} reuses the forms of Triton {doc['reused'].get('from')}: recheck that release")
+    base = (doc.get("reused") or {}).get("from")  # a probe record: its points are rechecked, then re-counted
     stored = ec.load_points(pp)
     todo = [i for i, d in enumerate(stored) if (not archs or d.point.arch in archs)
             and (not paths or any(x in d.point.path.name for x in paths))]
@@ -88,8 +97,14 @@ def recheck(source: str, kernel: str, *, archs: Sequence[str] | None = None, pat
         proofs.setdefault(family, {})[dtype] = {a: pr.to_json() for a, pr in sorted(counted.items())}
     doc["failures"] = ec.failures_of([d.point for d in everything])
     prov = doc.setdefault("provenance", {})
-    prov["compiled"] = sum(1 for d in everything if d.point.shared is not None)
-    prov["failed"] = len(everything) - prov["compiled"]
+    if base is None:
+        prov["compiled"] = sum(1 for d in everything if d.point.shared is not None)
+        prov["failed"] = len(everything) - prov["compiled"]
+    elif "compiled" in prov:  # a probe record counts its probe points (its table points are listed apart)
+        moved = sum((new.shared is not None) - (old.shared is not None)
+                    for old, new in changed if _stored_design(stored, old) != "table")
+        prov["compiled"] += moved
+        prov["failed"] = max(prov.get("failed", 0) - moved, 0)
     prov.setdefault("rechecked", []).append({
         "date": datetime.date.today().isoformat(), "command": command, "triton": triton_version,
         "points": len(todo), "archs": sorted({stored[i].point.arch for i in todo}),
@@ -111,5 +126,6 @@ def recheck(source: str, kernel: str, *, archs: Sequence[str] | None = None, pat
         kc.written = ec._write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
         from .engine_recount import recount
 
-        recount(kernel, engine, engine_version, versions.major_minor(triton_version), package=package, log=log)
+        recount(kernel, engine, engine_version, base or versions.major_minor(triton_version), package=package,
+                log=log)
     return kc

@@ -1,0 +1,84 @@
+"""``calibrate smem --engine ... --candidates``: the family's witness points (compiles a written
+candidate was made from, ``calibration.engine_witnesses``) are compiled beside the fresh design and
+count strictly for the current form as for the candidate (tilefit.smem.engine_calibrate). The
+compiler is stood in for by the forms themselves -- the witnesses' own figures are the engine's
+(25624 / 8720 B, recorded in family.json) -- so nothing here needs Triton or the engine's wheel."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from types import SimpleNamespace
+
+import pytest
+
+from tilefit.smem import calibrate as cal
+from tilefit.smem import engine_calibrate as ec
+from tilefit.smem import engine_files as files
+
+GROUP = ("mma_v2", "fused_moe", "fp8_w8a8+tma_b")
+
+
+@pytest.fixture
+def round_(tmp_path, monkeypatch):
+    from tilefit.smem import engine_kernels, engine_model, engine_source
+
+    src = files.package_dir("fused_moe", "sglang", "0.5.23")
+    dst = tmp_path / "pkg"
+    shutil.copytree(src, dst)
+    monkeypatch.setattr(files, "package_dir", lambda *a: dst)
+    monkeypatch.setattr(files, "user_dir", lambda *a: None)
+    monkeypatch.setattr(ec, "compile_release", lambda: "3.9.0")
+    monkeypatch.setattr(engine_source, "open_source", lambda *a, **k: SimpleNamespace(engine="sglang", version="0.5.23"))
+    monkeypatch.setattr(engine_kernels, "EngineKernels", lambda *a, **k: None)
+    cands = ec.engine_candidates("fused_moe", "sglang")
+    doc = json.loads((dst / "triton-3.9.json").read_text(encoding="utf-8"))
+    # the form the shipped round replaced (its provenance keeps it) is the group's form again here
+    doc["formulas"]["mma_v2"]["fp8_w8a8+tma_b"] = doc["provenance"]["candidates"]["groups"][
+        "mma_v2/fp8_w8a8+tma_b"]["replaced"]
+    doc["provenance"]["candidates"]["groups"] = {}
+    ec.write_forms(doc, dst / "triton-3.9.json")
+    witnesses = {cal._ident(d.point) for d in ec.engine_witnesses("fused_moe", "sglang", ["sm_120", "sm_121"], set())}
+    assert len(witnesses) == 4
+    kept = [d for d in ec.load_points(dst / "points-triton-3.9.json") if cal._ident(d.point) not in witnesses]
+    ec.write_points(ec.dump_points(kept, kernel="fused_moe", engine="sglang", engine_version="0.5.23",
+                                   triton_version="3.9.0"), dst / "points-triton-3.9.json")
+    epilogue = ec.shipped_epilogue("3.9.0")
+    compiled = []
+
+    def compile_points(_ek, designed, _jobs=None, _progress=None):
+        # the engine's bytes: the written candidate's where the family has one, else the shipped form
+        out = []
+        for d in designed:
+            key = ec.group_key(d.point)
+            text = cands.get(key) or doc["formulas"][key[0]][key[2]]
+            shared = ec.evaluate(text, [d.point], epilogue)[0]
+            out.append(ec.Designed(ec.Point(d.point.path, d.point.tile, d.point.num_warps, d.point.num_stages,
+                                            d.point.arch, shared), d.design))
+        compiled.extend(out)
+        return out
+
+    monkeypatch.setattr(ec, "compile_points", compile_points)
+    engine_model.forget()
+    yield SimpleNamespace(dst=dst, doc=doc, cand=cands[GROUP], compiled=compiled, monkeypatch=monkeypatch)
+    engine_model.forget()
+
+
+def test_a_witness_the_shipped_form_misses_lets_the_candidate_in(round_):
+    assert round_.doc["formulas"]["mma_v2"]["fp8_w8a8+tma_b"] != round_.cand
+    kc = ec.candidate_round("sglang==0.5.23", "fused_moe", archs=["sm_120"], scale=0.5, package=True)
+    w = [d for d in round_.compiled if d.point.tile == (16, 256, 32) and d.point.num_warps == 8]
+    assert [d.point.shared for d in w] == [25624] and w[0].design == "fit"  # the engine's figure (family.json)
+    after = json.loads((round_.dst / "triton-3.9.json").read_text(encoding="utf-8"))
+    assert after["formulas"]["mma_v2"]["fp8_w8a8+tma_b"] == round_.cand
+    assert "mma_v2/fp8_w8a8+tma_b" in after["provenance"]["candidates"]["groups"]
+    stored = {cal._ident(d.point): (d.point.shared, d.design) for d in ec.load_points(round_.dst / "points-triton-3.9.json")}
+    assert stored[cal._ident(w[0].point)] == (25624, "fit")
+    assert kc.written
+
+
+def test_without_the_witness_the_tie_keeps_the_shipped_form(round_):
+    round_.monkeypatch.setattr(ec, "engine_witnesses", lambda *a: [])
+    ec.candidate_round("sglang==0.5.23", "fused_moe", archs=["sm_120"], scale=0.5, package=True)
+    after = json.loads((round_.dst / "triton-3.9.json").read_text(encoding="utf-8"))
+    assert after["formulas"]["mma_v2"]["fp8_w8a8+tma_b"] == round_.doc["formulas"]["mma_v2"]["fp8_w8a8+tma_b"]
