@@ -267,7 +267,7 @@ def _borrow(source, kernels, *, write, command, log, package) -> list:
     triton = versions.major_minor(ec.compile_release())
     out = []
     for kernel in kernels:
-        if not ec.points_path(kernel, tree.engine, tree.version or "unknown", triton, ec._read_from(package)).is_file():
+        if not ec.points_path(kernel, tree.engine, tree.version or "unknown", triton, ec.read_from(package)).is_file():
             continue
         kc, taken = borrow_round(kernel, tree.engine, tree.version or "unknown", triton, write=write,
                                  command=command, package=package)

@@ -124,8 +124,8 @@ def borrow_round(kernel: str, engine: str, engine_version: str, triton: str, *, 
     from . import engine_calibrate as ec
     from .engine_extend import stored_results
 
-    fp = ec.forms_path(kernel, engine, engine_version, triton, ec._read_from(package))
-    pp = ec.points_path(kernel, engine, engine_version, triton, ec._read_from(package))
+    fp = ec.forms_path(kernel, engine, engine_version, triton, ec.read_from(package))
+    pp = ec.points_path(kernel, engine, engine_version, triton, ec.read_from(package))
     doc = json.loads(fp.read_text(encoding="utf-8"))
     if doc.get("reused"):
         raise ValueError(f"{fp} reuses the forms of Triton {doc['reused'].get('from')}")
@@ -144,5 +144,5 @@ def borrow_round(kernel: str, engine: str, engine_version: str, triton: str, *, 
                        triton_version=triton_version)
     kc = ec.KernelCalibration(kernel, new, designed, doc.get("failures") or {}, out)
     if write and taken:
-        kc.written = ec._write_calibration(out, designed, kernel, engine, engine_version, triton_version, package)
+        kc.written = ec.write_calibration(out, designed, kernel, engine, engine_version, triton_version, package)
     return kc, taken

@@ -547,7 +547,7 @@ def dump_points(designed: Sequence[Designed], *, kernel: str, engine: str, engin
 
 
 
-def _write_calibration(doc, everything, kernel: str, engine: str, engine_version: str, triton_version: str,
+def write_calibration(doc, everything, kernel: str, engine: str, engine_version: str, triton_version: str,
                        package: bool = False) -> list:
     """Write a calibration's forms and compiled points (the user data folder's engine folder, the
     package's with ``package``); the paths written."""
@@ -754,7 +754,7 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
         doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
         if write:
-            kc.written = _write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
+            kc.written = write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
         out.append(kc)
     from .analytic import forget_models
 
@@ -762,7 +762,7 @@ def calibrate_engine(source: str, *, kernels: Iterable[str] | None = None,
     return out
 
 
-def _read_from(package: bool) -> bool | None:
+def read_from(package: bool) -> bool | None:
     """Where a step that changes a stored calibration reads it: the place it writes to (the
     package's data with ``package``), else wherever the model reads it (the user's first)."""
     return True if package else None
@@ -773,8 +773,8 @@ def _stored_calibration(kernel: str, engine: str, engine_version: str, triton_ve
     """The stored forms file and points of the calibration ``--extend`` adds ``archs`` to; None
     when there is none. Refused for a release that reuses another's forms, and for an arch the
     stored calibration covers already (extending never recompiles a stored arch)."""
-    fp = forms_path(kernel, engine, engine_version, triton_version, _read_from(package))
-    pp = points_path(kernel, engine, engine_version, triton_version, _read_from(package))
+    fp = forms_path(kernel, engine, engine_version, triton_version, read_from(package))
+    pp = points_path(kernel, engine, engine_version, triton_version, read_from(package))
     if not fp.is_file() or not pp.is_file():
         return None
     doc = json.loads(fp.read_text(encoding="utf-8"))
@@ -1093,8 +1093,8 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
     limits = cal.device_limits()
     out = []
     for kernel in (list(kernels) if kernels else registry.names()):
-        fp = forms_path(kernel, engine, engine_version, base_v, _read_from(package))
-        pp = points_path(kernel, engine, engine_version, base_v, _read_from(package))
+        fp = forms_path(kernel, engine, engine_version, base_v, read_from(package))
+        pp = points_path(kernel, engine, engine_version, base_v, read_from(package))
         if not fp.is_file() or not pp.is_file():
             continue
         base_doc = json.loads(fp.read_text(encoding="utf-8"))
@@ -1201,7 +1201,7 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
                         reused=reused)
         kc = KernelCalibration(kernel, results, everything, failures, doc)
         if write:
-            kc.written = _write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
+            kc.written = write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
         out.append(kc)
     from .analytic import forget_models
 
@@ -1229,8 +1229,8 @@ def refit_engine(kernel: str, engine: str, engine_version: str, triton: str, *, 
     without compiling anything: the held-out design (table, grid) proves, the fit design fits, as in
     :func:`calibrate_engine`. For a change of the form search; the provenance of the compiles is
     kept and the refit is recorded."""
-    fp = forms_path(kernel, engine, engine_version, triton, _read_from(package))
-    pp = points_path(kernel, engine, engine_version, triton, _read_from(package))
+    fp = forms_path(kernel, engine, engine_version, triton, read_from(package))
+    pp = points_path(kernel, engine, engine_version, triton, read_from(package))
     if not pp.is_file():
         raise ValueError(f"no compiled points of {engine} {engine_version} {kernel} for Triton {triton} ({pp})")
     old = json.loads(fp.read_text(encoding="utf-8")) if fp.is_file() else {}
@@ -1254,7 +1254,7 @@ def refit_engine(kernel: str, engine: str, engine_version: str, triton: str, *, 
     doc = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
     kc = KernelCalibration(kernel, results, designed, failures, doc)
     if write:  # the points go along: a forms file is read with the points beside it
-        kc.written = _write_calibration(doc, designed, kernel, engine, engine_version, triton_version, package)
+        kc.written = write_calibration(doc, designed, kernel, engine, engine_version, triton_version, package)
     from .analytic import forget_models
 
     forget_models()
@@ -1305,8 +1305,8 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     tree = open_source(source, cache_dir, log)
     engine, engine_version = tree.engine, tree.version or "unknown"
     ek = EngineKernels(source, cache_dir=cache_dir, engine=engine, tree=tree)
-    fp = forms_path(kernel, engine, engine_version, triton_version, _read_from(package))
-    pp = points_path(kernel, engine, engine_version, triton_version, _read_from(package))
+    fp = forms_path(kernel, engine, engine_version, triton_version, read_from(package))
+    pp = points_path(kernel, engine, engine_version, triton_version, read_from(package))
     if not fp.is_file() or not pp.is_file():
         raise ValueError(f"no calibration of {engine} {engine_version} {kernel} for Triton "
                          f"{versions.major_minor(triton_version)} to prove candidates on ({fp})")
@@ -1398,7 +1398,7 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
     out = forms_doc(results, failures, kernel=kernel, provenance=prov, triton_version=triton_version)
     kc = KernelCalibration(kernel, results, everything, failures, out)
     if write:
-        kc.written = _write_calibration(out, everything, kernel, engine, engine_version, triton_version, package)
+        kc.written = write_calibration(out, everything, kernel, engine, engine_version, triton_version, package)
         if taken_over:  # the releases that reuse these forms were counted against the old ones
             from .engine_recount import recount
 

@@ -123,7 +123,7 @@ def recheck(source: str, kernel: str, *, archs: Sequence[str] | None = None, pat
     kc = ec.KernelCalibration(kernel, results, everything, doc.get("failures") or {}, doc)
     log(f"{kernel}: {len(changed)} of {len(todo)} stored points changed")
     if write and changed:
-        kc.written = ec._write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
+        kc.written = ec.write_calibration(doc, everything, kernel, engine, engine_version, triton_version, package)
         from .engine_recount import recount
 
         recount(kernel, engine, engine_version, base or versions.major_minor(triton_version), package=package,
