@@ -449,7 +449,9 @@ def phase_tune(args, out: Path) -> dict:
     ``new`` (the search as shipped: ``tune_picks.json``, role ``tune``) and/or a name of a
     ``TuneOptions`` flag that selects another search (``tune_picks_<name>.json``, role
     ``tune_<name>``; check 3 of issue 13 ran ``classic``, the search of commit dfdb235's
-    ``classic_search``, beside an experiment that is not kept)."""
+    ``classic_search``, beside an experiment that is not kept). ``plain_starts``: the search's
+    start configs in plain model order (``tilefit.tune.search.DISTINCT_TILE_STARTS`` off: the
+    search before issue 13's ninth pass), role ``tune_plain_starts``."""
     summary = {}
     for variant in args.tune_variants.split(","):
         summary[variant] = _tune_variant(args, out, variant)
@@ -488,10 +490,17 @@ def _tune_variant(args, out: Path, variant: str) -> dict:
             from tilefit.device_db import load_database
 
             local = load_database().get("h200")
-        flags = {} if variant == "new" else {f"{variant}_search": True}
-        res = R.tune_files([str(path)], R.TuneOptions(emulate="rtx4090", budget=args.tune_budget,
-                                                      estimator="analytic", **flags),
-                           measure_fn=measure, local=local)
+        flags = {} if variant in ("new", "plain_starts") else {f"{variant}_search": True}
+        import tilefit.tune.search as S
+
+        saved = S.DISTINCT_TILE_STARTS
+        S.DISTINCT_TILE_STARTS = saved if variant != "plain_starts" else False
+        try:
+            res = R.tune_files([str(path)], R.TuneOptions(emulate="rtx4090", budget=args.tune_budget,
+                                                          estimator="analytic", **flags),
+                               measure_fn=measure, local=local)
+        finally:
+            S.DISTINCT_TILE_STARTS = saved
         wall = time.perf_counter() - t
         picks = json.loads(path.read_text())
         for r in current["rows"]:

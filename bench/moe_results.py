@@ -427,7 +427,48 @@ def check6(names=("h200_moe_check6",), alt: str = "fixer_c02") -> int:
     return 0
 
 
+CHECK10_TUNERS = ("tune", "tune_plain_starts", "tune_c6_fill0", "tune_c7_fill0")
+
+
+def check10(name: str = "h200_moe_check10") -> int:
+    """Check 10 (issue 13 item 5, ninth pass): ``tilefit tune --emulate rtx4090`` with the fill
+    term bundled, its search as shipped (``tune``: distinct-tile starts) and in plain model order
+    (``tune_plain_starts``), timed on the GPU in this run, beside the sweep's 4 fastest fitting
+    configs, the power-capped points' neighbours (check 7's plan), vLLM's default and the tuner's
+    picks of checks 6 and 7 (fill term off, re-timed here); speeds against the fastest config that
+    fits sm_89, burst (3 placements) and steady state (the 250 ms warm-up rounds) at the capped points."""
+    points = json.loads((DATA / f"{name}_points.json").read_text())
+    burst, steady = fitting_only(replica_speeds), fitting_only(steady_speeds)
+    print("| table | M | best µs (burst) | " + " | ".join(f"{r} pick | burst | steady" for r in CHECK10_TUNERS) + " |")
+    print("|---|---:|---:|" + "---|---:|---:|" * len(CHECK10_TUNERS))
+    for p in points:
+        b, st = burst(p), steady(p)
+        cells = []
+        for role in CHECK10_TUNERS:
+            k = p["roles"].get(role)
+            cells += [k or "–", f"{b[k]:.3f}" if k in b else "–", f"{st[k]:.3f}" if k in st else "–"]
+        print(f"| {p['combo']} | {p['M']} | {min(p['median_us'].values()):.1f} | " + " | ".join(cells) + " |")
+    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
+    print("\n| tuned table | search | timings | GPU s | sweep GPU s | GPU time ratio | median (steady where measured) | "
+          "min burst | min (steady where measured) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for role, suffix in (("tune", ""), ("tune_plain_starts", "_plain_starts")):
+        f = DATA / f"{name}_tune_picks{suffix}.json"
+        if not f.exists():
+            continue
+        for table, t in json.loads(f.read_text()).items():
+            sw = sweep[table]
+            pts = [p for p in points if p["combo"] == table and role in p["roles"]]
+            v = [burst(p)[p["roles"][role]] for p in pts]
+            w = [(steady(p) or burst(p))[p["roles"][role]] for p in pts]
+            print(f"| {table} | {role} | {t['timings']} | {t['gpu_s']:.2f} | {sw['gpu_s']:.1f} | "
+                  f"1/{sw['gpu_s'] / t['gpu_s']:.1f} | {statistics.median(w):.3f} | {min(v):.3f} | {min(w):.3f} |")
+    return 0
+
+
 def main() -> int:
+    if "--check10" in sys.argv[1:]:
+        return check10()
     if "--check6" in sys.argv[1:]:
         return check6()
     if "--check7" in sys.argv[1:]:

@@ -104,7 +104,10 @@ def test_n_gpus_take_one_nth_of_the_time_with_the_same_picks_and_timings(jobs, r
         assert makespan[n] <= 1.1 * max(busy), (n, makespan[n], busy)  # and seldom waited for a compile
     for n in (2, 3, 4):
         assert gpu_time[n] == pytest.approx(gpu_time[1])  # the work is the same, only spread
-        assert makespan[n] <= makespan[1] / n * 1.15, (n, makespan)
+        # 1.2: the load balance of 15 jobs on n GPUs (the GPUs' busy time is checked above); the
+        # distinct-tile start configs of the search (issue 13, ninth pass) take 225 timings here
+        # instead of 219 and put 4 GPUs at 3.45x of one (3.55x before), over the old 1.15
+        assert makespan[n] <= makespan[1] / n * 1.2, (n, makespan)
 
 
 def test_compiles_run_on_cpu_workers_before_the_timing_that_needs_them(jobs, tmp_path):

@@ -2,7 +2,8 @@
 
 The performance model orders candidates well enough to seed a search but not to pick the
 winner blind (its rank correlation with measured times is about 0.6-0.85 per batch size on an
-H200). So the tuner measures the ``seed`` best-predicted candidates plus the winners of the
+H200). So the tuner measures the best-predicted config of each of the ``seed`` best-predicted
+tiles (``DISTINCT_TILE_STARTS``) plus the winners of the
 neighbouring batch size already tuned, then repeatedly measures the unmeasured neighbours (one
 parameter one step away: a BLOCK size halved or doubled, one stage more or less, the other warp
 count, the other GROUP_SIZE_M) of the ``climb_from`` best measured configs, the predicted-fastest
@@ -26,6 +27,15 @@ STEPS = {
     "num_warps": (4, 8),
     "num_stages": (2, 3, 4, 5),
 }
+# The start configs (``seed`` of them, after the given ``seeds``) are the model's fastest with
+# distinct tiles (BLOCK_SIZE_M/N/K): the model ranks a tile's num_warps / num_stages variants
+# close together, and a start set of one tile's variants leaves the climb one tile to climb
+# from. Issue 13 (bench/RESULTS.md, ninth pass): with the launch's fill term the model's four
+# fastest at Qwen3-Next fp8 M=1 were BN=32 variants, the climb stopped (patience) before
+# reaching BN=64 or BM=64, and the tuner replay fell 0.984 -> 0.959 there. False: the plain
+# model order (the search before that pass).
+DISTINCT_TILE_STARTS = True
+TILE = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")
 
 
 @dataclass
@@ -101,7 +111,7 @@ class GuidedSearch:
         self.confirm_rounds = confirm_rounds
         self.reserve = self.finalists_n * confirm_rounds if self.finalists_n > 1 else 0
         self.explore = max(1, budget - self.reserve)
-        starts = [config_key(c) for c in seeds if config_key(c) in self.allowed] + self.order[:seed]
+        starts = [config_key(c) for c in seeds if config_key(c) in self.allowed] + self._first(seed)
         self._starts = list(dict.fromkeys(starts))
         self._pending: str | None = None
         self._confirm: list[str] | None = None  # the finalists' re-timings still to take
@@ -109,6 +119,22 @@ class GuidedSearch:
         self._adjacent: dict[str, list] = {}
         self.measurements = 0
         self.done = False
+
+    def _first(self, n: int) -> list[str]:
+        """The ``n`` start configs in model order: with ``DISTINCT_TILE_STARTS``, the fastest
+        predicted config of each of the ``n`` fastest tiles (fewer tiles than ``n``: filled up in
+        model order)."""
+        if not DISTINCT_TILE_STARTS:
+            return self.order[:n]
+        out, tiles = [], set()
+        for k in self.order:
+            if len(out) >= n:
+                break
+            tile = tuple(self.allowed[k].get(x) for x in TILE)
+            if tile not in tiles:
+                tiles.add(tile)
+                out.append(k)
+        return out + [k for k in self.order if k not in out][:n - len(out)]
 
     def _next_explore(self) -> str | None:
         if len(self.times) >= min(self.explore, len(self.allowed)):
