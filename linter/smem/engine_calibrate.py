@@ -344,6 +344,19 @@ class Proof:
                 "max_error": self.max_error}
 
 
+
+def hold_strictly(proofs: dict[str, Proof], more: Mapping[str, Proof], only_misses: bool = False) -> None:
+    """Count the misses of ``more`` (a proof per arch on points outside the held-out tally) into
+    ``proofs`` as held-out points missed: a miss on any compiled point leaves its arch unproven.
+    ``only_misses``: an arch ``more`` has no miss on gets no entry."""
+    for arch, pr in more.items():
+        if only_misses and pr.exact >= pr.points:
+            continue
+        held = proofs.setdefault(arch, Proof())
+        held.points += pr.points - pr.exact
+        held.max_error = max(held.max_error, pr.max_error)
+        held.verdict_errors += pr.verdict_errors
+
 def prove(text: str, points: Sequence[Point], epilogue: Mapping, limits: Mapping[str, Sequence[int]]) -> dict[str, Proof]:
     """Per arch: how the form does on the compiled ``points``."""
     ok = [p for p in points if p.shared is not None]
@@ -864,11 +877,7 @@ def second_round(ek, engine, kernel, paths, tables, archs, sizes, results, every
         v.origin = f"{v.origin}:round2"
         # strict: a miss on any compiled point of an arch (the fit points too) leaves it unproven
         own = [p for p in fit_by.get(group, ()) if k[0] not in ENGINE_ARCHS and p.arch == k[0] or k[0] in ENGINE_ARCHS]
-        for arch, pr in prove(v.formula, own, epilogue, limits).items():
-            held = v.proofs.setdefault(arch, Proof())
-            held.points += pr.points - pr.exact
-            held.max_error = max(held.max_error, pr.max_error)
-            held.verdict_errors += pr.verdict_errors
+        hold_strictly(v.proofs, prove(v.formula, own, epilogue, limits))
         out[k] = v
     for k in want:  # a group the fresh design has no compiled point of keeps its first-round form
         if k not in out and k in results:
@@ -1347,12 +1356,7 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
         if not pts:
             continue
         proofs = prove(text, pts, epilogue, limits)
-        on_seen = prove(text, seen, epilogue, limits)
-        for arch, pr in on_seen.items():  # strict: a miss on any compiled point leaves the arch unproven
-            held = proofs.setdefault(arch, Proof())
-            held.points += pr.points - pr.exact
-            held.max_error = max(held.max_error, pr.max_error)
-            held.verdict_errors += pr.verdict_errors
+        hold_strictly(proofs, prove(text, seen, epilogue, limits))
         n_new = sum(pr.proven for pr in proofs.values())
         cur = results.get(key)
         # the current form is held to the fresh points too: an arch it misses there is not proven
@@ -1375,12 +1379,7 @@ def candidate_round(source: str, kernel: str, *, archs: Sequence[str] | None = N
                 held.exact += pr.exact
                 held.max_error = max(held.max_error, pr.max_error)
                 held.verdict_errors += pr.verdict_errors
-            for arch, pr in cur_seen.items():  # strict, as the candidate: a miss leaves the arch unproven
-                if pr.exact < pr.points:
-                    held = cur.proofs.setdefault(arch, Proof())
-                    held.points += pr.points - pr.exact
-                    held.max_error = max(held.max_error, pr.max_error)
-                    held.verdict_errors += pr.verdict_errors
+            hold_strictly(cur.proofs, cur_seen, only_misses=True)  # strict, as the candidate
         log(f"{key[0]} {key[2]}: candidate proven on {sorted(a for a, pr in proofs.items() if pr.proven) or '-'}"
             f" ({len(pts)} fresh points){'; taken' if f'{key[0]}/{key[2]}' in taken_over else ''}")
     everything = before + done
