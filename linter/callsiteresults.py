@@ -157,7 +157,7 @@ class CallsiteRunCache:
         if ev is not None and any(getattr(r, "error_stage", None) in ("timeout", "crash")
                                   for r in ev._results.values()):
             return  # this run's load decided those, not the kernels
-        if getattr(run.project.evaluator, "stopped_by_time", 0):
+        if run.project.evaluator.stopped_by_time:
             return  # so it did for a site the clock stopped (a site the step budget stops is stored)
         scanned = sorted({os.path.abspath(m.path) for m in run.project.all_modules()} | set(self.paths))
         inputs = self._digests(scanned)
