@@ -74,3 +74,25 @@ def git_env(tmp_path, monkeypatch):
             monkeypatch.delenv(var)
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path
+
+
+# issue 17 (engine-exact calibration): tests that rewrite an engine's shipped calibration records
+@pytest.fixture
+def engine_package_copy(tmp_path, monkeypatch):
+    """A function (kernel, engine, version) -> folder: that engine calibration's package folder
+    copied to tmp_path and read and written there (no user data folder), with the loaded
+    forms forgotten before and after the test."""
+    import shutil
+
+    from tilefit.smem import engine_files, engine_model
+
+    def copy(kernel: str, engine: str, version: str) -> Path:
+        dst = tmp_path / "pkg"
+        shutil.copytree(engine_files.package_dir(kernel, engine, version), dst)
+        monkeypatch.setattr(engine_files, "package_dir", lambda *a: dst)
+        monkeypatch.setattr(engine_files, "user_dir", lambda *a: None)
+        engine_model.forget()
+        return dst
+
+    yield copy
+    engine_model.forget()

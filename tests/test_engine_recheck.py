@@ -6,7 +6,6 @@ figures' own recheck is recorded in their provenance."""
 from __future__ import annotations
 
 import json
-import shutil
 from types import SimpleNamespace
 
 import pytest
@@ -14,27 +13,20 @@ from click.testing import CliRunner
 
 from tilefit.cli import cli as main
 from tilefit.smem import engine_calibrate as ec
-from tilefit.smem import engine_files as files
 from tilefit.smem import engine_recheck
 
 CASE = ("fused_moe_wna16", "sglang", "0.5.23")
 
 
 @pytest.fixture
-def copied(tmp_path, monkeypatch):
-    src = files.package_dir(*CASE)
-    dst = tmp_path / "pkg"
-    shutil.copytree(src, dst)
-    monkeypatch.setattr(files, "package_dir", lambda *a: dst)
-    monkeypatch.setattr(files, "user_dir", lambda *a: None)
-    from tilefit.smem import engine_model, engine_source
+def copied(engine_package_copy, monkeypatch):
+    from tilefit.smem import engine_source
 
+    dst = engine_package_copy(*CASE)
     monkeypatch.setattr(ec, "compile_release", lambda: "3.9.0")
     monkeypatch.setattr(engine_source, "open_source",
                         lambda *a, **k: SimpleNamespace(engine="sglang", version="0.5.23"))
-    engine_model.forget()
-    yield dst
-    engine_model.forget()
+    return dst
 
 
 def _target(stored):
@@ -104,21 +96,17 @@ def test_the_shipped_tma_figures_were_rechecked():
     assert all(pts[k] == new for k, (_old, new) in changed.items())
 
 
-def test_a_release_that_reuses_the_base_forms_is_rechecked_and_its_probe_record_recounted(tmp_path, monkeypatch):
+def test_a_release_that_reuses_the_base_forms_is_rechecked_and_its_probe_record_recounted(engine_package_copy,
+                                                                                       monkeypatch):
     """Triton 3.8's fused MoE record reuses 3.9's forms (a probe record): its probe points are
     compiled again with that release (--triton-python) and the record re-counted against 3.9."""
     from tilefit.smem import calibrate as cal
     from tilefit.smem import engine_model, engine_source
 
-    src = files.package_dir("fused_moe", "sglang", "0.5.23")
-    dst = tmp_path / "pkg"
-    shutil.copytree(src, dst)
-    monkeypatch.setattr(files, "package_dir", lambda *a: dst)
-    monkeypatch.setattr(files, "user_dir", lambda *a: None)
+    dst = engine_package_copy("fused_moe", "sglang", "0.5.23")
     monkeypatch.setattr(ec, "compile_release", lambda: "3.8.0")
     monkeypatch.setattr(engine_source, "open_source",
                         lambda *a, **k: SimpleNamespace(engine="sglang", version="0.5.23"))
-    engine_model.forget()
     doc = json.loads((dst / "triton-3.8.json").read_text(encoding="utf-8"))
     groups = doc["reused"]["groups"]
     stored = ec.load_points(dst / "points-triton-3.8.json")

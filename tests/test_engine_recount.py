@@ -9,7 +9,6 @@ that replaces a 3.9 form changes those counts. These tests run the re-count on t
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
@@ -29,18 +28,9 @@ def test_the_shipped_records_are_current(kernel, engine, version, monkeypatch):
 
 
 @pytest.fixture
-def copied(tmp_path, monkeypatch):
+def copied(engine_package_copy):
     """The package folder of CASE copied to tmp_path, read and written there."""
-    src = files.package_dir(*CASE)
-    dst = tmp_path / "pkg"
-    shutil.copytree(src, dst)
-    monkeypatch.setattr(files, "package_dir", lambda *a: dst)
-    monkeypatch.setattr(files, "user_dir", lambda *a: None)
-    from tilefit.smem import engine_model
-
-    engine_model.forget()
-    yield dst
-    engine_model.forget()
+    return engine_package_copy(*CASE)
 
 
 def test_a_changed_base_form_moves_the_groups_it_decides(copied):
