@@ -7,27 +7,21 @@ compiler is stood in for by the forms themselves -- the witnesses' own figures a
 from __future__ import annotations
 
 import json
-import shutil
 from types import SimpleNamespace
 
 import pytest
 
 from tilefit.smem import calibrate as cal
 from tilefit.smem import engine_calibrate as ec
-from tilefit.smem import engine_files as files
 
 GROUP = ("mma_v2", "fused_moe", "fp8_w8a8+tma_b")
 
 
 @pytest.fixture
-def round_(tmp_path, monkeypatch):
+def round_(engine_package_copy, monkeypatch):
     from tilefit.smem import engine_kernels, engine_model, engine_source
 
-    src = files.package_dir("fused_moe", "sglang", "0.5.23")
-    dst = tmp_path / "pkg"
-    shutil.copytree(src, dst)
-    monkeypatch.setattr(files, "package_dir", lambda *a: dst)
-    monkeypatch.setattr(files, "user_dir", lambda *a: None)
+    dst = engine_package_copy("fused_moe", "sglang", "0.5.23")
     monkeypatch.setattr(ec, "compile_release", lambda: "3.9.0")
     monkeypatch.setattr(engine_source, "open_source", lambda *a, **k: SimpleNamespace(engine="sglang", version="0.5.23"))
     monkeypatch.setattr(engine_kernels, "EngineKernels", lambda *a, **k: None)
@@ -82,3 +76,23 @@ def test_without_the_witness_the_tie_keeps_the_shipped_form(round_):
     ec.candidate_round("sglang==0.5.23", "fused_moe", archs=["sm_120"], scale=0.5, package=True)
     after = json.loads((round_.dst / "triton-3.9.json").read_text(encoding="utf-8"))
     assert after["formulas"]["mma_v2"]["fp8_w8a8+tma_b"] == round_.doc["formulas"]["mma_v2"]["fp8_w8a8+tma_b"]
+
+
+def test_one_key_writes_the_same_forms_for_several_arch_families():
+    """SGLang's TMA launch on the archs without a TMA unit is one set of forms for sm_80/86/87/89
+    (written once in family.json), while sm_89 alone adds its fp8 forms."""
+    cands = ec.engine_candidates("fused_moe", "sglang")
+    tma_b = {fam: text for (fam, _k, dtype), text in cands.items() if dtype == "bf16+tma_b"}
+    assert {"sm_80", "sm_86", "sm_87", "sm_89"} <= set(tma_b)
+    assert len({tma_b[a] for a in ("sm_80", "sm_86", "sm_87", "sm_89")}) == 1
+    assert ("sm_89", "fused_moe", "fp8_w8a8+tma_b") in cands and ("sm_80", "fused_moe", "fp8_w8a8+tma_b") not in cands
+
+
+def test_a_form_written_twice_for_one_arch_family_is_refused(monkeypatch):
+    from tilefit.kernels import registry
+
+    family = SimpleNamespace(calibration={"engine_candidates": {"sglang": {
+        "sm_80,sm_86": {"bf16": "BM*BK*a"}, "sm_86": {"bf16": "BK*BN*b"}}}})
+    monkeypatch.setattr(registry, "get", lambda name: family)
+    with pytest.raises(ValueError, match="sm_86 bf16 twice"):
+        ec.engine_candidates("fused_moe", "sglang")

@@ -1276,9 +1276,18 @@ def refit_engine(kernel: str, engine: str, engine_version: str, triton: str, *, 
 
 def engine_candidates(kernel: str, engine: str) -> dict[tuple[str, str, str], str]:
     """The family's hand-written forms for ``engine`` (``calibration.engine_candidates``):
-    ``{(arch family, kernel, dtype key): form}``."""
+    ``{(arch family, kernel, dtype key): form}``. A key may name several arch families at once
+    (``"sm_80,sm_86"``: the same forms for each); one (family, dtype key) written twice is an
+    error in the data file."""
     per = ((registry.get(kernel).calibration.get("engine_candidates") or {}).get(engine)) or {}
-    return {(fam, kernel, dtype): text for fam, forms in per.items() for dtype, text in forms.items()}
+    out: dict[tuple[str, str, str], str] = {}
+    for fams, forms in per.items():
+        for fam in (f.strip() for f in fams.split(",")):
+            for dtype, text in forms.items():
+                if (fam, kernel, dtype) in out:
+                    raise ValueError(f"{kernel} family.json: engine_candidates.{engine} writes {fam} {dtype} twice")
+                out[(fam, kernel, dtype)] = text
+    return out
 
 
 def engine_witnesses(kernel: str, engine: str, archs: Sequence[str], taken: set) -> list[Designed]:
