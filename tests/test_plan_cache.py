@@ -116,3 +116,35 @@ def test_damaged_plans_only_cost_a_recheck(cli, table, tmp_path):
     for text in ("{", json.dumps({"format": 3, "files": {str(table): ["x", {}]}}), "[]"):
         plans.write_text(text)
         assert cli(*_args(table, "full")).stdout == fresh
+
+
+def test_restored_plans_answer_only_for_the_bytes_they_were_planned_on(table):
+    """A planner that restored a table's plans plans a rewritten table at the same path afresh
+    (the stored plans' edits are offsets into the old bytes)."""
+    from tilefit.api import CheckOptions, build_engine
+    from tilefit.config import Settings
+    from tilefit.fix import make_planner
+    from tilefit.tables import read_table
+
+    opts = CheckOptions(targets=["rtx4090", "rtx5090"], estimator="analytic", fix=True)
+    engine = build_engine(Settings(), opts)
+    old = read_table(str(table))
+    diags = make_planner(engine, Settings(), opts).attach(old, engine.check_table(old))
+    first = make_planner(engine, Settings(), opts)
+    first.attach(old, engine.check_table(old))
+    record = first.stored_plans(str(table))
+    assert set(record["plans"]) == {"4096", "8192"} and set(record["skipped"]) == {"16"}
+
+    planner = make_planner(engine, Settings(), opts)
+    assert planner.restore(old, diags, record)
+    assert {k: p.entry for k, p in planner.plan_table(old, diags).plans.items()} == \
+           {k: p.entry for k, p in first.plan_table(old, diags).plans.items()}
+    # the same path, one entry moved by a space: other offsets, planned again
+    new = read_table(str(table), data=TABLE.replace('"8192": {', '"8192":  {').encode())
+    new_diags = engine.check_table(new)
+    fresh = make_planner(engine, Settings(), opts).plan_table(new, new_diags)
+    replanned = planner.plan_table(new, new_diags)
+    assert [(k, p.fix.edits) for k, p in replanned.plans.items()] == [(k, p.fix.edits) for k, p in fresh.plans.items()]
+    assert replanned.plans["8192"].fix.edits != planner.plan_table(old, diags).plans["8192"].fix.edits
+    # a record that does not fit the diagnostics is refused
+    assert not make_planner(engine, Settings(), opts).restore(old, diags, dict(record, plans={"99": record["plans"]["4096"]}))

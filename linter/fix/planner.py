@@ -221,7 +221,8 @@ class FixPlanner:
         self._fit_memo: dict[tuple, bool] = {}
         self._by_fix: dict[int, EntryPlan] = {}
         self._tables: dict[str, TablePlan] = {}  # path -> the plan attach made, until stored_plans() takes it
-        self._restored: dict[str, TablePlan] = {}  # path -> the plans restore() read back
+        # path -> (the table's bytes, the plans restore() read back for them)
+        self._restored: dict[str, tuple[bytes, TablePlan]] = {}
 
     # -- public --------------------------------------------------------------------------------
     def attach(self, table: ConfigTable, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -265,7 +266,7 @@ class FixPlanner:
             plan = table_plan_of(record, table.path, diagnostics)
         except StoredPlanError:
             return False
-        self._restored[table.path] = plan
+        self._restored[table.path] = (table.data, plan)
         for p in plan.plans.values():
             self._by_fix[id(p.fix)] = p
         return True
@@ -293,9 +294,11 @@ class FixPlanner:
         if not keys:
             return result
         restored = self._restored.get(table.path)
-        if restored is not None:  # read back from the result cache (restore())
-            result.plans.update((k, restored.plans[k]) for k in keys if k in restored.plans)
-            result.skipped.update((k, restored.skipped[k]) for k in keys if k in restored.skipped)
+        if restored is not None and restored[0] == table.data:  # read back from the result cache (restore())
+            # (only for the bytes they were planned on: a table rewritten since is planned afresh)
+            stored = restored[1]
+            result.plans.update((k, stored.plans[k]) for k in keys if k in stored.plans)
+            result.skipped.update((k, stored.skipped[k]) for k in keys if k in stored.skipped)
             return result
         ctx = self._table_context(table)
         ctx.bucketed = len(table.value) > LARGE_TABLE_ENTRIES
