@@ -58,9 +58,15 @@ class CheckOptions:
     # tilefit.callsites.scenarios.Scenario objects (a model's config.json, built by the CLI);
     # None: [tool.tilefit] scenario
     scenarios: list | None = None
-    # The caller reads only each diagnostic's planned fix (``--output-format json``), not the
-    # planner's plans: the plans may then come from the result cache too (never when fixing).
+    # Planned fixes may come from the result cache (never when fixing): the caller reads each
+    # diagnostic's planned fix (``--output-format json``) ...
     cache_fixes: bool = False
+    # ... and the planner's plans behind them (``full``'s hints, the ``html`` report): the
+    # planner restores them from the cache (FixPlanner.restore)
+    cache_plans: bool = False
+    # The tables of files answered by the result cache are parsed too (CheckResult.tables then
+    # holds each table's entries: the html report draws them); else they hold the bytes only.
+    parse_hits: bool = False
     # tilefit.progress.Progress: the run's one bar (the CLI's, on a terminal); None: one on stderr
     # if it is a terminal; False: none (--quiet, stdin)
     progress: object | None = None
@@ -264,6 +270,11 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
 
         cache_key = run_key(engine, settings, opts, planner=planner)
         cache = ResultCache(cache_key)
+    # a format that reads the planner's plans (not only each diagnostic's fix) takes them from the
+    # cache too (tilefit.fix.stored); one whose planner cannot restore plans does not use the cache
+    restore = getattr(planner, "restore", None) if cache is not None and opts.cache_plans else None
+    if cache is not None and opts.cache_plans and planner is not None and restore is None:
+        cache = None
     progress = opts.progress
     if progress is not None:
         progress.set_total(len(found.files), "files")
@@ -279,8 +290,13 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
             if data is not None:
                 digest = cache.digest(data)
                 hit = cache.get(path, digest)
+                if hit is not None and restore is not None:  # the plans behind the fixes, when shown
+                    if not restore(ConfigTable(path, meta, data), hit, cache.plans(path, digest)):
+                        hit = None  # stored without (fitting) plans: check and plan again
                 if hit is not None:
-                    tables[path] = ConfigTable(path, meta, data)
+                    # the parsed table only for a caller that reads its entries (the html report)
+                    tables[path] = (read_table(path, meta=meta, data=data, limit=settings.max_file_size)
+                                    if opts.parse_hits else ConfigTable(path, meta, data))
                     diagnostics.extend(hit)
                     continue
         table = read_table(path, meta=meta, data=data, limit=settings.max_file_size)
@@ -298,7 +314,8 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                 errors.append(f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}")
         if (digest is not None and len(getattr(engine.estimator, "deferred", ())) == pending  # no answers awaiting compiles
                 and not any(timed_out(d) for d in found_here)):  # a timeout is this run's
-            cache.put(path, digest, found_here)
+            cache.put(path, digest, found_here,
+                      plans=planner.stored_plans(path) if hasattr(planner, "stored_plans") else None)
         diagnostics.extend(found_here)
     coverage = None
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files

@@ -7,10 +7,13 @@ the estimator and the installed Triton version, per-file ignores), and each file
 stored under the SHA-256 of its bytes. A changed file, rule, device file or setting misses.
 
 The cache is one JSON file per run key under ``<cache root>/results/`` (``TILEFIT_CACHE_DIR``;
-empty turns caching off, as does ``--no-cache``), written atomically at the end of a run. A run that shows the fixer's plans
-(``--output-format json``) caches them with the diagnostics, under a run key that adds the
-planner's settings and performance model (:func:`run_key`'s ``planner``); a run that applies
-fixes (``--fix``, which needs the plans themselves) bypasses the cache.
+empty turns caching off, as does ``--no-cache``), written atomically at the end of a run. A run that plans fixes
+(``--output-format json``, ``full``, ``html``) caches each diagnostic's fix with it, under a run key
+that adds the planner's settings, the performance model's and the calibrations' files
+(:func:`run_key`'s ``planner``), and the planner's whole plans (:mod:`tilefit.fix.stored`: what
+``full``'s hints and the ``html`` report read) beside them in ``<key>.plans.json``, read only by a
+run that asks for them (:meth:`ResultCache.plans`); a run that applies fixes (``--fix``) bypasses
+the cache.
 
 A corpus audit repeats a few messages, pointers and data objects thousands of times (one
 ``targets`` list of 22 devices per diagnostic), so the file keeps each distinct one once, in
@@ -69,7 +72,35 @@ def _planner_key(planner) -> dict:
         except OSError:
             files.append([p, None, None])
     return {"settings": settings, "isolated_perf": os.environ.get("TILEFIT_ISOLATED_PERF", ""), "perf_files": files,
+            "calibration": _calibration_hash(),
             "coefficients": None if getattr(planner, "coefficients", None) is None else repr(planner.coefficients)}
+
+
+def _calibration_hash() -> str:
+    """SHA-256 of the contents of the calibration files a plan rests on beyond tilefit's own
+    data: the user data folder's shared-memory and performance models and the files
+    ``TILEFIT_PERF_MODEL_PATH`` names (the run key stats them too; contents are hashed here, so a
+    calibration rewritten within the same size and timestamp still invalidates the plans)."""
+    from . import userdata
+    from .perf.coefficients import ENV_VAR
+
+    paths = []
+    for kind in (userdata.SMEM_MODEL, userdata.PERF_MODEL):
+        folder = userdata.model_folder(kind)
+        if folder is not None and folder.is_dir():
+            paths.extend(sorted(folder.glob("*.json")))
+    for p in filter(None, os.environ.get(ENV_VAR, "").split(os.pathsep)):
+        p = Path(p)
+        paths.extend(sorted(p.glob("*.json")) if p.is_dir() else [p])
+    h = hashlib.sha256()
+    for p in paths:
+        try:
+            data = p.read_bytes()
+        except OSError:
+            data = b""
+        h.update(f"{p}:{len(data)}:".encode())
+        h.update(data)
+    return h.hexdigest()
 
 
 def run_key(engine, settings, opts, planner=None) -> str:
@@ -162,6 +193,9 @@ class ResultCache:
     def __init__(self, key: str):
         root = cache_root()
         self.file = root / "results" / f"{key}.json" if root is not None else None
+        self.plan_file = root / "results" / f"{key}.plans.json" if root is not None else None
+        self._plans: dict[str, list] | None = None  # path -> [digest, record], read on first use
+        self._new_plans: dict[str, list | None] = {}  # what put() stored this run (None: no plans)
         self.entries: dict[str, list] = {}  # path -> [digest, rows]
         self.values: list = []  # the distinct messages, pointers and data objects the rows name
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
@@ -201,10 +235,36 @@ class ResultCache:
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):  # a damaged fix: a miss
             return None
 
-    def put(self, path: str, digest: str, diagnostics) -> None:
+    def put(self, path: str, digest: str, diagnostics, plans=None) -> None:
+        """Store a file's diagnostics and (``plans``: JSON data, :mod:`tilefit.fix.stored`) the
+        fixer's plans behind their fixes."""
         fixes: dict[int, int] = {}  # id of a Fix -> its value index (an entry's diagnostics share one)
         self.entries[path] = [digest, [self._row(d, fixes) for d in diagnostics]]
+        self._new_plans[path] = None if plans is None else [digest, plans]
         self.changed = True
+
+    def plans(self, path: str, digest: str):
+        """The plans stored with ``path``'s diagnostics at ``digest`` (JSON data), or None. The
+        plans file is read on the first call only: a run that shows only the fixes never reads it."""
+        if path in self._new_plans:
+            hit = self._new_plans[path]
+        else:
+            hit = self._stored_plans().get(path)
+        if type(hit) is not list or len(hit) != 2 or hit[0] != digest:
+            return None
+        return hit[1]
+
+    def _stored_plans(self) -> dict:
+        if self._plans is None:
+            self._plans = {}
+            if self.plan_file is not None and self.plan_file.is_file():
+                try:
+                    data = json.loads(read_bytes(self.plan_file))
+                except (OSError, ValueError, RecursionError):
+                    data = None
+                if type(data) is dict and data.get("format") == FORMAT and type(data.get("files")) is dict:
+                    self._plans = data["files"]
+        return self._plans
 
     def _row(self, d: Diagnostic, fixes: dict[int, int]) -> list:
         fix = fixes.get(id(d.fix))
@@ -260,5 +320,15 @@ class ResultCache:
             self.file.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(self.file, json.dumps({"format": FORMAT, "values": values, "files": entries},
                                                separators=(",", ":")))
+            if self._new_plans:
+                # the stored plans of the files whose rows are kept, at the same digest; a file
+                # stored now without plans drops its old ones
+                plans = dict(self._stored_plans())
+                plans.update(self._new_plans)
+                kept = {p: hit for p, hit in plans.items()
+                        if type(hit) is list and len(hit) == 2 and p in entries and entries[p][0] == hit[0]}
+                if kept or self.plan_file.exists():
+                    write_atomic(self.plan_file, json.dumps({"format": FORMAT, "files": kept},
+                                                            separators=(",", ":")))
         except OSError:
             pass  # an unwritable cache only costs time

@@ -122,19 +122,6 @@ def test_json_format_takes_planned_fixes_from_the_cache(cli, tmp_path, monkeypat
     assert table.read_bytes() == applied
 
 
-def test_run_key_is_the_same_in_every_process():
-    """The key must not depend on the process's hash seed (a set of paths iterated in seed
-    order made each new process miss the whole cache)."""
-    import os
-    import subprocess
-    import sys
-
-    code = "from tilefit.resultcache import _code_fingerprint; print(_code_fingerprint())"
-    keys = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                           env=dict(os.environ, PYTHONHASHSEED=str(seed))).stdout for seed in (1, 2, 3, 4)}
-    assert len(keys) == 1
-
-
 def test_a_warm_json_run_does_not_import_the_fixers_graph_library(tmp_path):
     """A warm --output-format json run takes its plans from the cache: it neither builds nor
     walks a config graph, so networkx (a sixth of the warm run's time) stays unimported; a cold

@@ -155,9 +155,11 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     opts.fix = not update_baseline and (show_fixes or unsafe_fixes is not None
                                         or (needs.fixes and not statistics))
     opts.fix_rank = needs.fix_ranking
-    # a format that shows each diagnostic's fix and nothing of the plans behind it (json) takes
-    # the plans from the result cache too; the full format's hints and the html report read plans
-    opts.cache_fixes = opts.fix and not needs.human_text and not needs.result
+    # planned fixes come from the result cache too; the full format's hints and the html report
+    # read the plans behind them, which the cache keeps beside the results (tilefit.fix.stored)
+    opts.cache_fixes = opts.fix
+    opts.cache_plans = opts.fix and (needs.human_text or needs.result)
+    opts.parse_hits = needs.result  # the html report draws every table's entries
     from tilefit.progress import for_terminal
 
     opts.progress = False if quiet or from_stdin else for_terminal(sys.stderr)

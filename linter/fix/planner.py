@@ -220,11 +220,15 @@ class FixPlanner:
         self._coeff_memo: dict[str, object] = {}
         self._fit_memo: dict[tuple, bool] = {}
         self._by_fix: dict[int, EntryPlan] = {}
+        self._tables: dict[str, TablePlan] = {}  # path -> the plan attach made, until stored_plans() takes it
+        # path -> (the table's bytes, the plans restore() read back for them)
+        self._restored: dict[str, tuple[bytes, TablePlan]] = {}
 
     # -- public --------------------------------------------------------------------------------
     def attach(self, table: ConfigTable, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
         """``diagnostics`` with a :class:`Fix` on each fixable one whose entry has a plan."""
         plan = self.plan_table(table, diagnostics)
+        self._tables[table.path] = plan
         if not plan.plans:
             return list(diagnostics)
         out = []
@@ -236,6 +240,36 @@ class FixPlanner:
 
     def plan_for(self, fix: Fix) -> EntryPlan | None:
         return self._by_fix.get(id(fix))
+
+    # -- the result cache (tilefit.resultcache keeps the plans beside the diagnostics) ------------
+    def stored_plans(self, path: str) -> dict | None:
+        """The plans :meth:`attach` made for ``path`` (none: an empty record), as JSON data
+        (:mod:`tilefit.fix.stored`) for the result cache; None when attach did not see it.
+        Taken once."""
+        plan = self._tables.pop(path, None)
+        if plan is None:
+            return None
+        from .stored import table_record
+
+        return table_record(plan)
+
+    def restore(self, table: ConfigTable, diagnostics: Sequence[Diagnostic], record) -> bool:
+        """Take the plans of ``table`` from a record :meth:`stored_plans` made (the result
+        cache's, stored with ``diagnostics``) instead of planning: :meth:`plan_for` and
+        :meth:`plan_table` answer from it. False (nothing taken) when the record does not fit
+        the diagnostics; the caller then checks the table again."""
+        from .stored import StoredPlanError, table_plan_of
+
+        if record is None:  # stored by a run that planned nothing (or by none)
+            return False
+        try:
+            plan = table_plan_of(record, table.path, diagnostics)
+        except StoredPlanError:
+            return False
+        self._restored[table.path] = (table.data, plan)
+        for p in plan.plans.values():
+            self._by_fix[id(p.fix)] = p
+        return True
 
     def faster_unsafe(self, diagnostics: Iterable[Diagnostic]) -> int:
         """How many of the diagnostics' (distinct) safe fixes have a faster unsafe alternative."""
@@ -258,6 +292,13 @@ class FixPlanner:
             if d.code in FIXABLE and parts and parts[0] not in keys:
                 keys.append(parts[0])
         if not keys:
+            return result
+        restored = self._restored.get(table.path)
+        if restored is not None and restored[0] == table.data:  # read back from the result cache (restore())
+            # (only for the bytes they were planned on: a table rewritten since is planned afresh)
+            stored = restored[1]
+            result.plans.update((k, stored.plans[k]) for k in keys if k in stored.plans)
+            result.skipped.update((k, stored.skipped[k]) for k in keys if k in stored.skipped)
             return result
         ctx = self._table_context(table)
         ctx.bucketed = len(table.value) > LARGE_TABLE_ENTRIES
@@ -306,7 +347,7 @@ class FixPlanner:
         from dataclasses import replace
 
         for memo in (self._need_memo, self._pred_memo, self._plan_memo, self._sig_memo, self._fit_memo,
-                     self._by_fix):
+                     self._by_fix, self._tables, self._restored):
             memo.clear()
         self.checker = replace(self.checker)
         self.prober = replace(self.prober)

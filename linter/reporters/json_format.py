@@ -26,13 +26,26 @@ def fix_to_json(fix):
     }
 
 
-def diagnostic_to_json(d) -> dict:
-    from tilefit.rules import RULES
+_RULE_FIELDS: dict[str, tuple] = {}  # code -> (name, url): the same for each of a rule's diagnostics
 
-    rule = RULES.get(d.code)
+
+def _rule_fields(code: str) -> tuple:
+    hit = _RULE_FIELDS.get(code)
+    if hit is None:
+        from tilefit.rules import RULES
+
+        rule = RULES.get(code)
+        hit = (rule.name if rule else None, rule_url(code))
+        if rule is not None:  # a code without a rule yet is looked up again
+            _RULE_FIELDS[code] = hit
+    return hit
+
+
+def diagnostic_to_json(d) -> dict:
+    name, url = _rule_fields(d.code)
     return {
         "code": d.code,
-        "name": rule.name if rule else None,
+        "name": name,
         "message": d.message,
         "severity": d.severity.value,
         "filename": d.path,
@@ -41,7 +54,7 @@ def diagnostic_to_json(d) -> dict:
         "pointer": d.pointer,
         "target": d.target,
         "fingerprint": d.fingerprint,
-        "url": rule_url(d.code),
+        "url": url,
         "fix": fix_to_json(d.fix),
         "data": dict(d.data),
     }

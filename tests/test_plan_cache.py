@@ -1,0 +1,150 @@
+"""Issue 19 (formats CI uses): the result cache keeps the fixer's plans beside the results, so a
+warm ``full`` or ``html`` run (they read the plans: ``full``'s hints, the report's fix pages)
+prints the same bytes without planning; whatever changes a plan (the targets, the fix margin, a
+calibration file's contents, tilefit's version) plans again; a damaged plans file only costs a
+re-check."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tilefit.fix.planner import FixPlanner
+
+# two offending entries the fixer plans and one it leaves alone with a reason (GROUP_SIZE_M 1.5)
+TABLE = ('{"4096": {"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 32, '
+         '"num_warps": 8, "num_stages": 4}, "8192": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 128, '
+         '"BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 6}, '
+         '"16": {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 256, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1.5, '
+         '"num_warps": 4, "num_stages": 5}}\n')
+NAME = "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8.json"
+
+
+@pytest.fixture
+def table(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")  # the html page's date
+    path = tmp_path / NAME
+    path.write_text(TABLE)
+    return path
+
+
+def _args(table, fmt, *extra):
+    return ("check", table, "--isolated", "-t", "rtx4090", "-t", "rtx5090", "--estimator", "analytic",
+            "--output-format", fmt, *extra)
+
+
+def _no_planning(monkeypatch):
+    def search(self, *a, **k):
+        raise AssertionError("planned again although the table and the settings did not change")
+
+    monkeypatch.setattr(FixPlanner, "_search", search)
+
+
+def _html(cli, table, out, *extra):
+    r = cli(*_args(table, "html", "-o", out, *extra))
+    text = out.read_text()
+    return r, text.replace(str(out), "OUT")  # the page names its command line
+
+
+def test_full_and_html_take_the_plans_from_the_cache(cli, table, tmp_path, monkeypatch):
+    fresh_full = cli(*_args(table, "full", "--no-cache"))
+    _, fresh_html = _html(cli, table, tmp_path / "fresh.html", "--no-cache")
+    assert fresh_full.exit_code == 1 and "= help: Set" in fresh_full.stdout
+    report = json.loads(fresh_html.split('id="report-data">', 1)[1].split("</script>", 1)[0])
+    assert len(report["fixes"]) == 2 and any(t.get("nofix") for t in report["tables"]), report["tables"]
+
+    cold = cli(*_args(table, "json"))  # fills the cache, plans included
+    assert cold.exit_code == 1
+    assert list((tmp_path / "cache" / "results").glob("*.plans.json"))
+    _no_planning(monkeypatch)
+    warm_full = cli(*_args(table, "full"))
+    assert warm_full.exit_code == 1 and warm_full.stdout == fresh_full.stdout
+    r, warm_html = _html(cli, table, tmp_path / "warm.html")
+    assert r.exit_code == 1, r.output
+    assert warm_html.replace("warm.html", "X") == fresh_html.replace("fresh.html", "X")
+    assert cli(*_args(table, "json")).stdout == cold.stdout
+
+
+def test_whatever_changes_a_plan_plans_again(cli, table, tmp_path, monkeypatch):
+    import tilefit
+
+    perf = tmp_path / "perf.json"
+    from tilefit.perf.coefficients import write_coefficients
+
+    write_coefficients(perf, {"mma_efficiency": 0.5}, {"method": "a test of the plan cache"})
+    monkeypatch.setenv("TILEFIT_PERF_MODEL_PATH", str(perf))
+    assert cli(*_args(table, "full")).exit_code == 1  # fills the cache
+    _no_planning(monkeypatch)
+    assert cli(*_args(table, "full")).exit_code == 1  # a hit
+
+    def plans_again(*extra):
+        r = cli(*_args(table, "full", *extra))
+        assert r.exit_code == 2 and "planned again" in r.output, (extra, r.output)
+
+    plans_again("-t", "rtx3090")  # another target
+    plans_again("--fix-margin", "1024")  # another margin
+    plans_again("--unsafe-fixes")  # another class of safety
+    # the calibration's contents, even rewritten at the same size and time
+    st = perf.stat()
+    text = perf.read_text()
+    assert '"mma_efficiency": 0.5' in text
+    perf.write_text(text.replace('"mma_efficiency": 0.5', '"mma_efficiency": 0.7'))
+    os.utime(perf, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert perf.stat().st_size == st.st_size and perf.stat().st_mtime_ns == st.st_mtime_ns
+    plans_again()
+    perf.write_text(text)
+    os.utime(perf, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert cli(*_args(table, "full")).exit_code == 1  # the same contents: a hit again
+    monkeypatch.setattr(tilefit, "__version__", tilefit.__version__ + ".post1")  # another release
+    plans_again()
+
+
+def test_damaged_plans_only_cost_a_recheck(cli, table, tmp_path):
+    fresh = cli(*_args(table, "full", "--no-cache")).stdout
+    assert cli(*_args(table, "full")).stdout == fresh
+    (plans,) = (tmp_path / "cache" / "results").glob("*.plans.json")
+    data = json.loads(plans.read_text())
+    (record,) = [hit[1] for hit in data["files"].values()]
+    first = next(iter(record["plans"].values()))
+    first["title"] = "Set something else"  # a plan that is not its diagnostics' fix
+    plans.write_text(json.dumps(data))
+    assert cli(*_args(table, "full")).stdout == fresh
+    assert "Set something else" not in plans.read_text()  # re-planned and stored again
+    for text in ("{", json.dumps({"format": 3, "files": {str(table): ["x", {}]}}), "[]"):
+        plans.write_text(text)
+        assert cli(*_args(table, "full")).stdout == fresh
+
+
+def test_restored_plans_answer_only_for_the_bytes_they_were_planned_on(table):
+    """A planner that restored a table's plans plans a rewritten table at the same path afresh
+    (the stored plans' edits are offsets into the old bytes)."""
+    from tilefit.api import CheckOptions, build_engine
+    from tilefit.config import Settings
+    from tilefit.fix import make_planner
+    from tilefit.tables import read_table
+
+    opts = CheckOptions(targets=["rtx4090", "rtx5090"], estimator="analytic", fix=True)
+    engine = build_engine(Settings(), opts)
+    old = read_table(str(table))
+    diags = make_planner(engine, Settings(), opts).attach(old, engine.check_table(old))
+    first = make_planner(engine, Settings(), opts)
+    first.attach(old, engine.check_table(old))
+    record = first.stored_plans(str(table))
+    assert set(record["plans"]) == {"4096", "8192"} and set(record["skipped"]) == {"16"}
+
+    planner = make_planner(engine, Settings(), opts)
+    assert planner.restore(old, diags, record)
+    assert {k: p.entry for k, p in planner.plan_table(old, diags).plans.items()} == \
+           {k: p.entry for k, p in first.plan_table(old, diags).plans.items()}
+    # the same path, one entry moved by a space: other offsets, planned again
+    new = read_table(str(table), data=TABLE.replace('"8192": {', '"8192":  {').encode())
+    new_diags = engine.check_table(new)
+    fresh = make_planner(engine, Settings(), opts).plan_table(new, new_diags)
+    replanned = planner.plan_table(new, new_diags)
+    assert [(k, p.fix.edits) for k, p in replanned.plans.items()] == [(k, p.fix.edits) for k, p in fresh.plans.items()]
+    assert replanned.plans["8192"].fix.edits != planner.plan_table(old, diags).plans["8192"].fix.edits
+    # a record that does not fit the diagnostics is refused
+    assert not make_planner(engine, Settings(), opts).restore(old, diags, dict(record, plans={"99": record["plans"]["4096"]}))
