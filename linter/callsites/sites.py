@@ -671,9 +671,10 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
-    from .scenarios import batch_keys, quant_vocabulary, vocabulary
+    from .scenarios import batch_keys, kv_quant_vocabulary, quant_vocabulary, vocabulary
 
-    dims = frozenset(k for s in scenarios for k in s.dims) | vocabulary()
+    # a KV-cache preset's own bindings (its softmax scale, flags) are no dimension other models lack
+    dims = frozenset(k for s in scenarios if s.variant != "kv_quant" for k in s.dims) | vocabulary()
     only: set | None = None  # after the first scenario: the launches that read a scenario key
     quant_only: set = set()  # the launches that read a quantisation attribute or a MoE config
     batch_only: set = set()  # the launches that read the batch dimension
@@ -686,12 +687,12 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev.scenario = scenario
         ev.scenario_keys = keys
         ev.scenario_dims = dims
-        ev.quant_names = quant_vocabulary()
+        ev.quant_names = quant_vocabulary() | kv_quant_vocabulary()  # a further MoE scheme or KV-cache preset
         ev.batch_keys = batch_keys()
         project.evaluator = ev
         used: set = set()
         if scenario.variant:  # a further scheme or batch size: only what reads it changes
-            sites = build_sites(project, only=(quant_only if scenario.variant == "quant" else batch_only)
+            sites = build_sites(project, only=(quant_only if scenario.variant in ("quant", "kv_quant") else batch_only)
                                 & (only or set()), used=used)
         else:
             sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only)
