@@ -379,6 +379,11 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
     keyed.update({("o", k): v for k, v in options.items()})
     combos = combine({f"{t}:{k}": v for (t, k), v in keyed.items()}, MAX_INSTANCES)
     if combos is None:
+        combos = _deciding_combos(kernel, keyed)
+        if combos is not None:
+            problems.append(f"more than {MAX_INSTANCES} combinations of branches: those of run-time arguments "
+                            "not enumerated")
+    if combos is None:
         problems.append(f"more than {MAX_INSTANCES} combinations of branches")
         combos = [("", {f"{t}:{k}": (v if not isinstance(v, Arms) else Unknown("too many branches"))
                         for (t, k), v in keyed.items()})]
@@ -390,6 +395,33 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
             t, _, k = key.partition(":")
             (a if t == "a" else o)[k] = v
         out.append(Instance(label, a, o))
+    return out
+
+
+def _deciding_combos(kernel: KernelDef, keyed: dict) -> list | None:
+    """When the branches of a launch's values give too many combinations: the combinations of
+    the values that decide the compile (constexprs and options) only, each with the run-time
+    arguments' branches that hold beside it (:func:`~.values.restrict`), and those left with
+    several branches as run-time values (a plain integer, as they are when every branch is dropped;
+    ``A_scale.stride(0) if A_scale is not None else 0``: quantised MoE launchers pass a dozen).
+    None when the deciding values alone are too many as well."""
+    def decides(t: str, k: str) -> bool:
+        p = kernel.param(k)
+        return t == "o" or p is None or p.constexpr
+
+    deciding = {f"{t}:{k}": v for (t, k), v in keyed.items() if decides(t, k)}
+    combos = combine(deciding, MAX_INSTANCES)
+    if combos is None:
+        return None
+    out = []
+    for label, vals in combos:
+        rest = {}
+        for (t, k), v in keyed.items():
+            if decides(t, k):
+                continue
+            r = restrict(v, label)
+            rest[f"{t}:{k}"] = r if not isinstance(r, Arms) else Unknown("too many branches")
+        out.append((label, {**rest, **vals}))
     return out
 
 
