@@ -35,6 +35,13 @@ LAUNCH_OPTIONS = frozenset({
 MAX_INSTANCES = 16
 
 
+def is_option(kernel, name: str) -> bool:
+    """Is the launch keyword ``name`` a compile option? One of :data:`LAUNCH_OPTIONS` that the
+    kernel does not declare: Triton binds a keyword that names a kernel parameter to it
+    (``launch_pdl=`` of a kernel with ``launch_pdl: tl.constexpr``); only the rest are options."""
+    return name in LAUNCH_OPTIONS and (kernel is None or kernel.param(name) is None)
+
+
 @dataclass
 class Instance:
     """One combination of branches of a launch or config: values of arguments and options."""
@@ -44,7 +51,7 @@ class Instance:
     options: dict[str, Val]
 
     def value(self, name: str) -> Val | None:
-        return self.options.get(name) if name in LAUNCH_OPTIONS else self.args.get(name)
+        return self.options.get(name) if name in LAUNCH_OPTIONS and name not in self.args else self.args.get(name)
 
 
 @dataclass
@@ -230,7 +237,7 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
             arms = list(branches(meta))
             if isinstance(meta, DictVal):
                 for k, v in meta.items:
-                    (options if k in LAUNCH_OPTIONS else args)[k] = v
+                    (options if is_option(kernel, k) else args)[k] = v
             elif len(arms) > 1 and all(isinstance(v, DictVal) for _, v in arms):
                 args.setdefault("**", []).extend(arms)  # type: ignore[union-attr]
             elif isinstance(meta, Absent):  # a dense scenario's `**config` of a MoE launch: what the
@@ -243,7 +250,7 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
                 why = next((v.reason for _, v in arms if isinstance(v, Unknown)), "not a static dict")
                 problems.append(f"`**{launch.module.source.segment(kw.value, 40)}`: {why}")
             continue
-        target = options if kw.arg in LAUNCH_OPTIONS else args
+        target = options if is_option(kernel, kw.arg) else args
         target[kw.arg] = ev.expr(frame, kw.value)
     for name, expr in _arg_exprs(launch, kernel).items():
         p = kernel.param(name)
@@ -369,7 +376,7 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
             # of the same batch size's entry)
             a, o = {k: restrict(v, label) for k, v in args.items()}, {k: restrict(v, label) for k, v in options.items()}
             for k, v in d.items:
-                (o if k in LAUNCH_OPTIONS else a)[k] = v
+                (o if is_option(kernel, k) else a)[k] = v
             for inst in _instances(kernel, a, o, problems):
                 inst.label = ", ".join(x for x in (label, inst.label) if x)
                 out.append(inst)
