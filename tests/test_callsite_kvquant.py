@@ -117,3 +117,39 @@ def test_presets_are_checked_and_follow_the_head_size():
     values, dims = kv_quant_values("turboquant_k3v4_nc", 256)  # ceil(256 * 3 / 8) + 2, ceil(256 * 4 / 8) + 4
     assert dims["key_packed_size"] == 98 and dims["value_packed_size"] == 132 and dims["mse_bits"] == 3
     assert values == {"key_fp8": False, "norm_correction": True, "centroids.numel()": 8}
+
+
+def test_a_preset_rebuilds_only_the_launches_that_read_its_values(tmp_path, monkeypatch):
+    """A MoE launch reading its quantisation scheme (``self.quant_config.use_fp8_w8a8``) is not
+    built again for each KV-cache preset: only launches reading a preset's launch names are."""
+    from tilefit.callsites import sites as sites_module
+    from tilefit.callsites.scenarios import from_table
+
+    moe = ('\n\n@triton.jit\ndef moe_kernel(a_ptr, use_fp8_w8a8: tl.constexpr, BLOCK: tl.constexpr):\n'
+           '    tl.store(a_ptr + tl.arange(0, BLOCK), 0)\n\n\n'
+           'class Experts:\n    def apply(self, a):\n'
+           '        moe_kernel[(1,)](a, use_fp8_w8a8=self.quant_config.use_fp8_w8a8, BLOCK=64)\n')
+    path = tmp_path / "tq_attention.py"
+    path.write_text(SOURCE + moe)
+    project = Project.scan([str(path)])
+    scenario = from_table("tq-moe", {"facts": {"heads": 32, "kv_heads": 8, "head_dim": 128, "experts": 8,
+                                                "moe_intermediate": 1024, "hidden": 4096, "top_k": 2,
+                                                "quant": ["none", "fp8-tensor"],
+                                                "kv_quant": ["turboquant_k8v4", "turboquant_3bit_nc"]}})
+    names = {id(launch): launch.node.func.value.id for m in project.primary_modules() for launch in m.launches}
+    built: list[tuple[str, set]] = []
+    real = sites_module.build_sites
+
+    def spy(project, only=None, **kw):
+        variant = project.evaluator.scenario.variant if project.evaluator.scenario is not None else ""
+        if only is not None and variant:
+            built.append((variant, {names[i] for i in only}))
+        return real(project, only=only, **kw)
+
+    monkeypatch.setattr(sites_module, "build_sites", spy)
+    out = build_scenario_sites(project, [scenario], "cuda", frozenset({120}))
+    kv_passes = [got for variant, got in built if variant == "kv_quant"]
+    assert len(kv_passes) == 2 and all(got == {"tq_decode", "tq_store_mse"} for got in kv_passes), built
+    assert any(variant == "quant" and "moe_kernel" in got for variant, got in built), built
+    (moe_site,) = [s for s in out.launches if s.kernel.name == "moe_kernel"]
+    assert {i.value("use_fp8_w8a8").value for i in moe_site.instances} == {False, True}

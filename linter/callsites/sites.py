@@ -458,12 +458,13 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
 
 
 def build_sites(project: Project, only: set | None = None, used: set | None = None,
-                quant_used: set | None = None, batch_used: set | None = None) -> Sites:
+                quant_used: set | None = None, batch_used: set | None = None,
+                kv_quant_used: set | None = None) -> Sites:
     """Launch and autotune sites of the project's primary modules. ``only``: ids of the
     launches to build (others skipped); ``used``: filled with the ids of the launches whose
     values read a key of the evaluator's scenarios; ``quant_used``: of those that read an
     attribute of its quantisation scheme or a MoE config; ``batch_used``: of those that read the
-    batch dimension."""
+    batch dimension; ``kv_quant_used``: of those that read a quantised KV-cache preset's value."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
@@ -546,6 +547,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 quant_used.add(id(launch))
             if batch_used is not None and ev.batch_hit:
                 batch_used.add(id(launch))
+            if kv_quant_used is not None and ev.kv_quant_hit:
+                kv_quant_used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
@@ -717,6 +720,7 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     only: set | None = None  # after the first scenario: the launches that read a scenario key
     quant_only: set = set()  # the launches that read a quantisation attribute or a MoE config
     batch_only: set = set()  # the launches that read the batch dimension
+    kv_quant_only: set = set()  # the launches that read a quantised KV-cache preset's value
     absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:
         ev = Evaluator(project)
@@ -726,15 +730,17 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev.scenario = scenario
         ev.scenario_keys = keys
         ev.scenario_dims = dims
-        ev.quant_names = quant_vocabulary() | kv_quant_vocabulary()  # a further MoE scheme or KV-cache preset
+        ev.quant_names = quant_vocabulary()
+        ev.kv_quant_names = kv_quant_vocabulary()
         ev.batch_keys = batch_keys()
         project.evaluator = ev
         used: set = set()
         if scenario.variant:  # a further scheme or batch size: only what reads it changes
-            sites = build_sites(project, only=(quant_only if scenario.variant in ("quant", "kv_quant") else batch_only)
-                                & (only or set()), used=used)
+            rebuilt = {"quant": quant_only, "kv_quant": kv_quant_only}.get(scenario.variant, batch_only)
+            sites = build_sites(project, only=rebuilt & (only or set()), used=used)
         else:
-            sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only)
+            sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only,
+                                kv_quant_used=kv_quant_only)
         if only is None:
             only = used
         first = first or sites
