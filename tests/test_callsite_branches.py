@@ -9,7 +9,7 @@ integers (as they were when every branch was dropped). The fixture is our own co
 from __future__ import annotations
 
 from tilefit.callsites.project import Project
-from tilefit.callsites.sites import MAX_INSTANCES, build_sites
+from tilefit.callsites.sites import MAX_DECIDING, MAX_INSTANCES, build_sites
 from tilefit.callsites.values import Arms, Lit, Ref, Unknown
 
 KERNEL = '''import torch
@@ -71,9 +71,21 @@ def test_too_many_deciding_combinations_still_give_up(tmp_path):
     extra = "".join(f"F{i}: tl.constexpr, " for i in range(4))
     params = "".join(f", f{i}" for i in range(4))
     kwargs = "".join(f"\n        F{i}=1 if f{i} else 2," for i in range(4))
-    site = _site(tmp_path, extra, params, kwargs)  # 2 * 3 * 2**4 = 96 > 16 deciding combinations
-    assert 2 * 3 * 2 ** 4 > MAX_INSTANCES
+    site = _site(tmp_path, extra, params, kwargs)  # 2 * 3 * 2**4 = 96 deciding combinations
+    assert 2 * 3 * 2 ** 4 > MAX_DECIDING
     (inst,) = site.instances
     assert isinstance(inst.args["F0"], Unknown) and "too many branches" in inst.args["F0"].reason
     assert isinstance(inst.args["compute_type"], Unknown)
     assert f"more than {MAX_INSTANCES} combinations of branches" in site.problems
+
+
+def test_deciding_combinations_up_to_twice_the_limit_are_enumerated(tmp_path):
+    """Six MoE configs times four compute types (vLLM's batched experts under fp8 activations):
+    24 deciding combinations, more than MAX_INSTANCES and within MAX_DECIDING."""
+    extra = "F0: tl.constexpr, F1: tl.constexpr, "
+    params = ", f0, f1"
+    kwargs = "\n        F0=1 if f0 else 2,\n        F1=1 if f1 else 2,"
+    site = _site(tmp_path, extra, params, kwargs)  # 2 * 3 * 2 * 2 = 24
+    assert MAX_INSTANCES < 24 <= MAX_DECIDING
+    assert len(site.instances) == 24
+    assert all(isinstance(i.args["F1"], Lit) and isinstance(i.args["compute_type"], Ref) for i in site.instances)

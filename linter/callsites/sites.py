@@ -33,6 +33,9 @@ LAUNCH_OPTIONS = frozenset({
     "enable_fp_fusion", "launch_cooperative_grid", "instruction_sched_variant", "launch_pdl",
 })
 MAX_INSTANCES = 16
+# the combinations of the deciding values alone (constexprs, options) when all of a launch's
+# branches pass MAX_INSTANCES: as many as a launch's **config dicts may give (_instances)
+MAX_DECIDING = 2 * MAX_INSTANCES
 
 
 def is_option(kernel, name: str) -> bool:
@@ -411,13 +414,13 @@ def _deciding_combos(kernel: KernelDef, keyed: dict) -> list | None:
     arguments' branches that hold beside it (:func:`~.values.restrict`), and those left with
     several branches as run-time values (a plain integer, as they are when every branch is dropped;
     ``A_scale.stride(0) if A_scale is not None else 0``: quantised MoE launchers pass a dozen).
-    None when the deciding values alone are too many as well."""
+    None when the deciding values alone are more than :data:`MAX_DECIDING`."""
     def decides(t: str, k: str) -> bool:
         p = kernel.param(k)
         return t == "o" or p is None or p.constexpr
 
     deciding = {f"{t}:{k}": v for (t, k), v in keyed.items() if decides(t, k)}
-    combos = combine(deciding, MAX_INSTANCES)
+    combos = combine(deciding, MAX_DECIDING)
     if combos is None:
         return None
     out = []
