@@ -105,16 +105,16 @@ class Case:
     tried: frozenset = frozenset()  # names the fix search set: a [tool.tilefit.kernels] value does not override them
 
     def with_value(self, name: str, value: Any) -> "Case":
-        from .sites import LAUNCH_OPTIONS
+        from .sites import is_option
 
-        if name in LAUNCH_OPTIONS:
+        if is_option(self.kernel, name):
             return replace(self, options={**self.options, name: value}, tried=self.tried | {name})
         return replace(self, given={**self.given, name: value}, tried=self.tried | {name})
 
     def value(self, name: str) -> Any:
-        from .sites import LAUNCH_OPTIONS
+        from .sites import is_option
 
-        return self.options.get(name) if name in LAUNCH_OPTIONS else self.given.get(name)
+        return self.options.get(name) if is_option(self.kernel, name) else self.given.get(name)
 
 
 def _python_value(v: Val) -> tuple[bool, Any]:
@@ -498,12 +498,12 @@ class CallsiteEvaluator:
 
         kernel = case.kernel
         info = self.info(kernel)
-        from .sites import LAUNCH_OPTIONS
+        from .sites import is_option
 
         # a [tool.tilefit.kernels] value overrides the launch's (a caller's default, a literal,
         # a run-time value), except where the fix search set one (case.tried)
         table_values = {k: v for k, v in variant.values if k not in case.tried}
-        given = {**case.given, **{k: v for k, v in table_values.items() if k not in LAUNCH_OPTIONS}}
+        given = {**case.given, **{k: v for k, v in table_values.items() if not is_option(kernel, k)}}
         args: list[Arg] = []
         missing: list[str] = []
         heur = heuristics_of(self.project, kernel)
@@ -576,7 +576,7 @@ class CallsiteEvaluator:
             backend, _, _ = parse_arch(arch)
         except Exception as exc:  # noqa: BLE001
             return Outcome("unsupported", detail=str(exc))
-        opts = {**case.options, **{k: v for k, v in table_values.items() if k in LAUNCH_OPTIONS}}
+        opts = {**case.options, **{k: v for k, v in table_values.items() if is_option(kernel, k)}}
         bad = [f"{k} ({case.option_reasons[k]})" for k in ("num_warps", "num_stages")
                if k in case.option_reasons and k not in table_values]
         if bad:

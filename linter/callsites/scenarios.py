@@ -43,7 +43,7 @@ NAMES = DATA.parent / "names.json"
 _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "tp",
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
-          "batch_sizes"}
+          "batch_sizes", "kv_quant"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -71,6 +71,9 @@ class Scenario:
     # (:func:`with_roles`), not the scenario itself; "" for the scenario itself
     variant: str = ""
     batch: int | None = None  # the decode batch size it is judged at (names.json batch_sizes); None: no attention
+    # the quantised KV-cache preset it is judged in (names.json kv_quant: "turboquant_k8v4", ...);
+    # "" for the plain cache (bf16 / fp8 by its dtype variants)
+    kv_quant: str = ""
 
     @property
     def label(self) -> str:
@@ -81,6 +84,8 @@ class Scenario:
             out += " (MLA prefill as multi-head attention)"
         if self.quant and self.quant != "none":
             out += f" (quant {self.quant})"
+        if self.kv_quant:
+            out += f" (kv cache {self.kv_quant})"
         return out
 
     def applies(self, path: str) -> bool:
@@ -142,7 +147,11 @@ def expression_keys(node: ast.expr) -> tuple[str, ...]:
 
 
 def expression_key(node: ast.expr) -> str | None:
-    """``q.shape[1]`` -> ``"q.shape[1]"``; ``k.size(-1)`` -> ``"k.shape[-1]"``; else None."""
+    """``q.shape[1]`` -> ``"q.shape[1]"``; ``k.size(-1)`` -> ``"k.shape[-1]"``; ``c.numel()`` ->
+    ``"c.numel()"``; else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numel" \
+            and isinstance(node.func.value, ast.Name) and not node.args and not node.keywords:
+        return f"{node.func.value.id}.numel()"
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "shape" \
             and isinstance(node.value.value, ast.Name):
         index = _index(node.slice)
@@ -353,6 +362,11 @@ def with_roles(scenarios) -> list[Scenario]:
             v = from_facts(s.name, {**s.facts, "quant": [q]}, s.description, s.source)
             out.append(Scenario(s.name, dict(s.values), dict(v.dtypes), s.description, s.source, v.dims,
                                 {**s.facts, "quant": [q]}, s.role, q, "quant", s.batch))
+    for s in [x for x in out if not x.variant and x.role != "prefill"]:  # each quantised KV-cache preset
+        for preset in kv_quant_presets(s.facts):
+            values, dims = kv_quant_values(preset, s.dims.get("head_dim"))
+            out.append(Scenario(s.name, {**s.values, **values}, dict(s.dtypes), s.description, s.source,
+                                {**s.dims, **dims}, dict(s.facts), s.role, s.quant, "kv_quant", s.batch, preset))
     names = names_table()["dimensions"]["batch"]["names"]
     exprs = names_table()["batch_sizes"]["expressions"]
     for s in [x for x in out if not x.variant]:  # each further batch size: a variant (every role)
@@ -409,6 +423,53 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def kv_quant_presets(facts: Mapping[str, Any]) -> tuple[str, ...]:
+    """The quantised KV-cache presets (names.json ``kv_quant``) fact ``kv_quant`` lists (a name or
+    a list), checked against the table; () without the fact."""
+    q = facts.get("kv_quant")
+    if q is None:
+        return ()
+    names = (q,) if isinstance(q, str) else tuple(q)
+    known = names_table().get("kv_quant", {}).get("schemes", {})
+    bad = [n for n in names if not isinstance(n, str) or n not in known]
+    if bad or not names:
+        raise ScenarioError(f"unknown KV-cache preset {bad[0] if bad else q!r} in fact kv_quant "
+                            f"(known: {', '.join(known)})")
+    return tuple(dict.fromkeys(names))
+
+
+def kv_quant_values(preset: str, head_dim: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(values, dims) a quantised KV-cache preset binds for head size ``head_dim`` (names.json
+    ``kv_quant``, as vLLM 0.33.0's TurboQuantConfig derives them): ``values`` win over a
+    parameter's default (``key_fp8=False``, ``norm_correction=False`` of the launchers; the
+    backend passes the preset's) and bind ``centroids.numel()``; ``dims`` stand for what nothing
+    static gives (the launchers' ``mse_bits``, ``key_packed_size``, ... without defaults, and the
+    backend's ``self.tq_config.*`` attributes). A scenario without a head size binds the flags only."""
+    entry = names_table()["kv_quant"]["schemes"][preset]
+    kbits, vbits, nc = int(entry["key_quant_bits"]), int(entry["value_quant_bits"]), bool(entry["norm_correction"])
+    key_fp8 = kbits == 8
+    key_mse_bits = 0 if key_fp8 else kbits
+    centroid_bits = vbits if key_fp8 else kbits
+    values: dict[str, Any] = {"key_fp8": key_fp8, "norm_correction": nc, "centroids.numel()": 2 ** centroid_bits}
+    dims: dict[str, Any] = {"key_fp8": key_fp8, "norm_correction": nc, "mse_bits": key_mse_bits,
+                            "key_mse_bits": key_mse_bits, "value_quant_bits": vbits,
+                            "effective_value_quant_bits": vbits, "centroid_bits": centroid_bits,
+                            "n_centroids": 2 ** centroid_bits}
+    if head_dim:
+        d = int(head_dim)
+        dims["key_packed_size"] = d if key_fp8 else -(-d * key_mse_bits // 8) + 2
+        dims["value_packed_size"] = -(-d * vbits // 8) + 4
+        dims["scale"] = d ** -0.5  # the layer's softmax scale the backend passes (self.scale)
+    return values, dims
+
+
+@lru_cache(maxsize=None)
+def kv_quant_vocabulary() -> frozenset:
+    """The launch parameters only a quantised KV-cache preset gives (names.json ``kv_quant``
+    ``launch_names``): a plain cache has none of them."""
+    return frozenset(names_table().get("kv_quant", {}).get("launch_names", ()))
+
+
 @lru_cache(maxsize=None)
 def quant_vocabulary() -> frozenset:
     """Every attribute a quantisation scheme binds (names.json ``quant``)."""
@@ -421,7 +482,7 @@ def vocabulary() -> frozenset:
     is a model without that dimension: :class:`~tilefit.callsites.values.Absent`)."""
     data = names_table()
     return frozenset(n for e in data["dimensions"].values() for n in e["names"]) | \
-        frozenset(k for k in data["features"] if k != "$comment") | quant_vocabulary()
+        frozenset(k for k in data["features"] if k != "$comment") | quant_vocabulary() | kv_quant_vocabulary()
 
 
 @lru_cache(maxsize=None)

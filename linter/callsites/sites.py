@@ -33,6 +33,16 @@ LAUNCH_OPTIONS = frozenset({
     "enable_fp_fusion", "launch_cooperative_grid", "instruction_sched_variant", "launch_pdl",
 })
 MAX_INSTANCES = 16
+# the combinations of the deciding values alone (constexprs, options) when all of a launch's
+# branches pass MAX_INSTANCES: as many as a launch's **config dicts may give (_instances)
+MAX_DECIDING = 2 * MAX_INSTANCES
+
+
+def is_option(kernel, name: str) -> bool:
+    """Is the launch keyword ``name`` a compile option? One of :data:`LAUNCH_OPTIONS` that the
+    kernel does not declare: Triton binds a keyword that names a kernel parameter to it
+    (``launch_pdl=`` of a kernel with ``launch_pdl: tl.constexpr``); only the rest are options."""
+    return name in LAUNCH_OPTIONS and (kernel is None or kernel.param(name) is None)
 
 
 @dataclass
@@ -44,7 +54,7 @@ class Instance:
     options: dict[str, Val]
 
     def value(self, name: str) -> Val | None:
-        return self.options.get(name) if name in LAUNCH_OPTIONS else self.args.get(name)
+        return self.options.get(name) if name in LAUNCH_OPTIONS and name not in self.args else self.args.get(name)
 
 
 @dataclass
@@ -230,7 +240,7 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
             arms = list(branches(meta))
             if isinstance(meta, DictVal):
                 for k, v in meta.items:
-                    (options if k in LAUNCH_OPTIONS else args)[k] = v
+                    (options if is_option(kernel, k) else args)[k] = v
             elif len(arms) > 1 and all(isinstance(v, DictVal) for _, v in arms):
                 args.setdefault("**", []).extend(arms)  # type: ignore[union-attr]
             elif isinstance(meta, Absent):  # a dense scenario's `**config` of a MoE launch: what the
@@ -243,7 +253,7 @@ def _map_launch(project: Project, launch: LaunchCall, kernel: KernelDef, frame: 
                 why = next((v.reason for _, v in arms if isinstance(v, Unknown)), "not a static dict")
                 problems.append(f"`**{launch.module.source.segment(kw.value, 40)}`: {why}")
             continue
-        target = options if kw.arg in LAUNCH_OPTIONS else args
+        target = options if is_option(kernel, kw.arg) else args
         target[kw.arg] = ev.expr(frame, kw.value)
     for name, expr in _arg_exprs(launch, kernel).items():
         p = kernel.param(name)
@@ -369,7 +379,7 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
             # of the same batch size's entry)
             a, o = {k: restrict(v, label) for k, v in args.items()}, {k: restrict(v, label) for k, v in options.items()}
             for k, v in d.items:
-                (o if k in LAUNCH_OPTIONS else a)[k] = v
+                (o if is_option(kernel, k) else a)[k] = v
             for inst in _instances(kernel, a, o, problems):
                 inst.label = ", ".join(x for x in (label, inst.label) if x)
                 out.append(inst)
@@ -378,6 +388,11 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
     keyed = {("a", k): v for k, v in relevant.items()}
     keyed.update({("o", k): v for k, v in options.items()})
     combos = combine({f"{t}:{k}": v for (t, k), v in keyed.items()}, MAX_INSTANCES)
+    if combos is None:
+        combos = _deciding_combos(kernel, keyed)
+        if combos is not None:
+            problems.append(f"more than {MAX_INSTANCES} combinations of branches: those of run-time arguments "
+                            "not enumerated")
     if combos is None:
         problems.append(f"more than {MAX_INSTANCES} combinations of branches")
         combos = [("", {f"{t}:{k}": (v if not isinstance(v, Arms) else Unknown("too many branches"))
@@ -390,6 +405,33 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
             t, _, k = key.partition(":")
             (a if t == "a" else o)[k] = v
         out.append(Instance(label, a, o))
+    return out
+
+
+def _deciding_combos(kernel: KernelDef, keyed: dict) -> list | None:
+    """When the branches of a launch's values give too many combinations: the combinations of
+    the values that decide the compile (constexprs and options) only, each with the run-time
+    arguments' branches that hold beside it (:func:`~.values.restrict`), and those left with
+    several branches as run-time values (a plain integer, as they are when every branch is dropped;
+    ``A_scale.stride(0) if A_scale is not None else 0``: quantised MoE launchers pass a dozen).
+    None when the deciding values alone are more than :data:`MAX_DECIDING`."""
+    def decides(t: str, k: str) -> bool:
+        p = kernel.param(k)
+        return t == "o" or p is None or p.constexpr
+
+    deciding = {f"{t}:{k}": v for (t, k), v in keyed.items() if decides(t, k)}
+    combos = combine(deciding, MAX_DECIDING)
+    if combos is None:
+        return None
+    out = []
+    for label, vals in combos:
+        rest = {}
+        for (t, k), v in keyed.items():
+            if decides(t, k):
+                continue
+            r = restrict(v, label)
+            rest[f"{t}:{k}"] = r if not isinstance(r, Arms) else Unknown("too many branches")
+        out.append((label, {**rest, **vals}))
     return out
 
 
@@ -419,12 +461,13 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
 
 
 def build_sites(project: Project, only: set | None = None, used: set | None = None,
-                quant_used: set | None = None, batch_used: set | None = None) -> Sites:
+                quant_used: set | None = None, batch_used: set | None = None,
+                kv_quant_used: set | None = None) -> Sites:
     """Launch and autotune sites of the project's primary modules. ``only``: ids of the
     launches to build (others skipped); ``used``: filled with the ids of the launches whose
     values read a key of the evaluator's scenarios; ``quant_used``: of those that read an
     attribute of its quantisation scheme or a MoE config; ``batch_used``: of those that read the
-    batch dimension."""
+    batch dimension; ``kv_quant_used``: of those that read a quantised KV-cache preset's value."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
@@ -507,6 +550,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 quant_used.add(id(launch))
             if batch_used is not None and ev.batch_hit:
                 batch_used.add(id(launch))
+            if kv_quant_used is not None and ev.kv_quant_hit:
+                kv_quant_used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
@@ -671,12 +716,14 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
-    from .scenarios import batch_keys, quant_vocabulary, vocabulary
+    from .scenarios import batch_keys, kv_quant_vocabulary, quant_vocabulary, vocabulary
 
-    dims = frozenset(k for s in scenarios for k in s.dims) | vocabulary()
+    # a KV-cache preset's own bindings (its softmax scale, flags) are no dimension other models lack
+    dims = frozenset(k for s in scenarios if s.variant != "kv_quant" for k in s.dims) | vocabulary()
     only: set | None = None  # after the first scenario: the launches that read a scenario key
     quant_only: set = set()  # the launches that read a quantisation attribute or a MoE config
     batch_only: set = set()  # the launches that read the batch dimension
+    kv_quant_only: set = set()  # the launches that read a quantised KV-cache preset's value
     absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:
         ev = Evaluator(project)
@@ -687,14 +734,16 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev.scenario_keys = keys
         ev.scenario_dims = dims
         ev.quant_names = quant_vocabulary()
+        ev.kv_quant_names = kv_quant_vocabulary()
         ev.batch_keys = batch_keys()
         project.evaluator = ev
         used: set = set()
         if scenario.variant:  # a further scheme or batch size: only what reads it changes
-            sites = build_sites(project, only=(quant_only if scenario.variant == "quant" else batch_only)
-                                & (only or set()), used=used)
+            rebuilt = {"quant": quant_only, "kv_quant": kv_quant_only}.get(scenario.variant, batch_only)
+            sites = build_sites(project, only=rebuilt & (only or set()), used=used)
         else:
-            sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only)
+            sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only,
+                                kv_quant_used=kv_quant_only)
         if only is None:
             only = used
         first = first or sites

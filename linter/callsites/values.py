@@ -465,6 +465,10 @@ class Evaluator:
         # built again for a further scheme of a model
         self.quant_names: frozenset = frozenset()
         self.quant_hit = False
+        # the launch names of the quantised KV-cache presets (names.json kv_quant), and did the
+        # current site read one: only those launches are built again for a preset
+        self.kv_quant_names: frozenset = frozenset()
+        self.kv_quant_hit = False
         # names and shape expressions of the batch dimension, and did the current site read one
         self.batch_keys: frozenset = frozenset()
         self.batch_hit = False
@@ -482,6 +486,7 @@ class Evaluator:
         self._exhausted = None
         self.scenario_hit = False
         self.quant_hit = False
+        self.kv_quant_hit = False
         self.batch_hit = False
 
     def end_site(self) -> None:
@@ -538,6 +543,8 @@ class Evaluator:
             self.scenario_hit = True
         if name in self.quant_names:
             self.quant_hit = True
+        if name in self.kv_quant_names:
+            self.kv_quant_hit = True
         if name in self.batch_keys:
             self.batch_hit = True
         found, value = self.scenario.dimension(name)
