@@ -153,3 +153,29 @@ def test_check_with_the_pool_gives_the_findings_of_the_serial_path(cache, monkey
     assert [(d.code, d.path, d.span.start.line, d.message) for d in pooled.diagnostics] == \
         [(d.code, d.path, d.span.start.line, d.message) for d in serial.diagnostics]
     assert any(d.code == "SMEM002" for d in pooled.diagnostics)
+
+
+def test_a_child_past_the_memory_limit_is_replaced_and_its_answers_stand(cache):
+    _, sites, ev, classes = _setup()
+    (case, *_) = launch_cases(sites.launches[0])
+    job = ev.job(case, ev.variants(case.kernel)[0], classes[0].first)
+    assert ev.scratch_ready(job) is None
+    planned = [(ev.plan_of(job), job.arch, job.src.scratch)] * 3
+    with CompilePool(1) as pool:  # the default limit: one child serves them all
+        kept = pool.compile_plans(planned)
+        (worker,) = pool._workers
+        assert worker.started == 1 and 0 < worker.rss_mb < pool_mod.RECYCLE_RSS_MB
+        assert pool_mod.RSS_KEY not in kept[0].to_json()
+    with CompilePool(1, recycle_mb=worker.rss_mb / 2) as pool:  # every child is past this one
+        replaced = pool.compile_plans(planned)
+        (worker,) = pool._workers
+        assert worker.started == 3 and worker.peak_mb > 0
+    assert [r.shared_bytes for r in replaced] == [r.shared_bytes for r in kept]
+    assert kept[0].error is None and kept[0].shared_bytes > 0
+
+
+def test_the_memory_limit_follows_the_environment(monkeypatch):
+    monkeypatch.setenv(pool_mod.RSS_ENV, "900")
+    assert pool_mod.recycle_rss_mb() == 900.0
+    monkeypatch.setenv(pool_mod.RSS_ENV, "lots")  # not a number: the default
+    assert pool_mod.recycle_rss_mb() == pool_mod.RECYCLE_RSS_MB
