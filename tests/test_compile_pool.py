@@ -7,6 +7,7 @@ fresh cache folder; skipped without Triton.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -179,3 +180,47 @@ def test_the_memory_limit_follows_the_environment(monkeypatch):
     assert pool_mod.recycle_rss_mb() == 900.0
     monkeypatch.setenv(pool_mod.RSS_ENV, "lots")  # not a number: the default
     assert pool_mod.recycle_rss_mb() == pool_mod.RECYCLE_RSS_MB
+
+
+TINY = Path(__file__).parent / "kernels" / "tiny_gemm"
+TINY_TABLE = "tiny_gemm,N=4096,K=4096,device_name=NVIDIA_GB10,dtype=fp16.json"
+
+
+def test_the_second_pass_takes_the_call_sites_of_the_first(cache, tmp_path, monkeypatch, request):
+    """A table whose kernel has no proven form defers its compile to a second pass over the
+    files; the Python call sites are evaluated (scanned, compiled) in the first pass only."""
+    import json
+
+    from tilefit import api, kernels, pyengine
+
+    folder = tmp_path / "families" / "tiny_gemm"
+    shutil.copytree(TINY, folder)
+    registered = kernels.registered(folder.parent)
+    registered.__enter__()
+    request.addfinalizer(lambda: registered.__exit__(None, None, None))
+    tables = tmp_path / "t"
+    tables.mkdir()
+    entry = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "num_warps": 4, "num_stages": 2}
+    (tables / TINY_TABLE).write_text(json.dumps({"1": entry}, indent=4) + "\n")
+    calls = {"python": 0, "passes": 0}
+    real_python, real_pass = pyengine.check_python, api._run_check
+
+    def counted_python(*a, **k):
+        calls["python"] += 1
+        return real_python(*a, **k)
+
+    def counted_pass(*a, **k):
+        calls["passes"] += 1
+        return real_pass(*a, **k)
+
+    monkeypatch.setattr(pyengine, "check_python", counted_python)
+    monkeypatch.setattr(api, "_run_check", counted_pass)
+    paths = [str(tables)] + [str(p) for p in FILES]
+    opts = CheckOptions(targets=["rtx4090"], use_cache=False)
+    both = run_check(paths, opts, Settings(kernels=PLAIN))
+    assert calls == {"python": 1, "passes": 2}  # the table's compile made a second pass
+    alone = run_check([str(p) for p in FILES], opts, Settings(kernels=PLAIN))
+    py = [(d.code, d.path, d.span.start.line, d.message) for d in both.diagnostics if d.path.endswith(".py")]
+    assert py == [(d.code, d.path, d.span.start.line, d.message) for d in alone.diagnostics]
+    assert any(code == "SMEM002" for code, *_ in py)
+    assert any(d.path.endswith(".json") for d in both.diagnostics) or both.files_checked == 1 + len(FILES)
