@@ -234,8 +234,12 @@ def _run_passes(paths, opts: CheckOptions, settings: Settings, engine: Engine | 
     if not hasattr(est, "deferred"):  # an estimator of the caller's own
         return _run_check(paths, opts, settings, engine, planner)
     est.defer = est.mode == "auto" and est.exact_available()
+    # the Python call sites' results of the first pass: the second pass takes them as they are
+    # (no call-site evaluation asks the estimator for a deferred compile), instead of scanning,
+    # evaluating and compiling the whole tree again next to the first pass's memory
+    python: dict = {}
     try:
-        result = _run_check(paths, opts, settings, engine, planner)
+        result = _run_check(paths, opts, settings, engine, planner, python)
         if not est.deferred:
             return result
         bar = opts.progress
@@ -244,14 +248,17 @@ def _run_passes(paths, opts: CheckOptions, settings: Settings, engine: Engine | 
         est.precompile(progress=bar)
         if planner is not None and hasattr(planner, "forget"):
             planner.forget()
-        return _run_check(paths, opts, settings, replace(engine), planner)
+        return _run_check(paths, opts, settings, replace(engine), planner, python)
     finally:
         est.defer = False
         est.deferred = {}
 
 
 def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settings | None,
-               engine: Engine | None, planner) -> CheckResult:
+               engine: Engine | None, planner, python: dict | None = None) -> CheckResult:
+    """One pass. ``python``: where the Python call sites' results are kept (``"run"``, a
+    :class:`tilefit.pyengine.PythonRun` without the project) for a later pass, and taken from
+    when a pass before this one left them there."""
     opts = opts or CheckOptions()
     settings = settings or Settings()
     if opts.fix and planner is None:
@@ -324,17 +331,22 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                            compiles=bool(engine.extra_targets))
         try:
             stored = None
-            if cache is not None:  # the call-site results of an unchanged tree (tilefit.callsiteresults)
+            run = python.get("run") if python is not None else None
+            if run is None and cache is not None:  # the call-site results of an unchanged tree (tilefit.callsiteresults)
                 from .callsiteresults import CallsiteRunCache
 
                 stored = CallsiteRunCache(cache_key, engine.callsites, found.python_files)
-            run = stored.get() if stored is not None else None
+                run = stored.get()
             if run is None:
                 run = engine.check_python(found.python_files)
                 if stored is not None:
                     stored.put(run)
             else:
                 engine.stats.files += len(found.python_files)
+            if python is not None:  # the results only: the project's ASTs are not held past this pass
+                from .pyengine import PythonRun
+
+                python["run"] = PythonRun(run.diagnostics, None, None, None, run.errors, run.coverage)
             diagnostics.extend(run.diagnostics)
             errors.extend(run.errors)
             coverage = run.coverage

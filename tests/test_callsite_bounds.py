@@ -7,6 +7,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tilefit.api import CheckOptions, run_check
 from tilefit.callsites.project import Project
 from tilefit.callsites.sites import build_sites
@@ -63,3 +65,26 @@ def test_a_chain_of_dict_methods_on_a_run_time_object_is_evaluated_once_per_link
     assert values and all(isinstance(v, Unknown) for v in values), values
     assert not any("bounded evaluation" in v.reason for v in values), values
     assert project.evaluator._steps < 2000, project.evaluator._steps
+
+
+def test_the_time_budget_counts_this_threads_cpu_not_the_clock():
+    """A loaded machine stretches a site's wall time, not its CPU time: waiting (another process
+    on the core) spends none of the budget, computing does."""
+    from tilefit.callsites import values as values_mod
+
+    ev = Project.scan([str(FIXTURE)]).evaluator
+    ev.max_seconds = 0.3
+    ev.max_steps = 10**9
+    ev.begin_site()
+    time.sleep(0.6)  # twice the budget of wall time, no CPU
+    for _ in range(1024):
+        ev._spend()
+    assert ev.exhausted is None
+    t0 = time.thread_time()
+    while time.thread_time() - t0 < 0.4:  # past the budget of CPU
+        pass
+    with pytest.raises(values_mod._OutOfBudget):
+        for _ in range(1024):
+            ev._spend()
+    assert "bounded evaluation" in ev.exhausted and ev.stopped_by_time == 1
+    ev.end_site()

@@ -7,6 +7,7 @@ fresh cache folder; skipped without Triton.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,73 @@ def test_check_with_the_pool_gives_the_findings_of_the_serial_path(cache, monkey
     assert [(d.code, d.path, d.span.start.line, d.message) for d in pooled.diagnostics] == \
         [(d.code, d.path, d.span.start.line, d.message) for d in serial.diagnostics]
     assert any(d.code == "SMEM002" for d in pooled.diagnostics)
+
+
+def test_a_child_past_the_memory_limit_is_replaced_and_its_answers_stand(cache):
+    _, sites, ev, classes = _setup()
+    (case, *_) = launch_cases(sites.launches[0])
+    job = ev.job(case, ev.variants(case.kernel)[0], classes[0].first)
+    assert ev.scratch_ready(job) is None
+    planned = [(ev.plan_of(job), job.arch, job.src.scratch)] * 3
+    with CompilePool(1) as pool:  # the default limit: one child serves them all
+        kept = pool.compile_plans(planned)
+        (worker,) = pool._workers
+        assert worker.started == 1 and 0 < worker.rss_mb < pool_mod.RECYCLE_RSS_MB
+        assert pool_mod.RSS_KEY not in kept[0].to_json()
+    with CompilePool(1, recycle_mb=worker.rss_mb / 2) as pool:  # every child is past this one
+        replaced = pool.compile_plans(planned)
+        (worker,) = pool._workers
+        assert worker.started == 3 and worker.peak_mb > 0
+    assert [r.shared_bytes for r in replaced] == [r.shared_bytes for r in kept]
+    assert kept[0].error is None and kept[0].shared_bytes > 0
+
+
+def test_the_memory_limit_follows_the_environment(monkeypatch):
+    monkeypatch.setenv(pool_mod.RSS_ENV, "900")
+    assert pool_mod.recycle_rss_mb() == 900.0
+    monkeypatch.setenv(pool_mod.RSS_ENV, "lots")  # not a number: the default
+    assert pool_mod.recycle_rss_mb() == pool_mod.RECYCLE_RSS_MB
+
+
+TINY = Path(__file__).parent / "kernels" / "tiny_gemm"
+TINY_TABLE = "tiny_gemm,N=4096,K=4096,device_name=NVIDIA_GB10,dtype=fp16.json"
+
+
+def test_the_second_pass_takes_the_call_sites_of_the_first(cache, tmp_path, monkeypatch, request):
+    """A table whose kernel has no proven form defers its compile to a second pass over the
+    files; the Python call sites are evaluated (scanned, compiled) in the first pass only."""
+    import json
+
+    from tilefit import api, kernels, pyengine
+
+    folder = tmp_path / "families" / "tiny_gemm"
+    shutil.copytree(TINY, folder)
+    registered = kernels.registered(folder.parent)
+    registered.__enter__()
+    request.addfinalizer(lambda: registered.__exit__(None, None, None))
+    tables = tmp_path / "t"
+    tables.mkdir()
+    entry = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "num_warps": 4, "num_stages": 2}
+    (tables / TINY_TABLE).write_text(json.dumps({"1": entry}, indent=4) + "\n")
+    calls = {"python": 0, "passes": 0}
+    real_python, real_pass = pyengine.check_python, api._run_check
+
+    def counted_python(*a, **k):
+        calls["python"] += 1
+        return real_python(*a, **k)
+
+    def counted_pass(*a, **k):
+        calls["passes"] += 1
+        return real_pass(*a, **k)
+
+    monkeypatch.setattr(pyengine, "check_python", counted_python)
+    monkeypatch.setattr(api, "_run_check", counted_pass)
+    paths = [str(tables)] + [str(p) for p in FILES]
+    opts = CheckOptions(targets=["rtx4090"], use_cache=False)
+    both = run_check(paths, opts, Settings(kernels=PLAIN))
+    assert calls == {"python": 1, "passes": 2}  # the table's compile made a second pass
+    alone = run_check([str(p) for p in FILES], opts, Settings(kernels=PLAIN))
+    py = [(d.code, d.path, d.span.start.line, d.message) for d in both.diagnostics if d.path.endswith(".py")]
+    assert py == [(d.code, d.path, d.span.start.line, d.message) for d in alone.diagnostics]
+    assert any(code == "SMEM002" for code, *_ in py)
+    assert any(d.path.endswith(".json") for d in both.diagnostics) or both.files_checked == 1 + len(FILES)

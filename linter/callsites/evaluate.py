@@ -43,6 +43,7 @@ from .kernelinfo import KernelInfo, analyze
 from .project import Project
 from tilefit.pysource.scan import KernelDef
 from .sites import AutotuneConfig, AutotuneSite, Instance, LaunchSite, heuristics_of
+from .speckey import arg_key
 from .values import DictVal, Frame, Lit, Ref, Unknown, Val, branches
 
 SWEEP = ("bf16", "fp16", "fp8e4nv")
@@ -479,8 +480,10 @@ class CallsiteEvaluator:
         if use_exact:
             src = self.source(kernel)
             if src.kind != "none":
-                key = json.dumps([src.function, [(a.name, a.kind, _jsonable(a.value)) for a in args], num_warps,
-                                  num_stages, [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
+                # keyed by what Triton's specialiser makes of each argument (tilefit.callsites.speckey):
+                # launches that differ only in an int's value of the same class compile once
+                key = json.dumps([src.function, [(a.name, a.kind, _jsonable(arg_key(a.kind, a.value))) for a in args],
+                                  num_warps, num_stages, [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
                 return CompileJob(src, case, tuple(args), num_warps, num_stages, options, arch, key, bound)
             reason = src.reason
         else:

@@ -8,8 +8,10 @@ driven by one thread of this process (the thread only waits on its child's socke
 GIL is free for the others) and takes jobs from one queue: the results come back in the order
 of the jobs, whatever order they finish in.
 
-A child is replaced after :data:`RECYCLE_AFTER` compiles: Triton's MLIR contexts are not all
-freed between compiles, and a child that compiled for a whole engine grew past a gigabyte.
+A child is replaced after :data:`RECYCLE_AFTER` compiles, or as soon as it reports more than
+:data:`RECYCLE_RSS_MB` of resident memory after a compile (``TILEFIT_COMPILE_CHILD_MB``): Triton's
+MLIR contexts are not all freed between compiles, and a child of a cold whole-engine check grew
+to 2.4 GB (bench/RESULTS.md, 2026-12-03 07:50) before the count replaced it.
 The default size is :func:`default_size`: the cores this process may run on
 (``os.sched_getaffinity``), at most :data:`MAX_SIZE`, or ``TILEFIT_COMPILE_JOBS``.
 """
@@ -21,11 +23,23 @@ import queue
 import threading
 from typing import Callable, Iterable, Sequence
 
-from .worker import CompileWorker, compile_plan_limited
+from .worker import RSS_KEY, CompileWorker, compile_plan_limited  # noqa: F401 - RSS_KEY re-exported
 
 MAX_SIZE = 8
 RECYCLE_AFTER = 150
+RECYCLE_RSS_MB = 640.0  # a child holds ~125 MB after its first compile (Triton and its backends imported)
 ENV = "TILEFIT_COMPILE_JOBS"
+RSS_ENV = "TILEFIT_COMPILE_CHILD_MB"
+
+
+def recycle_rss_mb() -> float:
+    """The resident memory above which a compile child is replaced: ``TILEFIT_COMPILE_CHILD_MB``
+    if set (a positive number), else :data:`RECYCLE_RSS_MB`."""
+    try:
+        value = float(os.environ.get(RSS_ENV, "") or 0)
+    except ValueError:
+        value = 0.0
+    return value if value > 0 else RECYCLE_RSS_MB
 
 
 def default_size() -> int:
@@ -47,32 +61,39 @@ def default_size() -> int:
 
 
 class _Recycling(CompileWorker):
-    """A worker whose child is replaced after ``after`` requests."""
+    """A worker whose child is replaced after ``after`` requests, or when it reported more
+    than ``rss_mb`` of resident memory after its last one."""
 
-    def __init__(self, after: int):
+    def __init__(self, after: int, rss_mb: float | None = None):
         super().__init__()
         self.after = after
+        self.limit_mb = rss_mb if rss_mb is not None else recycle_rss_mb()
         self.served = 0  # requests of the current child
         self.started = 0  # children started
+        self.peak_mb = 0.0  # the largest resident memory a child of this worker reported
 
     def _start(self) -> None:
         super()._start()
         self.started += 1
 
     def request(self, job: tuple, timeout: float | None) -> dict:
-        if self.served >= self.after:
+        if self.served >= self.after or self.rss_mb > self.limit_mb:
             self.close()
             self.served = 0
+            self.rss_mb = 0.0
         self.served += 1
-        return super().request(job, timeout)
+        answer = super().request(job, timeout)
+        self.peak_mb = max(self.peak_mb, self.rss_mb)
+        return answer
 
 
 class CompilePool:
     """``size`` compile children; :meth:`compile_plans` runs plan jobs across them."""
 
-    def __init__(self, size: int | None = None, recycle_after: int = RECYCLE_AFTER):
+    def __init__(self, size: int | None = None, recycle_after: int = RECYCLE_AFTER, recycle_mb: float | None = None):
         self.size = max(1, size or default_size())
         self.recycle_after = recycle_after
+        self.recycle_mb = recycle_mb
         self._workers: list[_Recycling] = []
 
     def close(self) -> None:
@@ -88,7 +109,7 @@ class CompilePool:
 
     def _worker(self, i: int) -> _Recycling:
         while len(self._workers) <= i:
-            self._workers.append(_Recycling(self.recycle_after))
+            self._workers.append(_Recycling(self.recycle_after, self.recycle_mb))
         return self._workers[i]
 
     def compile_plans(self, jobs: Sequence[tuple], progress: Callable[[int, int], None] | None = None,

@@ -151,6 +151,7 @@ class CompileWorker:
         self._proc = None
         self._conn = None
         self._lock = threading.Lock()
+        self.rss_mb = 0.0  # the child's resident memory after its last answer
 
     def _start(self) -> None:
         proc = _Child()
@@ -182,7 +183,9 @@ class CompileWorker:
                     self._stop()
                     return {"error": timeout_message(timeout), "error_stage": "timeout",
                             "seconds": time.perf_counter() - t0}
-                return self._conn.recv()
+                answer = self._conn.recv()
+                self.rss_mb = float(answer.pop(RSS_KEY, 0.0) or 0.0)
+                return answer
             except (EOFError, OSError, BrokenPipeError):
                 proc = self._proc
                 code = tail = None
@@ -279,10 +282,23 @@ def _serve(conn) -> None:
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
+        answer[RSS_KEY] = _resident_mb()  # the parent replaces a child that grew too large
         try:
             conn.send(answer)
         except (EOFError, OSError):
             return
+
+
+RSS_KEY = "child_rss_mb"
+
+
+def _resident_mb() -> float:
+    """This process's resident memory now (MB; 0 where ``/proc`` does not say)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / (1 << 20)
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _run(job: tuple) -> dict:
