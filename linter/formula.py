@@ -59,5 +59,8 @@ def compile_formula(text: str, variables: tuple[str, ...]) -> Callable[..., floa
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
             raise FormulaError(f"formula {text!r}: only numbers are allowed as constants")
     namespace = {"__builtins__": {}, **FUNCTIONS}
-    source = f"lambda {', '.join(variables)}: {ast.unparse(tree)}"
-    return eval(source, namespace)  # noqa: S307 - the tree was checked node by node above
+    # the checked tree itself becomes the lambda's body: no unparse and no second parse
+    lam = ast.Expression(ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(v) for v in variables],
+                                                  kwonlyargs=[], kw_defaults=[], defaults=[]), tree.body))
+    code = compile(ast.fix_missing_locations(lam), "<formula>", "eval")
+    return eval(code, namespace)  # noqa: S307 - the tree was checked node by node above
