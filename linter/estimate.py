@@ -93,7 +93,17 @@ class Estimator:
         return self._exact
 
     def exact_available(self) -> bool:
-        return self._exact_fn() is not None
+        """Whether compiles can run (Triton installed). Asked at the start of every check: the
+        exact estimator (:mod:`tilefit.smem.exact` and the compile cache) is set up only when a
+        compile is really asked for (:meth:`_exact_fn`), so a run that compiles nothing never
+        imports it."""
+        if self._exact_tried:
+            return self._exact is not None
+        if versions.installed_triton() is None:
+            return False
+        from importlib.util import find_spec
+
+        return find_spec(f"{__package__}.smem.exact") is not None
 
     def estimate(self, spec: KernelSpec, arch: str, limit: int | None = None) -> Estimate:
         key = (spec, arch, limit if self.mode == "auto" else None)
