@@ -63,6 +63,7 @@ class Estimator:
         self._triton_version = triton_version
         self._exact = exact
         self._exact_tried = exact is not None
+        self._exact_possible: bool | None = None  # what exact_available() says before the estimator is set up
         self._memo: dict[tuple, Estimate] = {}
         self._engine_model = None
         self._engine_sources: dict[tuple, object] = {}
@@ -99,11 +100,12 @@ class Estimator:
         imports it."""
         if self._exact_tried:
             return self._exact is not None
-        if versions.installed_triton() is None:
-            return False
-        from importlib.util import find_spec
+        if self._exact_possible is None:
+            from importlib.util import find_spec
 
-        return find_spec(f"{__package__}.smem.exact") is not None
+            self._exact_possible = (versions.installed_triton() is not None
+                                    and find_spec(f"{__package__}.smem.exact") is not None)
+        return self._exact_possible
 
     def estimate(self, spec: KernelSpec, arch: str, limit: int | None = None) -> Estimate:
         key = (spec, arch, limit if self.mode == "auto" else None)
