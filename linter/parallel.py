@@ -26,6 +26,7 @@ from typing import Sequence
 ENV = "TILEFIT_JOBS"
 MIN_FILES = 100  # files missing the result cache before the check is split
 MAX_JOBS = 4  # more workers share fewer memo hits
+last_jobs = 1  # the workers of this process's latest split (1: serial), for benchmarks
 
 
 def jobs_for(files: int) -> int:
@@ -90,6 +91,8 @@ def precheck(engine, files: Sequence, cache, limit: int | None) -> dict | None:
                 misses.append((path, meta, data))
         out[path] = [data, digest, hit, None]
     jobs = jobs_for(len(misses))
+    global last_jobs
+    last_jobs = jobs
     if jobs <= 1:
         return out
     for path, result in _run_workers(engine, _shares(misses, jobs), limit).items():
