@@ -4,7 +4,9 @@ target: under 10x the bare loop cold -- nothing compiled -- with each file's own
 ``--target consumer``; under 3x warm). Each measurement runs in its own process (a cold run must
 start with nothing in memory); the bare loop and the checks are interleaved round by round and
 the printed ratios are of medians, the spread is (max - min) / median of a row's rounds. Peak
-memory is each process's maximum resident set.
+memory is each process's maximum resident set, and apart its largest child's (a split check's
+workers, :mod:`tilefit.parallel`, or a compile); ``workers`` lists, per round, how many the check was split over (1:
+serial, as on a machine whose cores other jobs keep busy; ``$TILEFIT_JOBS`` sets it).
 
     python bench/bench_engine_check.py [CORPUS] [--rounds 3]
 """
@@ -49,10 +51,14 @@ def worker(kind: str, root: str, targets: list[str]) -> dict:
         engine = build_engine(settings, opts)
         result = run_check([root], opts, settings, engine)
         seconds = time.perf_counter() - t
+        from tilefit import parallel
+
         extra = {"diagnostics": len(result.diagnostics), "files": result.files_checked,
-                 "compiles": engine.estimator.compiles, "estimator": engine.estimator.mode}
+                 "compiles": engine.estimator.compiles, "estimator": engine.estimator.mode,
+                 "jobs": parallel.last_jobs}
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return {"seconds": seconds, "peak_mib": peak / 1024, **extra}
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # the largest child's: workers, compiles
+    return {"seconds": seconds, "peak_mib": peak / 1024, "child_mib": child / 1024, **extra}
 
 
 def run(kind: str, root: str, targets: list[str], cache: str) -> dict:
@@ -95,7 +101,7 @@ def main(argv=None) -> int:
           f"medians of {args.rounds} interleaved rounds, one process per run")
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {load()}")
     print(f"{'run':32} {'in-process':>11} {'ratio':>7} {'process wall':>13} {'ratio':>7} {'peak RSS':>9} "
-          f"{'compiles':>8} {'diagnostics':>11} {'spread':>7}")
+          f"{'compiles':>8} {'diagnostics':>11} {'spread':>7} {'workers':>8} {'child RSS':>9}")
 
     def spread(rs) -> str:  # (max - min) / median of the in-process times over the rounds: the noise band
         xs = [r["seconds"] for r in rs]
@@ -110,7 +116,8 @@ def main(argv=None) -> int:
         w = statistics.median(r["wall"] for r in rs)
         print(f"{name:32} {s * 1000:9.0f}ms {s / bare:6.1f}x {w:12.2f}s {w / bare_wall:6.1f}x "
               f"{max(r['peak_mib'] for r in rs):7.0f}MB {max(r['compiles'] for r in rs):8d} "
-              f"{rs[0]['diagnostics']:11d} {spread(rs)}")
+              f"{rs[0]['diagnostics']:11d} {spread(rs)} {'/'.join(str(r.get('jobs', 1)) for r in rs):>8} "
+              f"{max(r.get('child_mib', 0) for r in rs):7.0f}MB")
     return 0
 
 

@@ -283,6 +283,12 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
     if cache is not None and opts.cache_plans and planner is not None and restore is None:
         cache = None
     progress = opts.progress
+    # a large cold run: the files the cache misses checked in forked workers (tilefit.parallel)
+    shared = None
+    if cache is not None and planner is None:
+        from .parallel import precheck
+
+        shared = precheck(engine, found.files, cache, settings.max_file_size)
     if progress is not None:
         progress.set_total(len(found.files), "files")
     for path, meta in found.files:
@@ -290,22 +296,38 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
             progress.advance()
         data = digest = None
         if cache is not None:
-            try:
-                data = read_bytes(path, settings.max_file_size)
-            except OSError:
-                data = None  # read_table says why
-            if data is not None:
-                digest = cache.digest(data)
-                hit = cache.get(path, digest)
-                if hit is not None and restore is not None:  # the plans behind the fixes, when shown
-                    if not restore(ConfigTable(path, meta, data), hit, cache.plans(path, digest)):
-                        hit = None  # stored without (fitting) plans: check and plan again
-                if hit is not None:
-                    # the parsed table only for a caller that reads its entries (the html report)
-                    tables[path] = (read_table(path, meta=meta, data=data, limit=settings.max_file_size)
-                                    if opts.parse_hits else ConfigTable(path, meta, data))
-                    diagnostics.extend(hit)
+            got = shared.get(path) if shared is not None else None
+            if got is not None:
+                data, digest, hit, outcome = got
+            else:
+                try:
+                    data = read_bytes(path, settings.max_file_size)
+                except OSError:
+                    data = None  # read_table says why
+                hit = outcome = None
+                if data is not None:
+                    digest = cache.digest(data)
+                    hit = cache.get(path, digest)
+            if hit is not None and restore is not None:  # the plans behind the fixes, when shown
+                if not restore(ConfigTable(path, meta, data), hit, cache.plans(path, digest)):
+                    hit = None  # stored without (fitting) plans: check and plan again
+            if hit is not None:
+                # the parsed table only for a caller that reads its entries (the html report)
+                tables[path] = (read_table(path, meta=meta, data=data, limit=settings.max_file_size)
+                                if opts.parse_hits else ConfigTable(path, meta, data))
+                diagnostics.extend(hit)
+                continue
+            if outcome is not None:  # a worker's check of this file (only without a planner)
+                tables[path] = (read_table(path, meta=meta, data=data, limit=settings.max_file_size)
+                                if opts.parse_hits else ConfigTable(path, meta, data))
+                found_here, deferred_here, error = outcome
+                if error is not None:
+                    errors.append(error)
                     continue
+                if not deferred_here and not any(timed_out(d) for d in found_here):
+                    cache.put(path, digest, found_here)
+                diagnostics.extend(found_here)
+                continue
         table = read_table(path, meta=meta, data=data, limit=settings.max_file_size)
         tables[table.path] = table
         pending = len(getattr(engine.estimator, "deferred", ()))

@@ -64,9 +64,13 @@ _PROVENANCE_KEYS = ("figure_from", "estimator", "estimate_status", "max_error_by
 def _finding_key(rule, finding) -> tuple:
     """Findings of two device classes merge when everything but the targets (and the figures'
     provenance) is equal."""
-    data = {k: v for k, v in finding.data.items() if k not in _PROVENANCE_KEYS} if finding.data else finding.data
-    return (rule.code, finding.message, tuple(finding.at), finding.at_key, finding.severity,
-            json.dumps(data, sort_keys=True, default=str), finding.identity)
+    if finding.data:
+        data = json.dumps({k: v for k, v in finding.data.items() if k not in _PROVENANCE_KEYS}, sort_keys=True,
+                          default=str)
+    else:  # most findings carry no data (VAL005, DEV002): its JSON text without the encoder
+        data = "{}" if type(finding.data) is dict else json.dumps(finding.data, sort_keys=True, default=str)
+    return (rule.code, finding.message, tuple(finding.at), finding.at_key, finding.severity, data,
+            finding.identity)
 
 
 class MergedFinding(NamedTuple):

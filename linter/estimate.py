@@ -63,6 +63,7 @@ class Estimator:
         self._triton_version = triton_version
         self._exact = exact
         self._exact_tried = exact is not None
+        self._exact_possible: bool | None = None  # what exact_available() says before the estimator is set up
         self._memo: dict[tuple, Estimate] = {}
         self._engine_model = None
         self._engine_sources: dict[tuple, object] = {}
@@ -93,7 +94,18 @@ class Estimator:
         return self._exact
 
     def exact_available(self) -> bool:
-        return self._exact_fn() is not None
+        """Whether compiles can run (Triton installed). Asked at the start of every check: the
+        exact estimator (:mod:`tilefit.smem.exact` and the compile cache) is set up only when a
+        compile is really asked for (:meth:`_exact_fn`), so a run that compiles nothing never
+        imports it."""
+        if self._exact_tried:
+            return self._exact is not None
+        if self._exact_possible is None:
+            from importlib.util import find_spec
+
+            self._exact_possible = (versions.installed_triton() is not None
+                                    and find_spec(f"{__package__}.smem.exact") is not None)
+        return self._exact_possible
 
     def estimate(self, spec: KernelSpec, arch: str, limit: int | None = None) -> Estimate:
         key = (spec, arch, limit if self.mode == "auto" else None)

@@ -59,5 +59,9 @@ def compile_formula(text: str, variables: tuple[str, ...]) -> Callable[..., floa
         if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
             raise FormulaError(f"formula {text!r}: only numbers are allowed as constants")
     namespace = {"__builtins__": {}, **FUNCTIONS}
-    source = f"lambda {', '.join(variables)}: {ast.unparse(tree)}"
-    return eval(source, namespace)  # noqa: S307 - the tree was checked node by node above
+    # the checked tree itself becomes the lambda's body: no unparse and no second parse
+    at = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}  # the new nodes' only
+    lam = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(v, **at) for v in variables], kwonlyargs=[],
+                                   kw_defaults=[], defaults=[]), tree.body, **at)
+    code = compile(ast.Expression(lam), "<formula>", "eval")
+    return eval(code, namespace)  # noqa: S307 - the tree was checked node by node above

@@ -7,13 +7,16 @@ reports carry them (GitHub code scanning needs paths relative to the repository)
 from __future__ import annotations
 
 import os
+from functools import lru_cache
 
 
 def relative_to(path: str, root: str) -> str | None:
     """``path`` (absolute, or relative to the current folder) relative to ``root``, with POSIX
     separators; None when it lies outside ``root``."""
     full = os.path.abspath(path)
-    base = os.path.abspath(root)
+    base = _abs_root(root)
+    if full.startswith(base) and full[len(base):len(base) + 1] == os.sep and os.sep == "/" and "/." not in full:
+        return full[len(base) + 1:]  # the common case: a file under the root (what relpath gives)
     try:
         rel = os.path.relpath(full, base)
     except ValueError:  # another drive (Windows)
@@ -21,6 +24,15 @@ def relative_to(path: str, root: str) -> str | None:
     if rel == os.pardir or rel.startswith(os.pardir + os.sep) or os.path.isabs(rel):
         return None
     return rel.replace(os.sep, "/") if os.sep != "/" else rel
+
+
+def _abs_root(root: str) -> str:
+    return _abs_absolute(root) if os.path.isabs(root) else os.path.abspath(root)  # relative: the cwd's
+
+
+@lru_cache(maxsize=64)
+def _abs_absolute(root: str) -> str:
+    return os.path.abspath(root)
 
 
 def project_path(path: str, root: str) -> str:

@@ -199,6 +199,7 @@ class ResultCache:
         self.entries: dict[str, list] = {}  # path -> [digest, rows]
         self.values: list = []  # the distinct messages, pointers and data objects the rows name
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
+        self._strings: dict[str, int] = {}  # a string value -> its index (what _index says of its JSON text)
         self.changed = False
         if self.file is not None and self.file.is_file():
             try:
@@ -276,6 +277,14 @@ class ResultCache:
                 self._value(dict(d.data)), d.fingerprint, fix]
 
     def _value(self, value) -> int:
+        if type(value) is str:  # messages and pointers repeat across rows: their index by the string itself
+            i = self._strings.get(value)
+            if i is None:
+                i = self._strings[value] = self._json_value(value)
+            return i
+        return self._json_value(value)
+
+    def _json_value(self, value) -> int:
         if self._index is None:
             try:
                 self._index = {json.dumps(v): i for i, v in enumerate(self.values)}

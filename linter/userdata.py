@@ -22,8 +22,23 @@ PERF_MODEL = "perf_model"
 
 
 def data_root() -> Path | None:
-    """The user data folder, or None when ``$TILEFIT_DATA_DIR`` is set empty."""
+    """The user data folder, or None when ``$TILEFIT_DATA_DIR`` is set empty. Remembered per
+    value of the variables it is read from (a cold check asks hundreds of times, and
+    ``platformdirs`` builds the path anew each time)."""
     env = os.environ.get(ENV_VAR)
+    key = (env, os.environ.get("XDG_DATA_HOME"), os.environ.get("HOME"))
+    hit = _ROOTS.get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit
+    root = _ROOTS[key] = _data_root(env)
+    return root
+
+
+_ROOTS: dict[tuple, Path | None] = {}
+_MISSING = object()
+
+
+def _data_root(env: str | None) -> Path | None:
     if env is not None:
         return Path(env).expanduser() if env.strip() else None
     try:

@@ -14,7 +14,9 @@ import triton); the distributions tried are those Triton ships as (``triton``, P
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from functools import lru_cache
 
 from packaging.version import InvalidVersion, Version
@@ -64,7 +66,12 @@ def installed(*distributions: str) -> str | None:
     parses its METADATA file (a few milliseconds), and a check asks once per estimate -- a
     quarter of a cold corpus check's time; what is installed does not change under a running
     check (:func:`forget_installed` for a process that installs)."""
-    from importlib.metadata import PackageNotFoundError, version
+    found = _dist_info_versions()
+    for dist in distributions:
+        hit = found.get(_normal(dist))
+        if hit is not None:
+            return hit
+    from importlib.metadata import PackageNotFoundError, version  # egg-info, zips: the full lookup
 
     for dist in distributions:
         try:
@@ -72,6 +79,29 @@ def installed(*distributions: str) -> str | None:
         except PackageNotFoundError:
             continue
     return None
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "_", name).lower()
+
+
+def _dist_info_versions() -> dict[str, str]:
+    """``{normalised name: version}`` of the ``NAME-VERSION.dist-info`` folders on ``sys.path``,
+    the first of a name winning (the order :mod:`importlib.metadata` searches in). Reading the
+    folder names costs a directory listing per path entry; importing :mod:`importlib.metadata`
+    (email, zipfile, csv ...) costs a cold check a third of a bare ``json.load`` loop's time."""
+    out: dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            names = os.listdir(entry or ".")
+        except OSError:  # not a folder (a zip), or gone
+            continue
+        for name in names:
+            if name.endswith(".dist-info") and "-" in name:
+                dist, _, ver = name[: -len(".dist-info")].partition("-")
+                if ver and os.path.isfile(os.path.join(entry or ".", name, "METADATA")):
+                    out.setdefault(_normal(dist), ver)
+    return out
 
 
 def forget_installed() -> None:

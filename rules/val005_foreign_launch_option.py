@@ -44,9 +44,25 @@ class VAL005(Rule):
         backend = _BACKEND.get(ctx.device.vendor)
         if backend is None:
             return
-        known = family_parameters(ctx.meta.family).get("parameters", {})
+        foreign = _foreign(family_parameters(ctx.meta.family).get("parameters", {}), backend)
+        if not foreign:
+            return
         for key in entry:
-            backends = (known.get(key) or {}).get("backends")
-            if backends and backend not in backends:
+            backends = foreign.get(key)
+            if backends is not None:
                 yield Finding(f"{key!r} is a {'/'.join(backends)} launch option; Triton's {backend} backend "
                               f"rejects it on {ctx.target_names()}", at=(key,), at_key=True)
+
+
+_FOREIGN: dict[tuple[int, str], tuple] = {}
+
+
+def _foreign(known, backend: str) -> dict:
+    """``{option: its backends}`` of the family's launch options that ``backend`` rejects, found
+    once per (parameters table, backend): the rule runs for every entry and target."""
+    hit = _FOREIGN.get((id(known), backend))
+    if hit is None or hit[0] is not known:
+        found = {key: rule["backends"] for key, rule in known.items()
+                 if rule and rule.get("backends") and backend not in rule["backends"]}
+        hit = _FOREIGN[(id(known), backend)] = (known, found)
+    return hit[1]

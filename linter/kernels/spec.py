@@ -50,6 +50,23 @@ class KernelSpec:
     engine: str | None = None
     triton: str | None = None
 
+    def __hash__(self) -> int:
+        # specs key every memo of a check (tens of thousands of lookups): hashed once per object
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.kernel, self.dtype, self.tile, self.num_warps, self.num_stages, self.quant,
+                      self.block_shape, self.problem, self.swap_ab, self.kv_dtype, self.extra, self.engine,
+                      self.triton))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        # a string's hash differs between processes: the cached hash never travels with a pickle
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
     def __post_init__(self) -> None:
         family = registry.find(self.kernel)
         if family is None:
@@ -79,7 +96,7 @@ class KernelSpec:
         """``with_`` without re-validating: for changes that cannot make a valid spec invalid
         (``engine``, ``triton``, an ``extra`` entry), on the hot path of table checks."""
         new = object.__new__(KernelSpec)
-        d = {k: v for k, v in self.__dict__.items() if k != "_reference"}
+        d = {k: v for k, v in self.__dict__.items() if k not in ("_reference", "_hash")}
         d.update(changes)
         new.__dict__.update(d)
         return new

@@ -354,6 +354,7 @@ class EngineModel:
         self._failures: dict[tuple, str | None] = {}
         self._forms_found: dict[tuple, tuple | None] = {}
         self._bases: dict[str, object] = {}
+        self._points: dict[KernelSpec, tuple | None] = {}
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
         """The first file of :meth:`forms_chain` (the release's own when it has one)."""
@@ -451,10 +452,8 @@ class EngineModel:
         ref = spec.reference
         who = f"{spec.engine} {forms.engine_version} {forms.function}"
         if note is None and not forms_only:
-            from . import calibrate as cal
-
-            pt = cal.spec_point(ref, arch)
-            got = pt and forms.compiled(arch, pt.path.name, pt.tile, pt.num_warps, pt.num_stages)
+            pt = self._point(ref)
+            got = pt and forms.compiled(arch, *pt)
             if got:
                 return Answer(got, True, f"{who}: compiled for {arch} by the calibration (Triton {forms.triton})", None,
                               compiled=True)
@@ -529,19 +528,31 @@ class EngineModel:
         forms, note = self.forms_for(spec)
         if forms is None or note is not None or not forms.failures.get(arch):
             return None  # failures are facts of the release they were compiled with
-        from . import calibrate as cal
-
-        pt = cal.spec_point(spec.reference, arch)
+        pt = self._point(spec.reference)
         if pt is None:
             return None
-        t = pt.tile
+        name, t, w, st = pt
         if len(t) == 3:
-            vars_ = {"BM": t[0], "BN": t[1], "BK": t[2], "W": pt.num_warps, "S": pt.num_stages}
+            vars_ = {"BM": t[0], "BN": t[1], "BK": t[2], "W": w, "S": st}
         else:
-            vars_ = {"BM": t[1], "BN": t[0], "BK": t[2], "W": pt.num_warps, "S": pt.num_stages}
-        if forms.compiled(arch, pt.path.name, t, pt.num_warps, pt.num_stages):
+            vars_ = {"BM": t[1], "BN": t[0], "BK": t[2], "W": w, "S": st}
+        if forms.compiled(arch, name, t, w, st):
             return None  # the calibration compiled this very point
-        return forms.failure(arch, pt.path.name, t, pt.num_warps, pt.num_stages, vars_)
+        return forms.failure(arch, name, t, w, st, vars_)
+
+    def _point(self, ref: KernelSpec) -> tuple | None:
+        """``(path name, tile, num_warps, num_stages)`` of the calibration point a reference spec
+        is (:func:`tilefit.smem.calibrate.spec_point`, which does not depend on the arch), or
+        None; memoised per spec (an answer and a failure look-up ask for each)."""
+        try:
+            return self._points[ref]
+        except KeyError:
+            pass
+        from . import calibrate as cal
+
+        pt = cal.spec_point(ref, "")
+        out = self._points[ref] = None if pt is None else (pt.path.name, pt.tile, pt.num_warps, pt.num_stages)
+        return out
 
 
 @lru_cache(maxsize=None)

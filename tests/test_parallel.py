@@ -1,0 +1,71 @@
+"""A cold check split over forked workers (tilefit.parallel) gives the serial run's output."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+
+import pytest
+
+from tilefit import parallel
+from tilefit.api import CheckOptions, build_engine, run_check
+from tilefit.config import Settings
+
+pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are forked")
+
+
+def _check(root, cache_dir, monkeypatch, jobs: str, targets=()):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv(parallel.ENV, jobs)
+    settings = Settings()
+    opts = CheckOptions(targets=list(targets), estimator="analytic")
+    engine = build_engine(settings, opts)
+    result = run_check([str(root)], opts, settings, engine)
+    return result, engine
+
+
+def _rows(result):
+    return [dataclasses.asdict(d) for d in result.diagnostics]
+
+
+def _vllm(corpus):
+    root = corpus / "vllm-0.33.0"
+    return root if root.is_dir() else corpus
+
+
+def test_workers_give_the_serial_output(corpus, tmp_path, monkeypatch):
+    root = _vllm(corpus)
+    calls = []
+    real = parallel._run_workers
+    monkeypatch.setattr(parallel, "_run_workers", lambda *a: calls.append(len(a[1])) or real(*a))
+    serial, se = _check(root, tmp_path / "serial", monkeypatch, "1", ["rtx4090"])
+    split, pe = _check(root, tmp_path / "split", monkeypatch, "2", ["rtx4090"])
+    assert calls == [2], "the run was not split over two workers"
+    assert len(serial.diagnostics) > 100
+    assert _rows(split) == _rows(serial)
+    assert sorted(split.tables) == sorted(serial.tables)
+    assert (pe.stats.files, pe.stats.entries) == (se.stats.files, se.stats.entries)
+    # the workers' results went into the result cache: a warm run answers from it, unchanged
+    warm, _ = _check(root, tmp_path / "split", monkeypatch, "2", ["rtx4090"])
+    assert _rows(warm) == _rows(serial)
+
+
+def test_a_failed_worker_leaves_its_share_to_the_serial_loop(corpus, tmp_path, monkeypatch):
+    root = _vllm(corpus)
+    serial, _ = _check(root, tmp_path / "serial", monkeypatch, "1")
+
+    def broken(engine, share, limit):
+        raise RuntimeError("worker bug")
+
+    monkeypatch.setattr(parallel, "_check_share", broken)
+    split, _ = _check(root, tmp_path / "split", monkeypatch, "2")
+    assert _rows(split) == _rows(serial)
+    assert not split.errors
+
+
+def test_few_files_or_one_job_stay_serial(monkeypatch):
+    monkeypatch.setenv(parallel.ENV, "4")
+    assert parallel.jobs_for(parallel.MIN_FILES - 1) == 1
+    assert parallel.jobs_for(10 * parallel.MIN_FILES) == 4
+    monkeypatch.setenv(parallel.ENV, "1")
+    assert parallel.jobs_for(10 * parallel.MIN_FILES) == 1
