@@ -297,3 +297,12 @@ def test_the_coverage_in_docs_is_the_shipped_records():
                          text=True, check=True).stdout
     assert "| fused_moe | sglang 0.5.23 | 3.5 |" in out
     assert out.strip() in (repo / "docs" / "triton_releases.md").read_text(encoding="utf-8")
+
+
+def test_extend_with_probe_from_needs_arch_and_no_fresh(cli):
+    base = ("calibrate", "smem", "--engine", "vllm==0.33.0", "--kernel", "block_gemm", "--probe-from", "3.9",
+            "--extend", "--dry-run")
+    r = cli(*base, "--arch", "gfx942")
+    assert r.exit_code == 2 and "give --no-fresh" in r.output and "Traceback" not in r.output, r.output
+    r = cli(*base, "--no-fresh")
+    assert r.exit_code == 2 and "give --arch" in r.output and "Traceback" not in r.output, r.output
