@@ -99,7 +99,7 @@ def test_the_probe_record_is_what_its_points_show(kernel, engine, version, trito
         assert (key in rec.get("groups", {})) == ec.reuses(got), key
 
 
-EXTENDED = [r for r in RECORDS if (_doc(*r)["provenance"].get("extensions"))]
+EXTENDED = [r for r in RECORDS if (_doc(*r)["provenance"].get("probe_extensions"))]
 
 
 @pytest.mark.parametrize("kernel,engine,version,triton", EXTENDED,
@@ -120,7 +120,7 @@ def test_an_extension_adds_its_archs_to_the_record_and_drops_no_other_arch(kerne
     seen = set(prov["archs"])
     first = pm.probe_pairs([d for d in points if d.point.arch in seen], base, base_doc, epilogue)
     groups, differing = pm.records(first, None, (), base_doc, epilogue)
-    for ext in prov["extensions"]:
+    for ext in prov["probe_extensions"]:
         assert not seen & set(ext["archs"]), "an extension re-probes no arch"
         seen |= set(ext["archs"])
         pairs = pm.probe_pairs([d for d in points if d.point.arch in seen], base, base_doc, epilogue)

@@ -326,7 +326,7 @@ def _engine_report(results) -> None:
         prov = kc.doc["provenance"]
         where = f" -> {', '.join(str(p) for p in kc.written)}" if kc.written else " (not written)"
         fails = sum(len(v["points"]) for per in kc.failures.values() for v in per.values())
-        ext = (prov.get("extensions") or [{}])[-1] if kc.doc.get("reused") else {}
+        ext = (prov.get("probe_extensions") or [{}])[-1] if kc.doc.get("reused") else {}
         added = f" (this extension: {ext['compiled']} of {ext['points']} on {', '.join(ext['archs'])})" if ext else ""
         click.echo(f"{prov.get('engine')} {prov.get('engine_version')} {kc.kernel}, Triton {prov.get('triton')}: "
                    f"{prov.get('compiled')} points compiled{added}, {fails} do not compile{where}")

@@ -1230,7 +1230,7 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
             moved = pm.changes(old_rec, reused_groups, differing)
             doc["reused"] = dict(old_rec, groups=reused_groups, differing=differing)
             doc["failures"] = pm.merge_failures(doc.get("failures") or {}, failures)
-            doc["provenance"].setdefault("extensions", []).append(pm.extension_record(
+            doc["provenance"].setdefault("probe_extensions", []).append(pm.extension_record(
                 archs, triton_version, command, time.perf_counter() - t0, done, design, moved))
             everything = engine_extend.merged_points(stored_pts, done)
             log(f"{kernel}: merged into Triton {versions.major_minor(triton_version)}'s probe record: "

@@ -18,7 +18,8 @@ rule the first probe used (:func:`tilefit.smem.engine_calibrate.compare_probe`,
 * a group the stored record does not reuse is counted again over the stored and the new points
   together, by the first probe's rule.
 
-The stored points, failures, forms and provenance are kept; the provenance lists each extension.
+The stored points, failures, forms and provenance are kept; the provenance lists each extension
+(``probe_extensions``; a calibration's own ``--extend`` lists its ``extensions``).
 Nothing here imports triton.
 """
 
@@ -97,7 +98,7 @@ def probed_archs(doc: Mapping) -> set[str]:
     """The archs a release's probe record has probed: its first probe's and each extension's."""
     prov = doc.get("provenance") or {}
     out = set(prov.get("archs") or ())
-    for ext in prov.get("extensions") or ():
+    for ext in prov.get("probe_extensions") or ():
         out.update(ext.get("archs") or ())
     return out
 
