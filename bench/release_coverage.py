@@ -40,12 +40,14 @@ def rows(root: Path) -> list[tuple]:
     return out
 
 
-ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121")
+ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_110", "sm_120", "sm_121",
+         "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1151", "gfx1201", "gfx1250")
 
 
 def per_arch(root: Path) -> dict[tuple[str, str], dict[str, list[int]]]:
     """``{(engine, X.Y): {arch: [groups reused with the arch probed, groups compared on the arch]}}``
-    over every kernel family (a group whose points on an arch all failed to compile is not counted)."""
+    over every kernel family (a group whose points on an arch all failed to compile is not counted;
+    an arch an extension kept apart from a reused group, ``not_reused_on``, is compared, not reused)."""
     out: dict[tuple[str, str], dict[str, list[int]]] = {}
     for doc, rec in _records(root):
         cell = out.setdefault((doc["engine"], doc["triton_version"]), {a: [0, 0] for a in ARCHS})
@@ -55,6 +57,9 @@ def per_arch(root: Path) -> dict[tuple[str, str], dict[str, list[int]]]:
                     if arch in cell:
                         cell[arch][1] += 1
                         cell[arch][0] += kind == "groups"
+                for arch, apart in (g.get("not_reused_on") or {}).items():
+                    if arch in cell and apart.get("points"):
+                        cell[arch][1] += 1
     return out
 
 
@@ -66,7 +71,8 @@ def main() -> int:
     for r in rows(root):
         print("| " + " | ".join(str(x) for x in r) + " |")
     print()
-    print("Groups (kernel family x dtype path) proven by reuse on each arch / groups compared on it:")
+    print("Groups (kernel family x dtype path) proven by reuse on each arch / groups compared on it "
+          "(0/0: the arch was not probed, or the family has no point there):")
     print()
     print("| engine | Triton | " + " | ".join(ARCHS) + " |")
     print("|---|---|" + "---|" * len(ARCHS))

@@ -9,7 +9,11 @@ leaves whole passes in the cache; the calibration runs afterwards answer from th
 
     nice -n 15 python bench/release_probe.py --cache-dir DIR -j 2 \\
         --release 3.8=/work/venvs/t380/bin/python ... [--job 3.8:vllm:fused_moe ...] \
-        --pass 0.25:0 --pass 0.5:0.05
+        --pass 0.25:0 --pass 0.5:0.05 [--arch gfx942 --arch sm_110 ...]
+
+``--arch`` (default: the NVIDIA archs the first probe records cover) picks the base release's
+points the probe sets are drawn from; ``calibrate smem --probe-from 3.9 --extend --arch A`` then
+merges those archs' records into the release's stored one.
 
 Each line of the log: release, engine, kernel, pass, points, compiled, failed, seconds.
 """
@@ -25,7 +29,7 @@ ENGINES = {
     "sglang": "/work/engines/wheels/sglang-0.5.23-cp311-cp311-manylinux_2_34_x86_64.whl",
 }
 VERSIONS = {"vllm": "0.33.0", "sglang": "0.5.23"}
-KERNELS = ("fused_moe", "block_gemm", "fused_moe_wna16", "mla_decode")
+KERNELS = ("fused_moe", "block_gemm", "fused_moe_wna16", "mla_decode", "scaled_mm")
 NVIDIA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121")
 
 
@@ -37,6 +41,8 @@ def main(argv=None) -> int:
                     help="the (release, engine, kernel) probes to compile, in this order [default: all]")
     ap.add_argument("--cache-dir", required=True)
     ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--arch", dest="archs", action="append", default=None,
+                    help=f"the archs to probe [default: {' '.join(NVIDIA_ARCHS)}]")
     args = ap.parse_args(argv)
 
     from tilefit.smem import engine_calibrate as ec
@@ -58,7 +64,9 @@ def main(argv=None) -> int:
             pp = ec.points_path(kernel, engine, VERSIONS[engine], "3.9")
             if not pp.is_file():
                 continue
-            base = [d for d in ec.load_points(pp) if d.point.arch in NVIDIA_ARCHS]
+            base = [d for d in ec.load_points(pp) if d.point.arch in (args.archs or NVIDIA_ARCHS)]
+            if not base:
+                continue
             probe, risky = ec.probe_set(base, scale, risk)
             t0 = time.perf_counter()
             before = ek.stats["compiles"]

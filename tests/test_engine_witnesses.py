@@ -28,9 +28,13 @@ def round_(engine_package_copy, monkeypatch):
     cands = ec.engine_candidates("fused_moe", "sglang")
     doc = json.loads((dst / "triton-3.9.json").read_text(encoding="utf-8"))
     # the form the shipped round replaced (its provenance keeps it) is the group's form again here
-    doc["formulas"]["mma_v2"]["fp8_w8a8+tma_b"] = doc["provenance"]["candidates"]["groups"][
-        "mma_v2/fp8_w8a8+tma_b"]["replaced"]
+    # (a later round's record moves it to earlier_candidates)
+    rounds = [doc["provenance"]["candidates"], *reversed(doc["provenance"].get("earlier_candidates", []))]
+    doc["formulas"]["mma_v2"]["fp8_w8a8+tma_b"] = next(
+        r["groups"]["mma_v2/fp8_w8a8+tma_b"]["replaced"] for r in rounds
+        if "replaced" in r["groups"].get("mma_v2/fp8_w8a8+tma_b", {}))
     doc["provenance"]["candidates"]["groups"] = {}
+    doc["provenance"].pop("earlier_candidates", None)
     ec.write_forms(doc, dst / "triton-3.9.json")
     witnesses = {cal._ident(d.point) for d in ec.engine_witnesses("fused_moe", "sglang", ["sm_120", "sm_121"], set())}
     assert len(witnesses) == 4

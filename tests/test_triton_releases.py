@@ -88,9 +88,54 @@ def test_the_probe_record_is_what_its_points_show(kernel, engine, version, trito
     stored = {**rec.get("groups", {}), **rec.get("differing", {})}
     assert set(stored) == set(pairs)
     for key, ps in pairs.items():
-        got = ec.compare_probe(ps, base_doc, epilogue)
+        # an arch an extension probed whose points did not prove the group is counted apart
+        apart = (stored[key].get("not_reused_on") or {}) if key in rec.get("groups", {}) else {}
+        got = ec.compare_probe([pr for pr in ps if pr[0].arch not in apart], base_doc, epilogue)
+        if apart:
+            got["not_reused_on"] = {a: ec.compare_probe([pr for pr in ps if pr[0].arch == a], base_doc, epilogue)
+                                    for a in apart}
+            assert not any(ec.reuses(r) for r in got["not_reused_on"].values()), key
         assert got == stored[key], key
         assert (key in rec.get("groups", {})) == ec.reuses(got), key
+
+
+EXTENDED = [r for r in RECORDS if (_doc(*r)["provenance"].get("probe_extensions"))]
+
+
+@pytest.mark.parametrize("kernel,engine,version,triton", EXTENDED,
+                         ids=[f"{k}-{e}-{v}-triton{t}" for k, e, v, t in EXTENDED])
+def test_an_extension_adds_its_archs_to_the_record_and_drops_no_other_arch(kernel, engine, version, triton):
+    """A record extended with more archs (``--probe-from --extend``) is the first probe's record
+    with the new archs merged in: count the first probe's archs alone, then merge each
+    extension's points in turn -- the shipped record comes out, and no group or arch of an
+    earlier probe is dropped or loses its reuse."""
+    from tilefit.smem import engine_probe_merge as pm
+
+    doc = _doc(kernel, engine, version, triton)
+    rec, prov = doc["reused"], doc["provenance"]
+    base_doc = _doc(kernel, engine, version, rec["from"])
+    base = {cal._ident(d.point): d.point for d in ec.load_points(ec.points_path(kernel, engine, version, rec["from"]))}
+    epilogue = ec.shipped_epilogue(rec["from"])
+    points = ec.load_points(ec.points_path(kernel, engine, version, triton))
+    seen = set(prov["archs"])
+    first = pm.probe_pairs([d for d in points if d.point.arch in seen], base, base_doc, epilogue)
+    groups, differing = pm.records(first, None, (), base_doc, epilogue)
+    for ext in prov["probe_extensions"]:
+        assert not seen & set(ext["archs"]), "an extension re-probes no arch"
+        seen |= set(ext["archs"])
+        pairs = pm.probe_pairs([d for d in points if d.point.arch in seen], base, base_doc, epilogue)
+        before = {"groups": groups, "differing": differing}
+        groups, differing = pm.records(pairs, before, ext["archs"], base_doc, epilogue)
+        assert set(before["groups"]) | set(before["differing"]) <= set(groups) | set(differing)
+        for key, g in before["groups"].items():
+            assert key in groups and set(g["archs"]) <= set(groups[key]["archs"]), key
+    assert groups == rec["groups"] and differing == rec["differing"]
+    assert {d.point.arch for d in points if d.design == "probe"} <= seen
+
+
+def test_an_extension_refuses_archs_the_record_probed_already():
+    with pytest.raises(ValueError, match="sm_90 probed already"):
+        ec._stored_probe("fused_moe", "vllm", "0.33.0", "3.8.0", "3.9", ["sm_90", "gfx942"], True, lambda m: None)
 
 
 @pytest.mark.parametrize("kernel,engine,version,triton", RECORDS, ids=IDS)
@@ -112,6 +157,12 @@ def test_a_reused_group_answers_as_its_base_release_and_its_probe_points_with_th
         form = model.answer(spec, p.arch, forms_only=True)
         base = base_model.answer(p.spec().with_(engine=engine, triton=forms.reused_from), p.arch, forms_only=True)
         assert form is not None and base is not None
+        if p.arch in (reused[key].get("not_reused_on") or {}):  # an extension's arch the probe did not prove
+            assert form.shared_bytes == base.shared_bytes and not form.proven, (p, form, base)
+            assert f"Triton {triton}'s probe on {p.arch}:" in form.detail, form.detail
+            direct = model.answer(spec, p.arch)
+            assert direct.compiled and direct.shared_bytes == p.shared
+            continue
         assert form.shared_bytes == base.shared_bytes and form.proven == base.proven, (p, form, base)
         assert f"Triton {triton} gave identical bytes on a {reused[key]['points']}-point probe" in form.detail
         assert p.arch in reused[key]["archs"]
@@ -129,9 +180,10 @@ def test_a_reused_form_is_proven_only_on_the_archs_its_probe_covered():
         forms = kernel_forms(kernel, engine, version, triton)
         for key, g in forms.reused_groups.items():
             family, dtype = key.split("/", 1)
-            for arch in ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120", "sm_121"):
-                if cal.ARCH_FAMILIES.get(arch) == family:
+            for arch, fam in cal.ARCH_FAMILIES.items():
+                if fam == family:
                     assert forms.reuses_on(family, dtype, arch) == (arch in g["archs"])
+                    assert not (arch in g["archs"] and arch in (g.get("not_reused_on") or {}))
 
 
 @pytest.mark.parametrize("kernel,engine,version,triton", RECORDS, ids=IDS)
@@ -245,3 +297,12 @@ def test_the_coverage_in_docs_is_the_shipped_records():
                          text=True, check=True).stdout
     assert "| fused_moe | sglang 0.5.23 | 3.5 |" in out
     assert out.strip() in (repo / "docs" / "triton_releases.md").read_text(encoding="utf-8")
+
+
+def test_extend_with_probe_from_needs_arch_and_no_fresh(cli):
+    base = ("calibrate", "smem", "--engine", "vllm==0.33.0", "--kernel", "block_gemm", "--probe-from", "3.9",
+            "--extend", "--dry-run")
+    r = cli(*base, "--arch", "gfx942")
+    assert r.exit_code == 2 and "give --no-fresh" in r.output and "Traceback" not in r.output, r.output
+    r = cli(*base, "--no-fresh")
+    assert r.exit_code == 2 and "give --arch" in r.output and "Traceback" not in r.output, r.output

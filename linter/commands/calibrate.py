@@ -87,7 +87,9 @@ def calibrate() -> None:
                    "installed there). The forms are written for that release.")
 @click.option("--extend", is_flag=True,
               help="With --engine and --arch: add these archs to the stored calibration of the engine release and "
-                   "the installed Triton; its compiled points are kept, not recompiled, and its forms unchanged.")
+                   "the installed Triton; its compiled points are kept, not recompiled, and its forms unchanged. "
+                   "With --probe-from and --no-fresh: probe these archs and merge them into the release's stored "
+                   "probe record (no group of another arch dropped).")
 @click.option("--recheck", is_flag=True,
               help="With --engine: compile the stored points of the installed Triton's calibration again (--arch: "
                    "those archs only) and replace the figures that differ, counting the proofs of their groups "
@@ -187,8 +189,12 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
     unknown = sorted(set(archs or ()) - set(cal.ARCH_FAMILIES))
     if unknown:
         fail(f"unknown arch {', '.join(unknown)}; known: {', '.join(cal.ARCH_FAMILIES)}")
-    if extend and (candidates or probe_from or not archs):
-        fail("--extend adds the --arch archs to a calibration: give --arch, without --candidates or --probe-from")
+    if extend and (candidates or not archs):
+        fail("--extend adds the --arch archs to a calibration (with --probe-from: to a release's probe record): "
+             "give --arch, without --candidates")
+    if extend and probe_from and fresh:
+        fail("--extend with --probe-from merges the --arch archs' probe into the release's probe record: give "
+             "--no-fresh")
     if write and not package:
         from tilefit.smem.engine_files import EngineFilesError, write_dir
 
@@ -232,7 +238,8 @@ def _engine(source, *, kernels, corpus, archs, jobs, scale, cache_dir, write, co
         elif probe_from:
             results = ec.probe_version(source, probe_from, kernels=kernels, archs=archs, jobs=jobs, scale=scale,
                                        cache_dir=cache_dir, write=write, command=command, log=log,
-                                       progress_factory=make, fresh=fresh, risk_share=risk_share, package=package)
+                                       progress_factory=make, fresh=fresh, risk_share=risk_share, package=package,
+                                       extend=extend)
         else:
             if not fresh or risk_share is not None:
                 fail("--no-fresh and --risk-share go with --probe-from")
@@ -319,8 +326,10 @@ def _engine_report(results) -> None:
         prov = kc.doc["provenance"]
         where = f" -> {', '.join(str(p) for p in kc.written)}" if kc.written else " (not written)"
         fails = sum(len(v["points"]) for per in kc.failures.values() for v in per.values())
+        ext = (prov.get("probe_extensions") or [{}])[-1] if kc.doc.get("reused") else {}
+        added = f" (this extension: {ext['compiled']} of {ext['points']} on {', '.join(ext['archs'])})" if ext else ""
         click.echo(f"{prov.get('engine')} {prov.get('engine_version')} {kc.kernel}, Triton {prov.get('triton')}: "
-                   f"{prov.get('compiled')} points compiled, {fails} do not compile{where}")
+                   f"{prov.get('compiled')} points compiled{added}, {fails} do not compile{where}")
 
 
 def _report(result, default_out: bool = False) -> None:

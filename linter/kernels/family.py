@@ -296,7 +296,7 @@ class KernelFamily:
     def form_variables(self, spec: "KernelSpec", operand_bytes: Mapping, epilogue, arch_family: str | None,
                        arch: str | None) -> dict[str, float]:
         """The closed forms' variables for ``spec`` (``tilefit.smem.analytic.VARIABLES``).
-        ``operand_bytes``: the model's bytes per dtype path; ``epilogue(arch, family, c, bm, bn, w)``:
+        ``operand_bytes``: the model's bytes per dtype path; ``epilogue(arch, family, c, bm, bn, w, path=None)``:
         its measured epilogue scratch. Raises FormVariablesError for a dtype the model has no sizes for."""
         raise self._missing("form_variables")
 

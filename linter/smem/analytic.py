@@ -173,7 +173,9 @@ class AnalyticModel:
 class EpilogueTables:
     """The measured ``E`` per arch: ``{"axes": {"BM": [...], "BN": [...], "W": [...]},
     "archs": {arch: {"<c>": [[[bytes per W] per BN] per BM]}}, "family_default": {family:
-    arch}}``. An arch without a table uses its family's default arch."""
+    arch}, "path_arch": {arch: {dtype path: arch}}}``. An arch without a table uses its family's
+    default arch; ``path_arch`` names, for a dtype path an arch lowers with another arch's MMA (the
+    epilogue then converts that MMA's accumulator layout), the arch whose table it reads."""
 
     def __init__(self, data: Mapping):
         axes = data.get("axes", {})
@@ -181,24 +183,33 @@ class EpilogueTables:
         self._archs: dict[str, dict[int, list]] = {
             arch: {int(c): grid for c, grid in per_c.items()} for arch, per_c in (data.get("archs") or {}).items()}
         self._default: dict[str, str] = dict(data.get("family_default") or {})
+        self._path_arch: dict[str, dict[str, str]] = {a: dict(per) for a, per in (data.get("path_arch") or {}).items()
+                                                      if isinstance(per, Mapping)}  # besides its "note"
 
-    def table_arch(self, arch: str | None, family: str | None) -> str | None:
+    def table_arch(self, arch: str | None, family: str | None, path: str | None = None) -> str | None:
+        if path is not None and arch in self._path_arch:
+            mapped = self._path_arch[arch].get(path)
+            if mapped in self._archs:
+                return mapped
         if arch in self._archs:
             return arch
         default = self._default.get(family or "")
         return default if default in self._archs else None
 
-    def covers(self, arch: str | None, family: str | None, c: float, bm: int, bn: int, w: int) -> bool:
-        t = self.table_arch(arch, family)
+    def covers(self, arch: str | None, family: str | None, c: float, bm: int, bn: int, w: int,
+               path: str | None = None) -> bool:
+        t = self.table_arch(arch, family, path)
         ibm, ibn, iw = self._index
         return t is not None and int(c) in self._archs[t] and bm in ibm and bn in ibn and w in iw
 
-    def lookup(self, arch: str | None, family: str | None, c: float, bm: int, bn: int, w: int) -> int:
-        """The table's value, or the full tile ``bm*bn*c`` (an upper bound) outside it."""
-        if not self.covers(arch, family, c, bm, bn, w):
+    def lookup(self, arch: str | None, family: str | None, c: float, bm: int, bn: int, w: int,
+               path: str | None = None) -> int:
+        """The table's value, or the full tile ``bm*bn*c`` (an upper bound) outside it. ``path``:
+        the dtype path (``int8_w8a8``), for ``path_arch``."""
+        if not self.covers(arch, family, c, bm, bn, w, path):
             return int(bm * bn * c)
         ibm, ibn, iw = self._index
-        grid = self._archs[self.table_arch(arch, family)][int(c)]
+        grid = self._archs[self.table_arch(arch, family, path)][int(c)]
         return int(grid[ibm[bm]][ibn[bn]][iw[w]])
 
 

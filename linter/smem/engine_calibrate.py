@@ -1079,9 +1079,12 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
                   archs: Sequence[str] | None = None, jobs: int | None = None, cache_dir=None, write: bool = True,
                   command: str = "", log: Callable[[str], None] | None = None, progress_factory=None,
                   items: Iterable | None = None, scale: float = 1.0,
-                  risk_share: float | None = None, fresh: bool = True, package: bool = False) -> list[KernelCalibration]:
+                  risk_share: float | None = None, fresh: bool = True, package: bool = False,
+                  extend: bool = False) -> list[KernelCalibration]:
     """Prove, group by group, that the installed Triton gives the bytes of the calibration for
     Triton ``from_version``; reuse its forms where it does, calibrate afresh where it does not.
+    ``extend``: probe ``archs`` only and merge them into the release's stored probe record (its
+    points and groups kept: :mod:`tilefit.smem.engine_probe_merge`); needs ``fresh=False``.
     ``scale`` < 1 shrinks the probe (points per path and arch, a seeded share of the risk
     points) and the fresh designs; the provenance records it. ``fresh=False``: the groups that
     differ are not calibrated afresh -- the file holds the reused groups and the probe's record of
@@ -1098,6 +1101,9 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
     if tree.engine is None:
         raise ValueError(f"{source}: cannot tell which engine this is (name a wheel or a vllm/sglang tree)")
     engine, engine_version = tree.engine, tree.version or "unknown"
+    if extend and (fresh or not archs):
+        raise ValueError("--extend with --probe-from adds the --arch archs to a release's probe record: give --arch "
+                         "and --no-fresh")
     ek = EngineKernels(source, cache_dir=cache_dir, engine=engine, tree=tree)
     limits = cal.device_limits()
     out = []
@@ -1109,7 +1115,15 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
         base_doc = json.loads(fp.read_text(encoding="utf-8"))
         if base_doc.get("reused"):
             raise ValueError(f"{fp}: Triton {base_v} reuses other forms itself; probe from a calibrated release")
-        base_pts = [d for d in load_points(pp) if not archs or d.point.arch in archs]
+        stored = _stored_probe(kernel, engine, engine_version, triton_version, base_v, archs, package, log) \
+            if extend else None
+        if extend and stored is None:
+            continue
+        all_base = load_points(pp)
+        base_pts = [d for d in all_base if not archs or d.point.arch in archs]
+        if extend and not base_pts:
+            log(f"{kernel}: Triton {base_v}'s calibration has no point on {', '.join(archs)}; skipped")
+            continue
         probe, risky = probe_set(base_pts, scale, risk_share)
         t0 = time.perf_counter()
         log(f"{engine} {engine_version} {kernel}: probing Triton {triton_version} against {base_v} "
@@ -1133,6 +1147,17 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
         differ = sorted(set(groups) - same)
         reused_groups = {f"{k[0]}/{k[2]}": records[k] for k in sorted(same)}
         differing = {f"{k[0]}/{k[2]}": records[k] for k in differ}
+        if extend:
+            from . import engine_extend, engine_probe_merge as pm
+
+            stored_doc, stored_pts = stored
+            merged = engine_extend.merged_points(stored_pts, done)
+            base_all = {cal._ident(d.point): d.point for d in all_base}
+            pairs = pm.probe_pairs(merged, base_all, base_forms_doc, base_epilogue)
+            reused_groups, differing = pm.records(pairs, stored_doc.get("reused"), archs, base_forms_doc,
+                                                  base_epilogue)
+            same = {(k.split("/", 1)[0], kernel, k.split("/", 1)[1]) for k in reused_groups}
+            differ = sorted((k.split("/", 1)[0], kernel, k.split("/", 1)[1]) for k in differing)
         log(f"{kernel}: {len(same)} groups give identical bytes, {len(differ)} differ")
         results: dict[tuple, GroupResult] = {}
         base_forms = base_doc.get("formulas") or {}
@@ -1196,6 +1221,26 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
             for rec_ in per.values():
                 if len(rec_["points"]) < MIN_RULE_POINTS:
                     rec_["rule"] = None
+        if extend:
+            stored_doc, stored_pts = stored
+            design = dict(design_sizes(scale), probe_per=max(1, round(PROBE_PER * scale)),
+                          risk_share=min(scale, 1.0) if risk_share is None else risk_share)
+            doc = json.loads(json.dumps(stored_doc))
+            old_rec = doc.get("reused") or {}
+            moved = pm.changes(old_rec, reused_groups, differing)
+            doc["reused"] = dict(old_rec, groups=reused_groups, differing=differing)
+            doc["failures"] = pm.merge_failures(doc.get("failures") or {}, failures)
+            doc["provenance"].setdefault("probe_extensions", []).append(pm.extension_record(
+                archs, triton_version, command, time.perf_counter() - t0, done, design, moved))
+            everything = engine_extend.merged_points(stored_pts, done)
+            log(f"{kernel}: merged into Triton {versions.major_minor(triton_version)}'s probe record: "
+                + ("; ".join(f"{k.replace('_', ' ')} {', '.join(v)}" for k, v in moved.items()) or "no group changed"))
+            kc = KernelCalibration(kernel, results, everything, doc.get("failures") or {}, doc)
+            if write:
+                kc.written = write_calibration(doc, everything, kernel, engine, engine_version, triton_version,
+                                               package)
+            out.append(kc)
+            continue
         prov = _provenance(ek, registry.get(kernel), [], archs or ALL_ARCHS, triton_version, command,
                            time.perf_counter() - t0, everything)
         prov["kernels"] = base_doc.get("provenance", {}).get("kernels", {})
@@ -1216,6 +1261,30 @@ def probe_version(source: str, from_version: str, *, kernels: Iterable[str] | No
 
     forget_models()
     return out
+
+
+def _stored_probe(kernel: str, engine: str, engine_version: str, triton_version: str, base_v: str,
+                  archs: Sequence[str], package: bool, log: Callable[[str], None]):
+    """``(forms doc, points)`` of the release's stored probe record from ``base_v``, for ``--extend``;
+    None (logged) when it has none; ValueError when ``archs`` were probed already."""
+    from .engine_probe_merge import probed_archs
+
+    rel = versions.major_minor(triton_version)
+    fp = forms_path(kernel, engine, engine_version, rel, read_from(package))
+    pp = points_path(kernel, engine, engine_version, rel, read_from(package))
+    if not fp.is_file() or not pp.is_file():
+        log(f"{kernel}: no probe record of Triton {rel} to extend; skipped")
+        return None
+    doc = json.loads(fp.read_text(encoding="utf-8"))
+    rec = doc.get("reused") or {}
+    if not rec.get("min_points") or rec.get("from") != base_v or doc.get("formulas"):
+        log(f"{kernel}: Triton {rel}'s file is not a probe record from {base_v} (a calibration of its own: "
+            f"extend it with --extend without --probe-from); skipped")
+        return None
+    again = sorted(set(archs) & probed_archs(doc))
+    if again:
+        raise ValueError(f"{fp}: {', '.join(again)} probed already; --extend adds archs the record has not probed")
+    return doc, load_points(pp)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -252,6 +252,18 @@ class KernelForms:
         archs = g.get("archs")
         return archs is None or arch in archs
 
+    def arch_difference(self, family: str, dtype: str, arch: str) -> str | None:
+        """The probe's figures on ``arch`` of a group this release reuses on other archs only (an
+        extension's arch whose points did not prove the base release's bytes: ``not_reused_on``)."""
+        g = ((self.reused_groups.get(f"{family}/{dtype}") or {}).get("not_reused_on") or {}).get(arch)
+        if not g:
+            return None
+        gap = f", up to {g['max_difference']} B apart" if g.get("max_difference") else ""
+        few = " (too few to prove)" if g.get("identical") == g.get("points") else ""
+        fails = f", {g['do_not_compile']} not compiled" if g.get("do_not_compile") else ""
+        return (f"Triton {self.triton}'s probe on {arch}: {g.get('identical')} of {g.get('points')} points identical "
+                f"to Triton {self.reused_from}{gap}{few}{fails}")
+
     def probe_difference(self, family: str, dtype: str) -> str | None:
         """The probe's figures of a group this release does not reuse and has no form for."""
         g = ((self.doc.get("reused") or {}).get("differing") or {}).get(f"{family}/{dtype}")
@@ -500,6 +512,9 @@ class EngineModel:
             reuse = forms.reuse_note(family, dtype)
             if reuse:
                 detail += f"; {reuse}"
+                apart = forms.arch_difference(family, dtype, arch)
+                if apart:
+                    detail += f"; {apart}"
             else:
                 detail += f"; Triton {forms.triton}"
             if note:

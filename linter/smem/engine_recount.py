@@ -22,6 +22,7 @@ from tilefit.atomicfile import write_atomic
 from . import calibrate as cal
 from . import engine_calibrate as ec
 from . import engine_files as files
+from . import engine_probe_merge as pm
 
 
 def _releases(kernel: str, engine: str, version: str) -> list[str]:
@@ -56,33 +57,25 @@ def recount(kernel: str, engine: str, version: str, base: str, *, package: bool 
         rec = doc.get("reused") or {}
         if rec.get("from") != base or not rec.get("min_points") or not pp.is_file():
             continue
-        pairs: dict[str, list] = {}
-        for d in ec.load_points(pp):
-            if d.design == "table":  # compiled table points answer with their own bytes: not the probe
-                continue
-            p = d.point
-            if p.error and p.error.startswith("setup"):
-                continue
-            b = ec.base_point(p, base_by, base_doc, epilogue)
-            if b is not None:
-                pairs.setdefault(f"{p.family}/{cal.form_dtype(p.path)}", []).append((p, b))
+        # compiled table points answer with their own bytes: not the probe (probe_pairs skips them)
+        pairs = pm.probe_pairs(ec.load_points(pp), base_by, base_doc, epilogue)
         own = {f"{fam}/{dtype}" for fam, per in (doc.get("formulas") or {}).items() for dtype in per}
         groups, differing = dict(rec.get("groups") or {}), dict(rec.get("differing") or {})
         moved = {"reused": [], "differing": []}
-        for key, ps in sorted(pairs.items()):
-            got = ec.compare_probe(ps, base_doc, epilogue)
-            if key in own:  # calibrated afresh for X: its record stays as X's calibration wrote it
-                continue
-            if ec.reuses(got):
+        # an arch an extension kept apart (not_reused_on) stays apart: pm.records counts it on its own
+        got_groups, got_differing = pm.records({k: v for k, v in pairs.items() if k not in own}, rec, (),
+                                               base_doc, epilogue)
+        for key in sorted(set(pairs) - own):
+            if key in got_groups:
                 if key not in groups:
                     moved["reused"].append(key)
                 differing.pop(key, None)
-                groups[key] = got
+                groups[key] = got_groups[key]
             else:
                 if key in groups:
                     moved["differing"].append(key)
                 groups.pop(key, None)
-                differing[key] = got
+                differing[key] = got_differing[key]
         new = dict(rec, groups=dict(sorted(groups.items())), differing=dict(sorted(differing.items())))
         if new["groups"] == (rec.get("groups") or {}) and new["differing"] == (rec.get("differing") or {}):
             continue
