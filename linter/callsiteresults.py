@@ -175,8 +175,7 @@ class CallsiteRunCache:
 def _encode(diagnostics) -> dict:
     from tilefit.resultcache import ResultCache
 
-    rc = ResultCache.__new__(ResultCache)
-    rc.entries, rc.values, rc._index, rc.changed, rc.file = {}, [], None, False, None
+    rc = ResultCache.in_memory()
     by_path: dict[str, list] = {}
     for d in diagnostics:
         by_path.setdefault(d.path, []).append(d)
@@ -189,8 +188,7 @@ def _encode(diagnostics) -> dict:
 def _decode(data: dict) -> list:
     from tilefit.resultcache import ResultCache
 
-    rc = ResultCache.__new__(ResultCache)
-    rc.entries, rc.values, rc._index, rc.changed, rc.file = data["files"], data["values"], None, False, None
+    rc = ResultCache.in_memory(data["files"], data["values"])
     out = []
     for path in data["order"]:
         hit = rc.get(path, "")

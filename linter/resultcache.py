@@ -190,8 +190,10 @@ def _fresh(data: dict) -> dict:
 
 
 class ResultCache:
-    def __init__(self, key: str):
-        root = cache_root()
+    def __init__(self, key: str | None):
+        """The cache of run ``key`` (None: one held in memory only, never read or written: the
+        encoding of another record, :mod:`tilefit.callsiteresults`)."""
+        root = cache_root() if key is not None else None
         self.file = root / "results" / f"{key}.json" if root is not None else None
         self.plan_file = root / "results" / f"{key}.plans.json" if root is not None else None
         self._plans: dict[str, list] | None = None  # path -> [digest, record], read on first use
@@ -209,6 +211,13 @@ class ResultCache:
             if (type(data) is dict and data.get("format") == FORMAT and type(data.get("files")) is dict
                     and type(data.get("values")) is list):
                 self.entries, self.values = data["files"], data["values"]
+
+    @classmethod
+    def in_memory(cls, files: dict | None = None, values: list | None = None) -> "ResultCache":
+        """A cache with no file, holding ``files`` and ``values`` (a stored record's, or empty)."""
+        rc = cls(None)
+        rc.entries, rc.values = (files if files is not None else {}), (values if values is not None else [])
+        return rc
 
     @staticmethod
     def digest(data: bytes) -> str:
