@@ -15,6 +15,7 @@ tuner pick (``tune_c10``).
 
     python bench/moe_check11_plan.py --ratio plan11.json
     python bench/moe_check11_plan.py --finals bench/data/check11_run plan11_final.json
+    python bench/moe_check11_plan.py --finals RUN plan.json --earlier h200_moe_check11   # + tune_a_r<i>
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def ratio_plan() -> dict:
     return plan
 
 
-def finals_plan(run: Path) -> dict:
+def finals_plan(run: Path, earlier: str | None = None) -> dict:
     plan = check10_plan()
     times: dict = {}
     with gzip.open(run / "ratio.jsonl.gz", "rt") as fh:
@@ -82,6 +83,12 @@ def finals_plan(run: Path) -> dict:
         for name, res in json.loads(f.read_text()).items():
             for M, cfg in res["picks"].items():
                 picks.setdefault((name, int(M)), {})[f"tune_{rnd}"] = cfg
+    if earlier:  # an earlier ratio run's picks (bench/data/<earlier>_tune_picks_r<i>.json): roles tune_a_r<i>
+        for f in sorted(DATA.glob(f"{earlier}_tune_picks_r*.json")):
+            rnd = f.stem.rsplit("_", 1)[1]
+            for name, res in json.loads(f.read_text()).items():
+                for M, cfg in res["picks"].items():
+                    picks.setdefault((name, int(M)), {})[f"tune_a_{rnd}"] = cfg
     c10 = json.loads((DATA / "h200_moe_check10_tune_picks.json").read_text())
     added = 0
     for pt in plan["points"]:
@@ -105,7 +112,8 @@ def main(argv=None) -> int:
         Path(argv[1]).write_text(json.dumps(ratio_plan(), indent=1))
         return 0
     if argv[0] == "--finals":
-        Path(argv[2]).write_text(json.dumps(finals_plan(Path(argv[1])), indent=1))
+        earlier = argv[4] if len(argv) > 4 and argv[3] == "--earlier" else None
+        Path(argv[2]).write_text(json.dumps(finals_plan(Path(argv[1]), earlier), indent=1))
         return 0
     print(__doc__)
     return 2

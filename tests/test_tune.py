@@ -248,7 +248,9 @@ def test_group_sizes_that_launch_the_same_tile_order_are_timed_once():
     from tilefit.tune.equivalent import distinct_launches, m_blocks_bound, representative
     from tilefit.tune.space import tuning_space
 
-    for M, top_k, E, bm, bn_blocks in ((1, 2, 8, 16, 448), (16, 8, 128, 64, 12), (3, 10, 512, 32, 2)):
+    assert m_blocks_bound(1, 10, 512, 16) == 10  # Qwen3-Next M=1: both engines cut EM to numel * BM
+    for M, top_k, E, bm, bn_blocks in ((1, 2, 8, 16, 448), (16, 8, 128, 64, 12), (3, 10, 512, 32, 2),
+                                       (64, 8, 128, 16, 3)):
         bound = m_blocks_bound(M, top_k, E, bm)
         for num_pid_m in range(1, bound + 1):  # every launch of at most ``bound`` M-blocks
             orders = {g: [_grouped_order(p, num_pid_m, bn_blocks, g) for p in range(num_pid_m * bn_blocks)]
@@ -258,7 +260,7 @@ def test_group_sizes_that_launch_the_same_tile_order_are_timed_once():
             for g, order in orders.items():
                 assert order == orders[rep[g]], (M, bm, num_pid_m, g)
     space = tuning_space()
-    small = distinct_launches(space, 1, 2, 8)  # Mixtral, M=1: bound 9 at BM=16, <= 9 for every BM
+    small = distinct_launches(space, 1, 2, 8)  # Mixtral, M=1: 2 M-blocks at every BM
     assert {c["GROUP_SIZE_M"] for c in small} == {1, 16} and len(small) == len(space) // 2
     assert len(distinct_launches(space, 4096, 2, 8)) == len(space)  # thousands of M-blocks: all differ
 

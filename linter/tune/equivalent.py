@@ -10,10 +10,12 @@ The fused-MoE kernels of vLLM and SGLang map a program id to a tile with the gro
 Every ``GROUP_SIZE_M >= num_pid_m`` gives ``group_id = 0``, ``pid_m = pid % num_pid_m``: the same
 tile order, so those configs differ in a constexpr and in nothing the GPU does (and with
 ``num_pid_m == 1`` ``GROUP_SIZE_M`` 1 is the same order too). ``EM`` is the length of the
-sorted-ids buffer, at most ``numel + (E + 1) * (BLOCK_SIZE_M - 1)`` with ``numel = M * top_k``
-(vLLM: ``numel + E * (BM - 1)``, cut further at small batches; SGLang pads by one expert more;
-vLLM's naive block assignment launches ``numel`` M-blocks, below that bound), so
-:func:`m_blocks_bound` is an upper bound on ``num_pid_m`` for either engine and two
+sorted-ids buffer (``moe_align_block_size``), with ``numel = M * top_k``: vLLM 0.33
+``numel + E * (BM - 1)``, cut to ``numel * BM`` when ``numel < E`` (and to ``M * top_k * BM`` when
+``M < BM``; its naive block assignment launches ``numel`` M-blocks); SGLang 0.5.23
+``numel + (E + 1) * (BM - 1)`` rounded up to a multiple of 4, ``numel * BM`` when
+``numel < E + 1``. So :func:`m_blocks_bound` (``numel`` blocks when ``numel < E``, else
+``cdiv(numel + (E + 1) * (BM - 1) + 3, BM)``) bounds ``num_pid_m`` for either engine, and two
 ``GROUP_SIZE_M`` values at or above it are certainly the same launch.
 
 At a batch size of 1 on a table of 8 experts and top-2 (Mixtral) GROUP_SIZE_M 16, 32 and 64 are
@@ -30,8 +32,10 @@ from .search import STEPS, config_key
 
 def m_blocks_bound(M: int, top_k: int, experts: int, block_m: int) -> int:
     """An upper bound on the launch's number of M-blocks (``cdiv(EM, BLOCK_SIZE_M)``)."""
-    em = M * top_k + (experts + 1) * (block_m - 1)
-    return -(-em // block_m)
+    numel = M * top_k
+    if numel < experts:
+        return numel
+    return -(-(numel + (experts + 1) * (block_m - 1) + 3) // block_m)
 
 
 def representative(cfg: Mapping, M: int, top_k: int, experts: int,

@@ -128,11 +128,11 @@ class CallableMeasurer:
         return {"status": "ok"}
 
     def measure(self, shape: Mapping, config: Mapping, M: int, confirm: bool = False) -> Mapping:
-        t = self.fn(shape, config, M, confirm=True) if confirm and _takes_confirm(self.fn) else self.fn(shape, config, M)
+        t = self.fn(shape, config, M, confirm=True) if confirm and takes_confirm(self.fn) else self.fn(shape, config, M)
         return {"status": "ok" if t is not None else "failed", "time_us": t}
 
 
-def _takes_confirm(fn) -> bool:
+def takes_confirm(fn) -> bool:
     """Whether ``fn`` accepts a ``confirm`` keyword (a re-timing with ``CONFIRM_RUNS``)."""
     import inspect
 
