@@ -151,7 +151,7 @@ class Timer:
         torch.cuda.empty_cache()
 
     def measure(self, combo: dict, M: int, cfg: dict, phase: str, warmup_ms: float, rep_ms: float,
-                replica: int = 0) -> dict:
+                replica: int = 0, min_runs: tuple | None = None) -> dict:
         w0 = time.time()
         if self.dry:
             from moe_cases import Combo, combos
@@ -168,7 +168,8 @@ class Timer:
         else:
             from tilefit.tune.measure import measure
 
-            rec = measure(self.workload(combo, M, replica), cfg, warmup_ms=warmup_ms, rep_ms=rep_ms).to_json()
+            rec = measure(self.workload(combo, M, replica), cfg, warmup_ms=warmup_ms, rep_ms=rep_ms,
+                          **({"min_runs": tuple(min_runs)} if min_runs else {})).to_json()
         self.gpu_seconds[combo["name"]] = self.gpu_seconds.get(combo["name"], 0.0) + rec["gpu_seconds"]
         # wall clock (time.time) of the call: the timing window is its last rep_ms, for the telemetry
         rec.update(combo=combo["name"], phase=phase, t=round(time.perf_counter() - T0, 2), replica=replica,
@@ -520,9 +521,140 @@ def _tune_variant(args, out: Path, variant: str) -> dict:
     return {k: {x: y for x, y in v.items() if x != "picks"} for k, v in results.items()}
 
 
+def _tune_table(args, combo: dict, entries: dict, timer: "Timer", variant: str, rows: list) -> dict:
+    """``tilefit tune --emulate rtx4090`` on one starting table (:func:`_tune_variant`'s body for one
+    table): the runner's code path with the engine's kernel as its measurer, in this process."""
+    from tilefit.tune import runner as R
+    from tilefit.tune.measurer import TIMING_MS
+
+    from tilefit.tune.measurer import CONFIRM_RUNS
+
+    stats = {"timings": 0, "gpu_s": 0.0}
+
+    def measure(shape: dict, config: dict, M: int, confirm: bool = False):
+        # the tuner's own settings (GpuMeasurer's): its windows, the finalists' re-timings longer
+        rec = timer.measure(combo, M, dict(config), "tune", *TIMING_MS, min_runs=CONFIRM_RUNS if confirm else None)
+        rec["confirm"] = confirm
+        stats["timings"] += 1
+        stats["gpu_s"] += rec["gpu_seconds"]
+        rec["variant"] = variant
+        rows.append(rec)
+        return rec["time_us"] if rec["status"] == "ok" else None
+
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / "tilefit_tune_tables"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / combo["file_name"]
+    path.write_text(json.dumps(entries, indent=4) + "\n")
+    local = None
+    if args.dry_run:
+        from tilefit.device_db import load_database
+
+        local = load_database().get("h200")
+    t = time.perf_counter()
+    res = R.tune_files([str(path)], R.TuneOptions(emulate="rtx4090", budget=args.tune_budget, estimator="analytic"),
+                       measure_fn=measure, local=local)
+    picks = json.loads(path.read_text())
+    return {"picks": {k: {x: v[x] for x in KEYS if x in v} for k, v in picks.items()},
+            "timings": stats["timings"], "gpu_s": round(stats["gpu_s"], 4),
+            "wall_s": round(time.perf_counter() - t, 2), "errors": res.errors, "written": len(res.written)}
+
+
+def phase_ratio(args, out: Path) -> dict:
+    """Check 11 (issue 13 item 5): the tuner's GPU time against the exhaustive sweep's, both timed
+    in this process with the same timer, in ``--rounds`` rounds whose order alternates (even rounds
+    tune first, odd rounds sweep first; the tables' order alternates too), so neither side always
+    pays what comes first. Before the first round one measurement on a throwaway workload
+    (``warmup`` in the rows, counted on neither side) takes the process's one-time costs (CUDA
+    context, cuBLAS for the fp32 reference, the L2-flush buffer, the first graph capture). Each side
+    starts with the table's inputs dropped (``Timer.drop``), so both pay their own references.
+
+    Input (``--finals``): ``moe_check11_plan.py``'s plan: ``sweep`` (per table, the (M, config)
+    list of the recorded sweep that fits the RTX 4090) and ``tune`` (the starting tables). Every
+    sweep config is compiled in the pool before the first timing and the pool is closed (no
+    compile shares the CPU with a timing); the tuner's own configs outside it compile at their first
+    launch (compile time, not GPU time, on both sides: ``measure``'s ``compile_seconds``)."""
+    plan = json.loads(Path(args.finals).read_text())
+    combos = {c["name"]: c for c in plan["combos"]}
+    names = [n for n in plan["tune"] if not args.combos or n in args.combos.split(",")]
+    compiler = Compiler(args.kernel, args.workers, args.dry_run)
+    futs = []
+    for name in names:
+        combo = combos[name]
+        shape, sj = moe_shape(combo["shape"]), json.dumps(combo["shape"], sort_keys=True)
+        futs += [compiler.submit(sj, shape, M, cfg) for M, cfg in plan["sweep"][name]]
+    log(f"ratio: {len(futs)} sweep timings per round, {compiler.submitted} compiles")
+    t = time.perf_counter()
+    compiler.wait(futs)
+    compiler.close()
+    summary = {"compile_wall_s": round(time.perf_counter() - t, 1), "compiles": compiler.submitted,
+               "compile_failures": compiler.failed, "rounds": []}
+    timer = Timer(args.kernel, args.dry_run)
+    sink = Sink(out / "ratio.jsonl.gz")
+    deadline = T0 + args.deadline
+    if not args.dry_run:
+        warm = {"name": "warmup", "shape": {"E": 8, "N": 256, "K": 256, "top_k": 2, "dtype": "bf16", "quant": "none"}}
+        cfg = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4,
+               "num_stages": 3}
+        rows = [timer.measure(warm, 16, cfg, "warmup", *(1.0, 6.0)) for _ in range(2)]
+        sink.write(rows)
+        timer.drop(warm)
+        summary["warmup_gpu_s"] = [round(r["gpu_seconds"], 4) for r in rows]
+        log(f"warm-up (neither side): {summary['warmup_gpu_s']} GPU s")
+    stopped = False
+    for rnd in range(args.rounds):
+        order = names if rnd % 2 == 0 else names[::-1]
+        sides = ("tune", "sweep") if rnd % 2 == 0 else ("sweep", "tune")
+        rec = {"round": rnd, "tables": list(order), "sides": list(sides), "results": {}}
+        for name in order:
+            combo = combos[name]
+            res = rec["results"].setdefault(name, {})
+            for side in sides:
+                if time.perf_counter() > deadline:
+                    stopped = True
+                    break
+                timer.drop(combo)
+                rows: list = []
+                t = time.perf_counter()
+                if side == "tune":
+                    r = _tune_table(args, combo, plan["tune"][name]["entries"], timer, f"r{rnd}", rows)
+                    (out / f"tune_picks_r{rnd}.json").write_text(json.dumps(
+                        {**json.loads((out / f"tune_picks_r{rnd}.json").read_text()), name: r}
+                        if (out / f"tune_picks_r{rnd}.json").exists() else {name: r}, indent=1))
+                    res["tune"] = {k: v for k, v in r.items() if k != "picks"}
+                else:
+                    for M, cfg in plan["sweep"][name]:
+                        if time.perf_counter() > deadline:
+                            stopped = True
+                            break
+                        rows.append(timer.measure(combo, M, cfg, "sweep", args.warmup_ms, args.rep_ms))
+                    res["sweep"] = {"timings": len(rows), "gpu_s": round(sum(x["gpu_seconds"] for x in rows), 4),
+                                    "wall_s": round(time.perf_counter() - t, 2), "complete": not stopped}
+                for x in rows:
+                    x.update(round=rnd, side=side)
+                sink.write(rows)
+                log(f"round {rnd} {name} {side}: {res[side]}")
+                if stopped:
+                    break
+            if stopped:
+                break
+        for name, res in rec["results"].items():
+            if "tune" in res and res.get("sweep", {}).get("complete") and res["tune"]["gpu_s"] > 0:
+                res["ratio"] = round(res["sweep"]["gpu_s"] / res["tune"]["gpu_s"], 2)
+        summary["rounds"].append(rec)
+        (out / "ratio_summary.json").write_text(json.dumps(summary, indent=1))
+        if stopped:
+            break
+        timer.drop(combos[order[-1]])
+    sink.close()
+    summary["stopped_at_deadline"] = stopped
+    (out / "ratio_summary.json").write_text(json.dumps(summary, indent=1))
+    return {"ratio": summary}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--phase", required=True, help="sweep, or tune and/or final (comma-separated)")
+    ap.add_argument("--phase", required=True, help="sweep, or tune and/or final (comma-separated); ratio: "
+                    "check 11's alternating rounds of tune and sweep (phase_ratio)")
     ap.add_argument("--tune-budget", type=int, default=16)
     ap.add_argument("--tune-variants", default="new", help="new and/or classic (comma-separated)")
     ap.add_argument("--plan")
@@ -563,7 +695,7 @@ def main(argv=None) -> int:
     telemetry = Telemetry(out, args.telemetry_ms / 1000.0, args.dry_run) if args.telemetry_ms > 0 else None
     try:
         for phase in args.phase.split(","):
-            fn = {"sweep": phase_sweep, "tune": phase_tune, "final": phase_final}[phase]
+            fn = {"sweep": phase_sweep, "tune": phase_tune, "final": phase_final, "ratio": phase_ratio}[phase]
             summary.update(fn(args, out))
     finally:
         if telemetry is not None:

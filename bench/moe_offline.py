@@ -88,6 +88,9 @@ STEADY = True
 # whose picks stay inside the band on every card measured scores above one that wins on the pool.
 CHECKS = ("h200_moe_check8_points.json",) + CHECKS
 ROBUST = False
+# Tenth pass: the item-5 checks of the tuner (10: a fifth card, 11: a sixth), the two tune tables
+# only; pooled on request (``--with-tune-checks``), so the fixer's figures stay those of checks 2-9
+TUNE_CHECKS = ("h200_moe_check11_points.json", "h200_moe_check10_points.json")
 # Eighth pass: ``--regime steady`` scores every shape in the regime a serving engine under load
 # runs in: at the power-capped points (those any check timed in steady state: a 250 ms warm-up per
 # timing, where the 700 W cap throttles the SM clock) on the steady-state rounds only, elsewhere
@@ -364,7 +367,8 @@ def _g1(k: str) -> str:
     return "/".join(parts)
 
 
-def tune_replay(scorer: Scorer, names=TUNE_COMBOS, impute_groups: bool = False, **search) -> dict:
+def tune_replay(scorer: Scorer, names=TUNE_COMBOS, impute_groups: bool = False, distinct: bool = True,
+                **search) -> dict:
     """Replay the tuner's search (``guided_search`` on ``model_order``, as ``tilefit tune`` runs
     it) with the sweep as the GPU: a timing returns the sweep's time of the config and costs the
     sweep's GPU seconds for it. Candidates: the tuning grid's configs that fit the RTX 4090 and
@@ -378,8 +382,10 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, impute_groups: bool = False, 
     from moe_cases import _context
 
     from tilefit.device_db import load_database
+    import tilefit.tune.search as search_module
+    from tilefit.tune.equivalent import distinct_launches, representative
     from tilefit.tune.runner import Job, engine_default_config, model_order
-    from tilefit.tune.search import config_key, guided_search
+    from tilefit.tune.search import config_key
     from tilefit.tune.space import tuning_space
 
     h200 = load_database().get("h200")
@@ -401,6 +407,11 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, impute_groups: bool = False, 
             cands = [dict(zip(("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps",
                                "num_stages"), map(int, k.split("/")))) for k in keys]
             default = engine_default_config(meta, shape, M)
+            default_key = config_key(default) if default is not None else None
+            if distinct:  # as plan_jobs: one config per launch (tilefit.tune.equivalent)
+                cands = distinct_launches(cands, M, combo.case.top_k, combo.case.E)
+                if default is not None:
+                    default_key = config_key(representative(default, M, combo.case.top_k, combo.case.E))
             order = dict(zip((config_key(c) for c in cands), model_order(cands, combo.gemm_shape(M), h200, default)))
             spent = {"s": 0.0, "n": 0}
 
@@ -411,10 +422,10 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, impute_groups: bool = False, 
                 spent["n"] += 1
                 return tm[k]
 
-            seeds = [c for c in cands if default is not None and config_key(c) == config_key(default)]
+            seeds = [c for c in cands if default is not None and config_key(c) == default_key]
             settings = {"seed": Job.seed, "budget": Job.budget, "confirm": Job.confirm,
                         "confirm_rounds": Job.confirm_rounds, "patience": Job.patience, **search}
-            found = guided_search(cands, lambda c: order[config_key(c)], measure, seeds=seeds, **settings)
+            found = search_module.guided_search(cands, lambda c: order[config_key(c)], measure, seeds=seeds, **settings)
             speed, src = scorer.score(name, M, config_key(found.best))
             if speed is None:
                 speed, src = scorer.score(name, M, _g1(config_key(found.best)))
@@ -487,6 +498,10 @@ def main(argv=None) -> int:
     ap.add_argument("--tol", type=float, default=None, help="--loso: near-tie tolerance of the training "
                     f"objective (default {PLATEAU_TOL}; 0: plain argmax)")
     ap.add_argument("--loso-json", help="write the folds (settings, choices, rows) here")
+    ap.add_argument("--no-distinct", action="store_true", help="--tune: time every GROUP_SIZE_M even where "
+                    "several launch the same tile order (the search before check 11; tilefit.tune.equivalent)")
+    ap.add_argument("--with-tune-checks", action="store_true", help="pool checks 10 and 11 (the item-5 tuner "
+                    "checks: two more cards, the two tune tables only) as well")
     ap.add_argument("--impute-groups", action="store_true", help="--tune: every GROUP_SIZE_M of the grid is a "
                     "candidate; untimed ones take their GROUP_SIZE_M 1 sibling's time")
     ap.add_argument("--finals", help="write the GPU check's plan here (needs --loso for the fold picks)")
@@ -520,9 +535,12 @@ def main(argv=None) -> int:
     if args.margin is not None:
         planner.ANCHOR_MARGIN = args.margin
     print(f"DEFAULT_TRUST {planner.DEFAULT_TRUST} ANCHOR_MARGIN {planner.ANCHOR_MARGIN}")
+    if args.with_tune_checks:
+        CHECKS = TUNE_CHECKS + CHECKS
     scorer = Scorer()
     if args.tune:
-        res = tune_replay(scorer, impute_groups=args.impute_groups, **json.loads(args.tune))
+        res = tune_replay(scorer, impute_groups=args.impute_groups, distinct=not args.no_distinct,
+                          **json.loads(args.tune))
         for name, r in res.items():
             print(f"{name:30s} median {r['median']:.3f} min {r['min']:.3f}  {r['timings']} timings "
                   f"{r['gpu_s']:.2f} GPU s, sweep {r['sweep_gpu_s']:.1f} s: 1/{r['ratio']:.1f}")

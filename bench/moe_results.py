@@ -466,7 +466,77 @@ def check10(name: str = "h200_moe_check10") -> int:
     return 0
 
 
+CHECK11_TUNERS = ("tune_r0", "tune_r1", "tune_r2", "tune_c10")
+CHECK11B_TUNERS = ("tune_r0", "tune_r1", "tune_r2", "tune_a_r0", "tune_a_r1", "tune_a_r2")
+
+
+def check11(name: str = "h200_moe_check11", tuners=CHECK11_TUNERS) -> int:
+    """Check 11 (issue 13 item 5, tenth pass): ``tilefit tune --emulate rtx4090`` (one config per
+    launch, the best config's other num_stages first) against the exhaustive sweep of fitting
+    configs, both timed in one process with the same timer, 3 rounds in alternating order
+    (``moe_h200.py --phase ratio``), then every round's pick beside this run's sweep's 4 fastest,
+    check 10's finalists and check 10's shipped pick in 4 interleaved final rounds on 3
+    placements (burst) and, at the capped Mixtral points, 4 rounds after a 250 ms warm-up each
+    (steady). Speeds against the fastest finalist that fits sm_89."""
+    import math
+
+    summary = json.loads((DATA / f"{name}_ratio_summary.json").read_text())
+    summary = summary.get("ratio", summary)  # main() wrote the phase summary over it, the rounds under "ratio"
+    print(f"process warm-up (a throwaway workload before round 0, on neither side): {summary['warmup_gpu_s']} GPU s; "
+          f"compiles {summary['compiles']} ({summary['compile_failures']} failed) in {summary['compile_wall_s']} s, "
+          "before the first timing\n")
+    print("| round | order | table | tune timings | tune GPU s | sweep timings | sweep GPU s | ratio |")
+    print("|---:|---|---|---:|---:|---:|---:|---:|")
+    per: dict = {}
+    for rnd in summary["rounds"]:
+        for table in rnd["tables"]:
+            r = rnd["results"][table]
+            t, w = r["tune"], r["sweep"]
+            per.setdefault(table, []).append((t["gpu_s"], w["gpu_s"]))
+            print(f"| {rnd['round']} | {' then '.join(rnd['sides'])} | {table} | {t['timings']} | {t['gpu_s']:.2f} | "
+                  f"{w['timings']} | {w['gpu_s']:.1f} | 1/{w['gpu_s'] / t['gpu_s']:.1f} |")
+    for table, v in per.items():
+        tg, sg = sum(x for x, _ in v), sum(y for _, y in v)
+        print(f"| all | | {table} | | {tg:.2f} | | {sg:.1f} | 1/{sg / tg:.1f} (worst round 1/{min(y / x for x, y in v):.1f}) |")
+    points = json.loads((DATA / f"{name}_points.json").read_text())
+    burst, steady = fitting_only(replica_speeds), fitting_only(steady_speeds)
+    spreads = sorted((max(v) - min(v)) / statistics.median(v) for p in points for v in p["times_us"].values()
+                     if len(v) >= 3)
+    mem = sorted((max(v) - min(v)) / statistics.median(v) for p in points for v in p["times_us"].values()
+                 if len(v) >= 3 and not p.get("longwarm_median_us"))
+    q = lambda xs, f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
+    print(f"\nround-to-round spread per config ((max - min) / median over its final rounds x 3 placements): all points median "
+          f"{statistics.median(spreads):.2%}, p90 {q(spreads, 0.9):.2%}; the 9 uncapped points median "
+          f"{statistics.median(mem):.2%}, p90 {q(mem, 0.9):.2%}\n")
+    print("| table | M | best fitting (burst) | " + " | ".join(f"{r} | burst | steady" for r in tuners) + " |")
+    print("|---|---:|---|" + "---|---:|---:|" * len(tuners))
+    for p in points:
+        b, st = burst(p), steady(p)
+        top = max((k for k in b if b[k] >= 0.99999), default="")
+        cells = []
+        for role in tuners:
+            k = p["roles"].get(role)
+            cells += [k or "–", f"{b[k]:.3f}" if k in b else "–", f"{st[k]:.3f}" if k in st else "–"]
+        print(f"| {p['combo']} | {p['M']} | {top} | " + " | ".join(cells) + " |")
+    print("\n| table | pick | median (steady at capped) | min burst | min (steady at capped) | worst point |")
+    print("|---|---|---:|---:|---:|---|")
+    for table in per:
+        pts = [p for p in points if p["combo"] == table]
+        for role in tuners:
+            v = [(burst(p)[p["roles"][role]], p["M"]) for p in pts]
+            w = [((steady(p) or burst(p))[p["roles"][role]], p["M"]) for p in pts]
+            lo = min(w)
+            print(f"| {table} | {role} | {statistics.median(x for x, _ in w):.3f} | {min(v)[0]:.3f} | {lo[0]:.3f} | "
+                  f"M={lo[1]} |")
+    _ = math
+    return 0
+
+
 def main() -> int:
+    if "--check11" in sys.argv[1:]:
+        return check11()
+    if "--check11b" in sys.argv[1:]:  # the third and fourth calls: the tuner with the finalist rule
+        return check11("h200_moe_check11b", CHECK11B_TUNERS)
     if "--check10" in sys.argv[1:]:
         return check10()
     if "--check6" in sys.argv[1:]:

@@ -231,3 +231,90 @@ def test_start_configs_are_distinct_tiles_and_reach_the_best_tile_on_the_engine_
     for table, res in moe_offline.tune_replay(scorer).items():
         assert res["min"] >= 0.98, (table, res["rows"])
         assert res["ratio"] >= 20, table
+
+
+def _grouped_order(pid: int, num_pid_m: int, num_pid_n: int, group: int) -> tuple[int, int]:
+    """The program id -> (pid_m, pid_n) map of vLLM's and SGLang's fused_moe_kernel, restated."""
+    in_group = group * num_pid_n
+    first = (pid // in_group) * group
+    size = min(num_pid_m - first, group)
+    return first + (pid % in_group) % size, (pid % in_group) // size
+
+
+def test_group_sizes_that_launch_the_same_tile_order_are_timed_once():
+    """``tilefit.tune.equivalent``: GROUP_SIZE_M values at or above the launch's M-block bound
+    give the kernel's grouped order the same (pid_m, pid_n) for every program, so the tuner keeps
+    one of them (Mixtral bf16 at M=1: G16/G32/G64 were timed as three configs in check 10)."""
+    from tilefit.tune.equivalent import distinct_launches, m_blocks_bound, representative
+    from tilefit.tune.space import tuning_space
+
+    assert m_blocks_bound(1, 10, 512, 16) == 10  # Qwen3-Next M=1: both engines cut EM to numel * BM
+    for M, top_k, E, bm, bn_blocks in ((1, 2, 8, 16, 448), (16, 8, 128, 64, 12), (3, 10, 512, 32, 2),
+                                       (64, 8, 128, 16, 3)):
+        bound = m_blocks_bound(M, top_k, E, bm)
+        for num_pid_m in range(1, bound + 1):  # every launch of at most ``bound`` M-blocks
+            orders = {g: [_grouped_order(p, num_pid_m, bn_blocks, g) for p in range(num_pid_m * bn_blocks)]
+                      for g in (1, 16, 32, 64)}
+            rep = {g: representative({"BLOCK_SIZE_M": bm, "GROUP_SIZE_M": g}, M, top_k, E)["GROUP_SIZE_M"]
+                   for g in orders}
+            for g, order in orders.items():
+                assert order == orders[rep[g]], (M, bm, num_pid_m, g)
+    space = tuning_space()
+    small = distinct_launches(space, 1, 2, 8)  # Mixtral, M=1: 2 M-blocks at every BM
+    assert {c["GROUP_SIZE_M"] for c in small} == {1, 16} and len(small) == len(space) // 2
+    assert len(distinct_launches(space, 4096, 2, 8)) == len(space)  # thousands of M-blocks: all differ
+
+
+def test_the_best_configs_other_stage_counts_are_timed_first_on_the_engine_sweep(monkeypatch):
+    """``STAGES_OF_BEST_FIRST``: at Mixtral-8x7B bf16 M=1 vLLM's kernel is fastest at
+    16x64x128 with 2 stages (the H200 sweep and checks 10/11), which the model ranks 36th; the
+    climb in model order never timed it (0.974 of the best, pooled GPU checks), the stage
+    siblings of the best measured config first reach it."""
+    import sys
+
+    import tilefit.tune.search as S
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import moe_offline
+
+    # scored on the pool with the GPU checks that timed the tuner at this point (checks 10 and 11)
+    monkeypatch.setattr(moe_offline, "CHECKS", moe_offline.TUNE_CHECKS + moe_offline.CHECKS)
+    scorer = moe_offline.Scorer()
+    name = "mixtral-8x7b/bf16"
+    monkeypatch.setattr(S, "STAGES_OF_BEST_FIRST", False)
+    before = {r["M"]: r for r in moe_offline.tune_replay(scorer, names=(name,), impute_groups=True)[name]["rows"]}
+    assert before[1]["speed"] < 0.98 and before[1]["pick"] != "16/64/128/1/4/2"
+    monkeypatch.setattr(S, "STAGES_OF_BEST_FIRST", True)
+    after = moe_offline.tune_replay(scorer, names=(name,), impute_groups=True)[name]
+    rows = {r["M"]: r for r in after["rows"]}
+    assert rows[1]["pick"] == "16/64/128/1/4/2"
+    assert after["min"] >= 0.98 and after["ratio"] >= 20
+
+
+def test_finalists_are_distinct_tiles_retimed_with_the_confirm_window(h200, table):
+    """The finalists are the fastest config of each of the fastest tiles, re-timed through the
+    measurer's ``confirm`` path (``CONFIRM_RUNS``) and ranked by the re-timings alone: a config
+    that screens fast but re-times slow (a power-capped kernel past its boost clock) loses."""
+    from tilefit.tune.search import TILE
+
+    calls = []
+
+    def measure(shape, cfg, M, confirm=False):
+        calls.append((M, config_key(cfg), confirm))
+        t = fake_time(shape, cfg, M)
+        if confirm and cfg["BLOCK_SIZE_K"] == 64:
+            t *= 1.5  # the screening's fastest tile times slower in a long window
+        return t
+
+    result = tune_files([str(table)], TuneOptions(emulate="rtx4090", estimator="analytic"), measure_fn=measure,
+                        local=h200)
+    assert not result.errors
+    for r in result.results:
+        confirmed = [k for M, k, c in calls if c and M == r.job.M]
+        assert len(confirmed) == 4  # 2 finalists x 2 re-timings (Job.confirm, Job.confirm_rounds)
+        tiles = {tuple(k.split("/")[:3]) for k in confirmed}
+        assert len(tiles) == 2, confirmed
+        screened = [k for M, k, c in calls if not c and M == r.job.M]
+        assert set(confirmed) <= set(screened)
+        assert r.best["BLOCK_SIZE_K"] != 64 or all(k.split("/")[2] == "64" for k in confirmed)
+    _ = TILE

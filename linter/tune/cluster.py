@@ -66,6 +66,7 @@ class Task:
     n: int = 0  # measure: the how-manieth timing of this config in the job
     key: object = None  # compile: Measurer.compile_key
     target: tuple | None = None  # compile: (backend, arch, warp size) of the GPUs
+    confirm: bool = False  # measure: a finalist's re-timing (the measurer's longer window)
 
 
 @dataclass
@@ -95,6 +96,10 @@ def run_task(measurer: Measurer, task: Task) -> dict:
     try:
         if task.kind == "compile":
             return dict(measurer.compile(task.shape, task.config, task.M, task.target))
+        from .measurer import takes_confirm
+
+        if task.confirm and takes_confirm(measurer.measure):  # a measurer without it times as usual
+            return dict(measurer.measure(task.shape, task.config, task.M, confirm=True))
         return dict(measurer.measure(task.shape, task.config, task.M))
     except Exception as exc:  # noqa: BLE001 - reported, the worker goes on
         text = f"{type(exc).__name__}: {exc}".splitlines()

@@ -56,9 +56,10 @@ def _l2_flush_buffer(device):
     return buf
 
 
-def time_graph(launch, warmup_ms: float, rep_ms: float) -> float:
+def time_graph(launch, warmup_ms: float, rep_ms: float, min_runs: tuple[int, int] = (1, 5)) -> float:
     """Median milliseconds of one replay of ``launch`` captured in a CUDA graph, L2 flushed
-    before each replay. Raises if the launch cannot be captured."""
+    before each replay; at least ``min_runs`` (warm-up, timed) replays whatever the windows.
+    Raises if the launch cannot be captured."""
     import torch
 
     side = torch.cuda.Stream()
@@ -78,10 +79,10 @@ def time_graph(launch, warmup_ms: float, rep_ms: float) -> float:
     end.record()
     torch.cuda.synchronize()
     estimate = max(start.elapsed_time(end) / 5, 1e-3)  # one flush + replay, ms
-    for _ in range(max(1, int(warmup_ms / estimate))):
+    for _ in range(max(1, min_runs[0], int(warmup_ms / estimate))):
         flush.zero_()
         graph.replay()
-    n = max(5, int(rep_ms / estimate))
+    n = max(5, min_runs[1], int(rep_ms / estimate))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for s, e in zip(starts, ends):
@@ -96,7 +97,7 @@ def time_graph(launch, warmup_ms: float, rep_ms: float) -> float:
 
 
 def measure(workload: MoEWorkload, config: dict, warmup_ms: float = 5, rep_ms: float = 20,
-            timer: str = "graph") -> Measurement:
+            timer: str = "graph", min_runs: tuple[int, int] = (1, 5)) -> Measurement:
     import torch
     import triton
 
@@ -129,7 +130,7 @@ def measure(workload: MoEWorkload, config: dict, warmup_ms: float = 5, rep_ms: f
     ms = None
     if timer == "graph":
         try:
-            ms = time_graph(launch, warmup_ms, rep_ms)
+            ms = time_graph(launch, warmup_ms, rep_ms, min_runs)
             m.timer = "graph"
         except Exception:  # noqa: BLE001 - not capturable: time it the plain way
             torch.cuda.synchronize()

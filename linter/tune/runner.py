@@ -277,6 +277,7 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
     from tilefit.jsonpos import parse_pointer
     from tilefit.perf.shapes import GemmShape
 
+    from .equivalent import distinct_launches, representative
     from .space import tuning_space
 
     meta = table.meta
@@ -302,14 +303,17 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
                          top_k=shape["top_k"], a_rows_unique=M * shape["top_k"] if meta.down else M,
                          block_shape=meta.block_shape, engine=meta.engine)
         default = engine_default_config(meta, shape, M)
-        predicted = model_order(candidates, gemm, local, default)
-        seeds = tuple(c for c in candidates if default is not None and config_key(c) == config_key(default))
+        # one config per launch: GROUP_SIZE_M values that give the same tile order at this M are one
+        cands = distinct_launches(candidates, M, shape["top_k"], shape["E"])
+        predicted = model_order(cands, gemm, local, default)
+        start = config_key(representative(default, M, shape["top_k"], shape["E"])) if default is not None else None
+        seeds = tuple(c for c in cands if config_key(c) == start)
         known = {}
-        for c in candidates:
+        for c in cands:
             logged = log.samples(table.path, M, config_key(c), device=local.key, shape=shape)
             if logged:
                 known[config_key(c)] = tuple(logged)
-        jobs.append(Job(table.path, key, M, shape, tuple(candidates), predicted, seeds=seeds, seed=opts.seed,
+        jobs.append(Job(table.path, key, M, shape, tuple(cands), predicted, seeds=seeds, seed=opts.seed,
                         budget=opts.budget, known=known))
     return jobs
 

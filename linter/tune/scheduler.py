@@ -308,7 +308,8 @@ class Scheduler:
             for s in self._active[w]:
                 if s.need is not None and not s.inflight and self._compiled(s):
                     cfg, ck, n, _ = s.need
-                    task = Task(next(self._ids), "measure", s.job.shape, cfg, s.job.M, job=s.index, n=n)
+                    task = Task(next(self._ids), "measure", s.job.shape, cfg, s.job.M, job=s.index, n=n,
+                                confirm=s.search.confirming)
                     self._submit(w, task)
                     s.inflight = True
                     # rotate: the other jobs of this worker go first next time

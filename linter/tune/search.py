@@ -36,6 +36,24 @@ STEPS = {
 # model order (the search before that pass).
 DISTINCT_TILE_STARTS = True
 TILE = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")
+# The climb times the other num_stages of the best measured config first (every fitting value,
+# not only one step away): on sm_90 a config's time is not smooth in num_stages and the model
+# cannot rank them (bench/RESULTS.md, sixth pass: 16x64x128 at M=1 is fastest at 3 stages on
+# Mixtral fp8 and at 2 on Mixtral bf16, 2.5-7 % apart). Issue 13 check 11: at Mixtral bf16 M=1
+# the model put 2 stages 36th, the climb never timed it and picked a config 2.5 % slower than
+# 16x64x128 s2, the fastest fitting config on two cards. False: stage neighbours in model order
+# with the rest of the frontier (the search before check 11).
+STAGES_OF_BEST_FIRST = True
+# The finalists re-timed at the end are the fastest measured config of each of the fastest
+# *tiles*, and they are ranked by their re-timings alone (the screening timing that made a config
+# a finalist is biased low: it is the lucky one among many). The measurer takes the re-timings
+# with a longer window (``tilefit.tune.measurer.CONFIRM_RUNS``: at least 10 warm-up and 25 timed
+# kernel runs): at power-capped points a 6 ms screening window times a 1 ms kernel at its boost
+# clock. Issue 13 check 11 (bench/RESULTS.md): at Mixtral bf16 M=1024 the screening put
+# 128x128x64 G32 first and both finalists were its GROUP_SIZE_M variants; 25-run windows time it
+# 10 % slower than 128x256x64, which the screening had third. False: the fastest configs,
+# ranked by the median of all their timings (the search before check 11).
+FINALISTS_DISTINCT_TILES = True
 
 
 @dataclass
@@ -153,9 +171,20 @@ class GuidedSearch:
         times = self.times if times is None else times
         ok = sorted((k for k, t in times.items() if t is not None), key=times.__getitem__)
         frontier = {n for k in ok[:self.climb_from] for n in self._neighbours(k)}
+        first = set(self._stage_siblings(ok[0])) if ok and STAGES_OF_BEST_FIRST else set()
         # by rank, not by predicted time alone: ties would follow the set's order, which
         # changes with the process's string hash seed (and so would the picks)
-        return sorted((k for k in frontier if k not in times), key=self._rank.__getitem__)
+        return sorted((k for k in frontier | first if k not in times),
+                      key=lambda k: (k not in first, self._rank[k]))
+
+    def _stage_siblings(self, key: str) -> list[str]:
+        """The candidates that differ from ``key`` in num_stages only."""
+        if not hasattr(self, "_by_stages"):
+            self._by_stages: dict = {}
+            for k, c in self.allowed.items():
+                self._by_stages.setdefault(tuple(c.get(x) for x in STEPS if x != "num_stages"), []).append(k)
+        c = self.allowed[key]
+        return [k for k in self._by_stages.get(tuple(c.get(x) for x in STEPS if x != "num_stages"), []) if k != key]
 
     def _neighbours(self, key: str) -> list[str]:
         hit = self._adjacent.get(key)
@@ -195,15 +224,26 @@ class GuidedSearch:
             if time_us is not None:
                 self._samples[key].append(time_us)
 
+    @property
+    def confirming(self) -> bool:
+        """Whether the pending question (:meth:`ask`) is a finalist's re-timing."""
+        return self._confirm is not None and self._pending is not None
+
     def _start_confirmation(self) -> None:
         ok = sorted((k for k, t in self.times.items() if t is not None), key=self.times.__getitem__)
+        if FINALISTS_DISTINCT_TILES:
+            tiles: dict = {}
+            for k in ok:
+                tiles.setdefault(tuple(self.allowed[k].get(x) for x in TILE), k)
+            best = list(tiles.values())
+            ok = best + [k for k in ok if k not in best]
         finalists = ok[:self.finalists_n] if self.reserve and len(ok) > 1 else []
         self._samples = {k: [self.times[k]] for k in finalists}
         self._confirm = [k for _ in range(self.confirm_rounds if finalists else 0) for k in finalists]
 
     def _finish(self) -> None:
         for k, ts in self._samples.items():
-            self.times[k] = statistics.median(ts)
+            self.times[k] = statistics.median(ts[1:] if FINALISTS_DISTINCT_TILES and len(ts) > 1 else ts)
         self.done = True
 
     def upcoming(self, n: int) -> list[Mapping]:
