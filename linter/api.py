@@ -86,6 +86,7 @@ class CheckResult:
     planner: object | None = None  # tilefit.fix.FixPlanner when fixes were planned
     root: object | None = None  # the project root (pathlib.Path): the folder of pyproject.toml, else the cwd
     coverage: object | None = None  # tilefit.callsites.coverage.Coverage of the Python files (opts.coverage)
+    cache_key: str | None = None  # the result cache's run key when the run used it (tilefit.resultcache)
 
     @property
     def exit_code(self) -> int:
@@ -380,6 +381,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
     return CheckResult(diagnostics=diagnostics, tables=tables, files_checked=len(found.files) + len(found.python_files),
                        missing_paths=found.missing, errors=errors, baselined=baselined, engine=engine,
                        planner=planner, root=settings.root, coverage=coverage,
+                       cache_key=cache_key if cache is not None else None,
                        untargeted_python=len(found.python_files) if not engine.extra_targets else 0)
 
 

@@ -250,7 +250,8 @@ class ResultCache:
         fixer's plans behind their fixes."""
         fixes: dict[int, int] = {}  # id of a Fix -> its value index (an entry's diagnostics share one)
         self.entries[path] = [digest, [self._row(d, fixes) for d in diagnostics]]
-        self._new_plans[path] = None if plans is None else [digest, plans]
+        if self.file is not None:  # kept for save() (a file-less cache, e.g. a call-site record's encoder, keeps none)
+            self._new_plans[path] = None if plans is None else [digest, plans]
         self.changed = True
 
     def plans(self, path: str, digest: str):

@@ -1,6 +1,6 @@
-"""Issue 19 (formats CI uses): the result cache keeps the fixer's plans beside the results, so a
-warm ``full`` or ``html`` run (they read the plans: ``full``'s hints, the report's fix pages)
-prints the same bytes without planning; whatever changes a plan (the targets, the fix margin, a
+"""Issue 19 (formats CI uses): the result cache keeps the fixer's plans beside the results (and
+the html page's per-entry verdicts), so a warm ``full`` or ``html`` run (they read the plans:
+``full``'s hints, the report's fix pages) prints the same bytes without planning; whatever changes a plan (the targets, the fix margin, a
 calibration file's contents, tilefit's version) plans again; a damaged plans file only costs a
 re-check."""
 
@@ -66,6 +66,26 @@ def test_full_and_html_take_the_plans_from_the_cache(cli, table, tmp_path, monke
     assert r.exit_code == 1, r.output
     assert warm_html.replace("warm.html", "X") == fresh_html.replace("fresh.html", "X")
     assert cli(*_args(table, "json")).stdout == cold.stdout
+    # the page's per-entry verdicts are kept too: the next html run estimates nothing
+    (needs,) = (tmp_path / "cache" / "results").glob("*.needs.json")
+    from tilefit.estimate import Estimator
+
+    def no_estimate(self, *a, **k):
+        raise AssertionError("estimated again although nothing changed")
+
+    estimate = Estimator.estimate
+    monkeypatch.setattr(Estimator, "estimate", no_estimate)
+    r, again = _html(cli, table, tmp_path / "again.html")
+    assert r.exit_code == 1, r.output
+    assert again.replace("again.html", "X") == fresh_html.replace("fresh.html", "X")
+    monkeypatch.setattr(Estimator, "estimate", estimate)
+    data = json.loads(needs.read_text())
+    assert data["needs"] and all(v[1] in "fonu" for v in data["needs"].values())
+    for value in data["needs"].values():
+        value[1] = "not a verdict"  # damaged: estimated again, same page
+    needs.write_text(json.dumps(data))
+    r, damaged = _html(cli, table, tmp_path / "damaged.html")
+    assert damaged.replace("damaged.html", "X") == fresh_html.replace("fresh.html", "X")
 
 
 def test_whatever_changes_a_plan_plans_again(cli, table, tmp_path, monkeypatch):

@@ -64,7 +64,12 @@ def build_check_audit(result, *, title: str | None = None, command: str | None =
     rewritten tables)."""
     engine = result.engine
     estimator = engine.estimator
-    need_table = NeedTable(estimator)
+    store = None
+    if getattr(result, "cache_key", None):  # the verdicts of an earlier run with this configuration
+        from .needstore import NeedStore
+
+        store = NeedStore(result.cache_key)
+    need_table = NeedTable(estimator, store)
     columns = Columns(engine.extra_targets)
     audit = Audit(kind="check", title=title or "tilefit: shared-memory compatibility audit", meta={},
                   columns=columns.columns)
@@ -133,6 +138,8 @@ def build_check_audit(result, *, title: str | None = None, command: str | None =
         "planned_fixes": planner is not None,
         "fixes_applied": bool(applied),
     }
+    if store is not None:
+        store.save()
     return audit
 
 

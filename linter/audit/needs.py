@@ -72,13 +72,31 @@ class NeedTable:
     arch-dependent launch adjustments (:func:`tilefit.serving.launch.arch_key`, the key the
     engine memoises variants by)."""
 
-    def __init__(self, estimator):
+    def __init__(self, estimator, store=None):
+        """``store``: a :class:`tilefit.audit.needstore.NeedStore` of the run's key (verdicts of
+        an earlier run with the same configuration), or None."""
         self.estimator = estimator
+        self.store = store
         self._variants: dict[tuple, tuple] = {}
+        self._meta_text: dict[int, tuple] = {}  # id(meta) -> (meta, its repr): the store's key part
 
     def need(self, kernel_key, config_key, meta, entry: Mapping, device) -> Need:
+        skey = None
+        if self.store is not None:
+            from .needstore import need_key
+
+            hit = self._meta_text.get(id(meta))
+            if hit is None or hit[0] is not meta:
+                hit = self._meta_text[id(meta)] = (meta, repr(meta))
+            skey = need_key(hit[1], entry, device.key)
+            stored = self.store.get(skey) if skey is not None else None
+            if stored is not None:
+                return stored
         vkey = (kernel_key, config_key, device.vendor, launch_arch_key(device.arch))
         variants = self._variants.get(vkey)
         if variants is None:
             variants = self._variants[vkey] = kernel_variants(meta, entry, device.arch, device.vendor, meta.engine)
-        return entry_need(meta, entry, device, self.estimator, variants)
+        need = entry_need(meta, entry, device, self.estimator, variants)
+        if skey is not None:
+            self.store.put(skey, need)
+        return need

@@ -1,0 +1,74 @@
+"""The audit's per-entry verdicts of a run, kept in the result cache's folder beside the run's
+results (``<run key>.needs.json``), so a warm ``--output-format html`` run (the page judges every
+entry on every device class) does not estimate them all again.
+
+A verdict is a function of the table's name (its :class:`~tilefit.families.TableMeta`), the entry
+and the device class under the run key (:func:`tilefit.resultcache.run_key`: tilefit's code, the
+estimator and Triton, the device files, the user's calibrations), so it is stored under a hash of
+those three and the run key names the file. A verdict that rests on something of this run only
+(``UNCHECKED``: no estimate, or a compile that timed out) is not stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from tilefit.atomicfile import write_atomic
+from tilefit.cachedir import cache_root
+from tilefit.readfile import read_bytes
+
+from .needs import FITS, NOT_APPLICABLE, OVER, UNCERTAIN, Need
+
+FORMAT = 1
+_STORED = (FITS, OVER, UNCERTAIN, NOT_APPLICABLE)
+
+
+def need_key(meta_text: str, entry, device_key: str) -> str | None:
+    """The stored verdict's name; None for an entry JSON cannot write (never stored)."""
+    try:
+        text = json.dumps([meta_text, entry, device_key], allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def _valid(value) -> bool:
+    return (type(value) is list and len(value) == 3 and value[1] in _STORED
+            and (value[0] is None or type(value[0]) is int) and (value[2] is None or type(value[2]) is str))
+
+
+class NeedStore:
+    """The stored verdicts of one run key (``key`` None: none, nothing written)."""
+
+    def __init__(self, key: str | None):
+        root = cache_root() if key else None
+        self.file = root / "results" / f"{key}.needs.json" if root is not None else None
+        self.stored: dict = {}
+        self.new: dict = {}
+        if self.file is not None and self.file.is_file():
+            try:
+                data = json.loads(read_bytes(self.file))
+            except (OSError, ValueError, RecursionError):
+                data = None
+            if type(data) is dict and data.get("format") == FORMAT and type(data.get("needs")) is dict:
+                self.stored = data["needs"]
+
+    def get(self, key: str) -> Need | None:
+        value = self.stored.get(key)
+        return Need(*value) if _valid(value) else None
+
+    def put(self, key: str, need: Need) -> None:
+        if need.verdict in _STORED:
+            self.new[key] = [need.bytes, need.verdict, need.estimator]
+
+    def save(self) -> None:
+        if self.file is None or not self.new:
+            return
+        merged = {k: v for k, v in self.stored.items() if _valid(v)}
+        merged.update(self.new)
+        try:
+            self.file.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(self.file, json.dumps({"format": FORMAT, "needs": merged}, separators=(",", ":")))
+        except OSError:
+            pass  # an unwritable cache only costs time
