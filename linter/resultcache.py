@@ -218,9 +218,12 @@ class ResultCache:
 
     def _value(self, value) -> int:
         if type(value) is str:  # messages and pointers repeat across rows: their index by the string itself
-            i = self._strings.get(value)
+            strings = self.__dict__.get("_strings")
+            if strings is None:  # a cache built without __init__ (tilefit.callsiteresults)
+                strings = self._strings = {}
+            i = strings.get(value)
             if i is None:
-                i = self._strings[value] = self._json_value(value)
+                i = strings[value] = self._json_value(value)
             return i
         return self._json_value(value)
 
