@@ -7,7 +7,10 @@ the estimator and the installed Triton version, per-file ignores), and each file
 stored under the SHA-256 of its bytes. A changed file, rule, device file or setting misses.
 
 The cache is one JSON file per run key under ``<cache root>/results/`` (``TILEFIT_CACHE_DIR``;
-empty turns caching off, as does ``--no-cache``), written atomically at the end of a run. A run that shows the fixer's plans
+empty turns caching off, as does ``--no-cache``), written atomically at the end of a run, with
+the SHA-256 of its bytes in ``<cache root>/results-digests/``: a file read back with that digest
+holds only records this module wrote, so its rows are not validated one by one again (any other
+file's are, and a bad record is a miss). A run that shows the fixer's plans
 (``--output-format json``) caches them with the diagnostics, under a run key that adds the
 planner's settings and performance model (:func:`run_key`'s ``planner``); a run that applies
 fixes (``--fix``, which needs the plans themselves) bypasses the cache.
@@ -159,6 +162,8 @@ def _fresh(data: dict) -> dict:
 
 
 class ResultCache:
+    verified = False  # a cache built without __init__ (tilefit.callsiteresults) validates every row it reads
+
     def __init__(self, key: str):
         root = cache_root()
         self.file = root / "results" / f"{key}.json" if root is not None else None
@@ -167,14 +172,29 @@ class ResultCache:
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
         self._strings: dict[str, int] = {}  # a string value -> its index (what _index says of its JSON text)
         self.changed = False
+        # whether every record held was written by this class: read back from a file whose bytes
+        # have the digest its save wrote beside it (then no row is validated again), or none read
+        self.verified = True
         if self.file is not None and self.file.is_file():
+            raw = b""
             try:
-                data = json.loads(read_bytes(self.file))
+                raw = read_bytes(self.file)
+                data = json.loads(raw)
             except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deep
                 data = None
             if (type(data) is dict and data.get("format") == FORMAT and type(data.get("files")) is dict
                     and type(data.get("values")) is list):
                 self.entries, self.values = data["files"], data["values"]
+                self.verified = self._digest_file_says(hashlib.sha256(raw).hexdigest())
+
+    def _digest_file(self) -> Path:
+        return self.file.parent.parent / "results-digests" / f"{self.file.stem}.sha256"
+
+    def _digest_file_says(self, digest: str) -> bool:
+        try:
+            return self._digest_file().read_text(encoding="ascii").strip() == digest
+        except (OSError, ValueError):
+            return False
 
     @staticmethod
     def digest(data: bytes) -> str:
@@ -183,7 +203,7 @@ class ResultCache:
     def get(self, path: str, digest: str) -> list[Diagnostic] | None:
         hit = self.entries.get(path)
         values = self.values
-        if hit is None or not _valid_hit(hit, values):  # a bad record is a miss, and is rewritten
+        if hit is None or not (self.verified or _valid_hit(hit, values)):  # a bad record is a miss, and is rewritten
             return None
         if hit[0] != digest:
             return None
@@ -247,7 +267,7 @@ class ResultCache:
         values: list = []
         entries = {}
         for path, hit in self.entries.items():
-            if type(path) is not str or not _valid_hit(hit, self.values):
+            if not self.verified and (type(path) is not str or not _valid_hit(hit, self.values)):
                 continue
             digest, rows = hit
             new_rows = []
@@ -270,7 +290,12 @@ class ResultCache:
         entries, values = self._compacted()
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.file, json.dumps({"format": FORMAT, "values": values, "files": entries},
-                                               separators=(",", ":")))
+            text = json.dumps({"format": FORMAT, "values": values, "files": entries}, separators=(",", ":"))
+            write_atomic(self.file, text)
+            # the digest of what was written: a later run trusts these records without validating
+            # each row; a file changed since (by hand, or damaged) no longer matches it
+            digest_file = self._digest_file()
+            digest_file.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(digest_file, hashlib.sha256(text.encode("utf-8")).hexdigest() + "\n")
         except OSError:
             pass  # an unwritable cache only costs time
