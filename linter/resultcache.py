@@ -208,14 +208,18 @@ class ResultCache:
         if hit[0] != digest:
             return None
         fixes: dict[int, Fix | None] = {}  # one Fix per entry, shared by its diagnostics (as planned)
+        spans: dict[tuple, Span] = {}  # an entry's diagnostics share its span (frozen: one object)
         try:
             out = []
             for r in hit[1]:
                 fix = fixes.get(r[_FIX], False)
                 if fix is False:
                     fix = fixes[r[_FIX]] = _fix_of(values[r[_FIX]])
-                out.append(Diagnostic(code=r[0], message=values[r[1]], path=path,
-                                      span=Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7]),
+                where = (r[2], r[3], r[4], r[5], r[6], r[7])
+                span = spans.get(where)
+                if span is None:
+                    span = spans[where] = Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7])
+                out.append(Diagnostic(code=r[0], message=values[r[1]], path=path, span=span,
                                       severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
                                       data=_fresh(values[r[11]]), fingerprint=r[12], fix=fix))
             return out
