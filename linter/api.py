@@ -152,7 +152,7 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
     db = load_devices(settings, opts.device_files)
     targets = resolve_targets(db, list(settings.targets) + list(opts.targets))
     mode = opts.estimator or settings.estimator
-    from .smem.worker import set_default_timeout
+    from .smem.timeout import set_default_timeout
 
     set_default_timeout(opts.compile_timeout or settings.compile_timeout)
     try:

@@ -101,6 +101,20 @@ def _linted_family(tag: str | None, keys: list[str]) -> str | None:
     leading token without '='; grammars with one are tried first) or its leading keys, and the
     keys it requires."""
     names = kernels.table_names()
+    key = (tuple(id(kernels.table(n)) for n in names), names, tag, tuple(keys))  # a re-registered family: anew
+    try:
+        return _LINTED[key]
+    except KeyError:
+        pass
+    found = _LINTED[key] = _find_linted_family(names, tag, keys)
+    return found
+
+
+# (registered families, their table names, tag, keys) -> config family: a corpus's file names repeat a few key lists
+_LINTED: dict[tuple, str | None] = {}
+
+
+def _find_linted_family(names: tuple, tag: str | None, keys: list[str]) -> str | None:
     for name in sorted(names, key=lambda n: _grammar(n).get("tag") is None):
         grammar = _grammar(name)
         lead = grammar.get("leading_keys") or []

@@ -20,7 +20,6 @@ where ``os.fork`` exists, as many as there are idle cores (:func:`idle_cores`), 
 from __future__ import annotations
 
 import os
-import pickle
 from typing import Sequence
 
 ENV = "TILEFIT_JOBS"
@@ -143,6 +142,8 @@ def _check_share(engine, share: list, limit: int | None) -> tuple[dict, list, tu
 
 
 def _run_workers(engine, shares: list[list], limit: int | None) -> dict:
+    import pickle
+
     children = []
     for share in shares:
         r, w = os.pipe()

@@ -7,7 +7,10 @@ the estimator and the installed Triton version, per-file ignores), and each file
 stored under the SHA-256 of its bytes. A changed file, rule, device file or setting misses.
 
 The cache is one JSON file per run key under ``<cache root>/results/`` (``TILEFIT_CACHE_DIR``;
-empty turns caching off, as does ``--no-cache``), written atomically at the end of a run. A run that plans fixes
+empty turns caching off, as does ``--no-cache``), written atomically at the end of a run, with
+the SHA-256 of its bytes in ``<cache root>/results-digests/``: a file read back with that digest
+holds only records this module wrote, so its rows are not validated one by one again (any other
+file's are, and a bad record is a miss). A run that plans fixes
 (``--output-format json``, ``full``, ``html``) caches each diagnostic's fix with it, under a run key
 that adds the planner's settings, the performance model's and the calibrations' files
 (:func:`run_key`'s ``planner``), and the planner's whole plans (:mod:`tilefit.fix.stored`: what
@@ -203,20 +206,36 @@ class ResultCache:
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
         self._strings: dict[str, int] = {}  # a string value -> its index (what _index says of its JSON text)
         self.changed = False
+        # whether every record held was written by this class: read back from a file whose bytes
+        # have the digest its save wrote beside it (then no row is validated again), or none read
+        self.verified = True
         if self.file is not None and self.file.is_file():
+            raw = b""
             try:
-                data = json.loads(read_bytes(self.file))
+                raw = read_bytes(self.file)
+                data = json.loads(raw)
             except (OSError, ValueError, RecursionError):  # unreadable, not JSON, nested too deep
                 data = None
             if (type(data) is dict and data.get("format") == FORMAT and type(data.get("files")) is dict
                     and type(data.get("values")) is list):
                 self.entries, self.values = data["files"], data["values"]
+                self.verified = self._digest_file_says(hashlib.sha256(raw).hexdigest())
+
+    def _digest_file(self) -> Path:
+        return self.file.parent.parent / "results-digests" / f"{self.file.stem}.sha256"
+
+    def _digest_file_says(self, digest: str) -> bool:
+        try:
+            return self._digest_file().read_text(encoding="ascii").strip() == digest
+        except (OSError, ValueError):
+            return False
 
     @classmethod
     def in_memory(cls, files: dict | None = None, values: list | None = None) -> "ResultCache":
         """A cache with no file, holding ``files`` and ``values`` (a stored record's, or empty)."""
         rc = cls(None)
         rc.entries, rc.values = (files if files is not None else {}), (values if values is not None else [])
+        rc.verified = files is None  # a record read from elsewhere: each row it gives is validated
         return rc
 
     @staticmethod
@@ -226,19 +245,23 @@ class ResultCache:
     def get(self, path: str, digest: str) -> list[Diagnostic] | None:
         hit = self.entries.get(path)
         values = self.values
-        if hit is None or not _valid_hit(hit, values):  # a bad record is a miss, and is rewritten
+        if hit is None or not (self.verified or _valid_hit(hit, values)):  # a bad record is a miss, and is rewritten
             return None
         if hit[0] != digest:
             return None
         fixes: dict[int, Fix | None] = {}  # one Fix per entry, shared by its diagnostics (as planned)
+        spans: dict[tuple, Span] = {}  # an entry's diagnostics share its span (frozen: one object)
         try:
             out = []
             for r in hit[1]:
                 fix = fixes.get(r[_FIX], False)
                 if fix is False:
                     fix = fixes[r[_FIX]] = _fix_of(values[r[_FIX]])
-                out.append(Diagnostic(code=r[0], message=values[r[1]], path=path,
-                                      span=Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7]),
+                where = (r[2], r[3], r[4], r[5], r[6], r[7])
+                span = spans.get(where)
+                if span is None:
+                    span = spans[where] = Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7])
+                out.append(Diagnostic(code=r[0], message=values[r[1]], path=path, span=span,
                                       severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
                                       data=_fresh(values[r[11]]), fingerprint=r[12], fix=fix))
             return out
@@ -288,9 +311,12 @@ class ResultCache:
 
     def _value(self, value) -> int:
         if type(value) is str:  # messages and pointers repeat across rows: their index by the string itself
-            i = self._strings.get(value)
+            strings = self.__dict__.get("_strings")
+            if strings is None:  # a cache built without __init__ (tilefit.callsiteresults)
+                strings = self._strings = {}
+            i = strings.get(value)
             if i is None:
-                i = self._strings[value] = self._json_value(value)
+                i = strings[value] = self._json_value(value)
             return i
         return self._json_value(value)
 
@@ -314,7 +340,7 @@ class ResultCache:
         values: list = []
         entries = {}
         for path, hit in self.entries.items():
-            if type(path) is not str or not _valid_hit(hit, self.values):
+            if not self.verified and (type(path) is not str or not _valid_hit(hit, self.values)):
                 continue
             digest, rows = hit
             new_rows = []
@@ -337,8 +363,13 @@ class ResultCache:
         entries, values = self._compacted()
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.file, json.dumps({"format": FORMAT, "values": values, "files": entries},
-                                               separators=(",", ":")))
+            text = json.dumps({"format": FORMAT, "values": values, "files": entries}, separators=(",", ":"))
+            write_atomic(self.file, text)
+            # the digest of what was written: a later run trusts these records without validating
+            # each row; a file changed since (by hand, or damaged) no longer matches it
+            digest_file = self._digest_file()
+            digest_file.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(digest_file, hashlib.sha256(text.encode("utf-8")).hexdigest() + "\n")
             if self._new_plans:
                 # the stored plans of the files whose rows are kept, at the same digest; a file
                 # stored now without plans drops its old ones

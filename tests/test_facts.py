@@ -37,8 +37,9 @@ def test_local_triton_builds_pick_like_their_release():
     assert find_profile("sglang", "0.5.20")[0].version == "0.5.12"
 
 
-def test_installed_triton_is_read_from_metadata(monkeypatch):
+def test_installed_triton_is_read_from_metadata(monkeypatch, tmp_path):
     import importlib.metadata as md
+    import sys
 
     seen = []
 
@@ -48,6 +49,8 @@ def test_installed_triton_is_read_from_metadata(monkeypatch):
             return "3.4.0+git12"
         raise md.PackageNotFoundError(dist)
 
+    # no NAME-VERSION.dist-info folder on the path (an egg, a zip): the package metadata decides
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "empty")])
     monkeypatch.setattr(md, "version", fake)
     versions.forget_installed()
     try:
@@ -55,6 +58,29 @@ def test_installed_triton_is_read_from_metadata(monkeypatch):
         assert seen[:2] == ["triton", "pytorch-triton"]
         # memoised per process: a check asks once per estimate, the metadata is read once
         assert versions.installed_triton() == "3.4.0+git12" and len(seen) == 2
+    finally:
+        versions.forget_installed()
+
+
+def test_installed_triton_is_read_from_the_dist_info_folder_name(monkeypatch, tmp_path):
+    """A wheel's ``NAME-VERSION.dist-info`` folder names the version: read without importing
+    importlib.metadata; the distributions in their order, the first path entry holding one wins."""
+    import importlib.metadata as md
+    import sys
+
+    first, second = tmp_path / "a", tmp_path / "b"
+    for folder, name in ((first, "pytorch_triton-3.4.0+git12.dist-info"), (second, "triton-3.9.0.dist-info"),
+                         (second, "pytorch_triton-3.3.1.dist-info")):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "METADATA").write_text("Metadata-Version: 2.1\n")
+    monkeypatch.setattr(sys, "path", [str(first), str(second)])
+    monkeypatch.setattr(md, "version", lambda dist: pytest.fail(f"metadata read for {dist}"))
+    versions.forget_installed()
+    try:
+        assert versions.installed_triton() == "3.9.0"  # "triton" is looked up before "pytorch-triton"
+        versions.forget_installed()
+        (second / "triton-3.9.0.dist-info" / "METADATA").unlink()  # a folder without metadata: not a dist
+        assert versions.installed_triton() == "3.4.0+git12"  # the first path entry's pytorch-triton
     finally:
         versions.forget_installed()
 

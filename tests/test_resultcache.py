@@ -67,6 +67,25 @@ def test_a_damaged_cache_file_only_misses(tmp_path, monkeypatch):
     assert ResultCache("k").get("a.json", "d1") is None
 
 
+def test_only_a_file_with_its_saved_digest_skips_row_validation(tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    cache = ResultCache("k")
+    assert cache.verified  # nothing read: every record is one put() wrote
+    cache.put("a.json", "d1", [_diag("a.json", 2, 1)])
+    cache.save()
+    assert (tmp_path / "results-digests" / "k.sha256").is_file()
+    again = ResultCache("k")
+    assert again.verified and again.get("a.json", "d1") == [_diag("a.json", 2, 1)]
+    # the same file changed after the save (a row naming a value that does not exist): the digest
+    # no longer matches, the rows are validated and the bad one is a miss, as without a digest
+    file = tmp_path / "results" / "k.json"
+    stored = json.loads(file.read_text())
+    stored["files"]["a.json"][1][0][1] = 99
+    file.write_text(json.dumps(stored, separators=(",", ":")))
+    damaged = ResultCache("k")
+    assert not damaged.verified and damaged.get("a.json", "d1") is None
+
+
 def test_run_check_restores_the_collector(tmp_path):
     (tmp_path / "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json").write_text(
         '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}}')

@@ -41,17 +41,7 @@ import threading
 import time
 from typing import Any
 
-DEFAULT_TIMEOUT = 120.0
-_timeout = [DEFAULT_TIMEOUT]
-
-
-def default_timeout() -> float:
-    return _timeout[0]
-
-
-def set_default_timeout(seconds: float | None) -> None:
-    """The limit of every later compile of this process (``None``: back to the default)."""
-    _timeout[0] = float(seconds) if seconds is not None else DEFAULT_TIMEOUT
+from .timeout import DEFAULT_TIMEOUT, default_timeout, set_default_timeout  # noqa: F401 - the limit's home
 
 
 # the caller's settings a compile may depend on (the user's own, never the scanned tree's)
