@@ -40,7 +40,7 @@ def rows(root: Path) -> list[tuple]:
     return out
 
 
-ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_110", "sm_120", "sm_121",
+ARCHS = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_100", "sm_103", "sm_110", "sm_120", "sm_121",
          "gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1151", "gfx1201", "gfx1250")
 
 

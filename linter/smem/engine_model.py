@@ -491,8 +491,10 @@ class EngineModel:
         for dtype in dtypes:
             where = arch  # a form of its own for this arch, else the arch family's
             hit = forms.form(arch, dtype)
-            if hit is not None and forms._reused(arch, dtype) is not None and not forms.reuses_on(family, dtype, arch):
+            if hit is not None and forms._reused(arch, dtype) is not None and not forms.reuses_on(family, dtype, arch) \
+                    and not forms.arch_difference(family, dtype, arch):
                 hit = None  # another release's form of this arch, which the probe did not compare there
+                # (compared and not proven -- an extension's not_reused_on -- it answers, not proven)
             if hit is None:
                 where = family
                 hit = forms.form(family, dtype)
