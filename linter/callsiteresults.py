@@ -177,6 +177,7 @@ def _encode(diagnostics) -> dict:
 
     rc = ResultCache.__new__(ResultCache)
     rc.entries, rc.values, rc._index, rc.changed, rc.file = {}, [], None, False, None
+    rc._strings = {}  # ResultCache.__init__'s string interning (12a44ce), which __new__ skips
     by_path: dict[str, list] = {}
     for d in diagnostics:
         by_path.setdefault(d.path, []).append(d)
@@ -191,6 +192,7 @@ def _decode(data: dict) -> list:
 
     rc = ResultCache.__new__(ResultCache)
     rc.entries, rc.values, rc._index, rc.changed, rc.file = data["files"], data["values"], None, False, None
+    rc._strings = {}
     out = []
     for path in data["order"]:
         hit = rc.get(path, "")
