@@ -175,9 +175,7 @@ class CallsiteRunCache:
 def _encode(diagnostics) -> dict:
     from tilefit.resultcache import ResultCache
 
-    rc = ResultCache.__new__(ResultCache)
-    rc.entries, rc.values, rc._index, rc.changed, rc.file = {}, [], None, False, None
-    rc._strings = {}  # ResultCache.__init__'s string interning (12a44ce), which __new__ skips
+    rc = ResultCache(None)  # in memory: every attribute __init__ sets (12a44ce's _strings, the plans')
     by_path: dict[str, list] = {}
     for d in diagnostics:
         by_path.setdefault(d.path, []).append(d)
@@ -190,9 +188,8 @@ def _encode(diagnostics) -> dict:
 def _decode(data: dict) -> list:
     from tilefit.resultcache import ResultCache
 
-    rc = ResultCache.__new__(ResultCache)
-    rc.entries, rc.values, rc._index, rc.changed, rc.file = data["files"], data["values"], None, False, None
-    rc._strings = {}
+    rc = ResultCache(None)
+    rc.entries, rc.values = data["files"], data["values"]
     out = []
     for path in data["order"]:
         hit = rc.get(path, "")

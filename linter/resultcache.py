@@ -190,8 +190,10 @@ def _fresh(data: dict) -> dict:
 
 
 class ResultCache:
-    def __init__(self, key: str):
-        root = cache_root()
+    def __init__(self, key: str | None):
+        """``key`` None: an in-memory cache of no file (tilefit.callsiteresults encodes and
+        decodes a run's findings with one)."""
+        root = cache_root() if key is not None else None
         self.file = root / "results" / f"{key}.json" if root is not None else None
         self.plan_file = root / "results" / f"{key}.plans.json" if root is not None else None
         self._plans: dict[str, list] | None = None  # path -> [digest, record], read on first use
