@@ -78,6 +78,59 @@ class Unknown(Val):
         return f"Unknown({self.reason!r})"
 
 
+@dataclass(frozen=True, eq=False)
+class RunTimeBool(Unknown):
+    """A comparison whose operands are computed at run time (``key_cache.ndim == 5``), or a
+    ``not`` / ``and`` / ``or`` of such and of literal booleans: a bool nothing static decides.
+    Everywhere it is an :class:`Unknown` with its operand's reason; a launch that passes it as a
+    constexpr is judged at both values, as ``x if cond else y`` keeps both arms
+    (:func:`both_values`). ``text``: the expression's source."""
+
+    text: str = ""
+
+
+def both_values(val: Val) -> Val:
+    """``val`` with each :class:`RunTimeBool` (alone or an arm) replaced by its two values, labelled
+    ``if TEXT`` / ``if not TEXT`` as a conditional's arms are (so :func:`consistent` pairs them with
+    the same test elsewhere); other values unchanged."""
+    def two(v: RunTimeBool) -> list[tuple[str, Val]]:
+        text = v.text.replace(", ", ",")  # one label atom
+        via = f"both values of `{v.text}` ({v.reason})"
+        return [(f"if {text}", Lit(True, None, via)), (f"if not {text}", Lit(False, None, via))]
+
+    if isinstance(val, RunTimeBool):
+        return Arms(tuple(two(val)))
+    if isinstance(val, Arms) and any(isinstance(v, RunTimeBool) for _, v in val.arms):
+        out: list[tuple[str, Val]] = []
+        for lab, v in val.arms:
+            if not isinstance(v, RunTimeBool):
+                out.append((lab, v))
+                continue
+            for lab2, x in two(v):
+                labs = [x for x in (lab, lab2) if x]
+                if consistent(labs):
+                    out.append((", ".join(labs), x))
+        return Arms(tuple(out))
+    return val
+
+
+def _bool_typed(v: Val) -> bool:
+    """A literal bool, a :class:`RunTimeBool`, or arms of only those."""
+    if isinstance(v, Arms):
+        return all(_bool_typed(x) for _, x in v.arms)
+    return isinstance(v, RunTimeBool) or isinstance(v, Lit) and isinstance(v.value, bool)
+
+
+_UNDECIDED = ("evaluation stopped", "too many branches", "nests too deeply")
+
+
+def _absent_in(vals) -> bool:
+    """A model dimension the scenario lacks, or a budget that ran out, among ``vals``' branches:
+    not a run-time bool (the launch does not serve the model / was not evaluated)."""
+    return any(isinstance(x, Absent) or isinstance(x, Unknown) and any(w in x.reason for w in _UNDECIDED)
+               for v in vals for _, x in branches(v))
+
+
 @dataclass(frozen=True)
 class TorchDType:
     """A torch dtype (``torch.bfloat16``, ``q.dtype`` of a tensor the scenario types) by its
@@ -840,6 +893,8 @@ class Evaluator:
                          (f"if not {cond}", self._expr(frame, node.orelse))))
         if isinstance(node, ast.UnaryOp):
             v = self._expr(frame, node.operand)
+            if isinstance(node.op, ast.Not) and isinstance(v, Unknown) and not _absent_in([v]):
+                return RunTimeBool(v.reason, self.seg(m, node))  # `not x` is a bool whatever x is
             return self._map(v, lambda x: {ast.USub: operator.neg, ast.UAdd: operator.pos,
                                            ast.Not: operator.not_, ast.Invert: operator.invert}[type(node.op)](x),
                              node, m)
@@ -876,7 +931,10 @@ class Evaluator:
                     return op(x, y)
 
                 return self._map2(vals[0], vals[1], cmp, node, m)
-            return _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+            unknown = _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+            if _absent_in(vals):
+                return unknown
+            return RunTimeBool(unknown.reason, self.seg(m, node))
         if isinstance(node, ast.BoolOp):
             vals = []
             unknown_before = False
@@ -893,7 +951,10 @@ class Evaluator:
                 for v in vals[1:]:
                     res = (res and v.value) if isinstance(node.op, ast.And) else (res or v.value)
                 return Lit(res)
-            return _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+            unknown = _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+            if all(_bool_typed(v) for v in vals):  # `and` / `or` of bools is a bool
+                return RunTimeBool(unknown.reason, self.seg(m, node))
+            return unknown
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             items: list[Val] = []
             generated = False
