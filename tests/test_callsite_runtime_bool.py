@@ -87,3 +87,5 @@ def test_both_values_keeps_the_arms_that_hold_beside_an_arm_label():
     assert (t[0], t[1].value, f[0], f[1].value) == ("if x.ndim == 5", True, "if not x.ndim == 5", False)
     assert not consistent([t[0], f[0]])  # the two answers never hold together
     assert both_values(Lit(3)).value == 3
+    neg = [lab for lab, _ in branches(both_values(RunTimeBool("r", "not hooked")))]
+    assert neg == ["if not hooked", "if hooked"] and not consistent(neg)

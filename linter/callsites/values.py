@@ -96,6 +96,8 @@ def both_values(val: Val) -> Val:
     def two(v: RunTimeBool) -> list[tuple[str, Val]]:
         text = v.text.replace(", ", ",")  # one label atom
         via = f"both values of `{v.text}` ({v.reason})"
+        if text.startswith("not ") and " " not in text[4:]:  # `not hooked`: "if not hooked" / "if hooked"
+            return [(f"if {text}", Lit(True, None, via)), (f"if {text[4:]}", Lit(False, None, via))]
         return [(f"if {text}", Lit(True, None, via)), (f"if not {text}", Lit(False, None, via))]
 
     if isinstance(val, RunTimeBool):
