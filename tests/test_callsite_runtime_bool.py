@@ -89,3 +89,41 @@ def test_both_values_keeps_the_arms_that_hold_beside_an_arm_label():
     assert both_values(Lit(3)).value == 3
     neg = [lab for lab, _ in branches(both_values(RunTimeBool("r", "not hooked")))]
     assert neg == ["if not hooked", "if hooked"] and not consistent(neg)
+
+
+DIFFKV = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def cache_kernel(k_ptr, v_ptr, cache_ptr, HEAD_K: tl.constexpr, HEAD_V: tl.constexpr, FP8: tl.constexpr,
+                 TILE: tl.constexpr):
+    offs = tl.arange(0, TILE)
+    k = tl.load(k_ptr + offs, mask=offs < HEAD_K)
+    v = tl.load(v_ptr + offs, mask=offs < HEAD_V)
+    if FP8:
+        k = k * 0.5
+    tl.store(cache_ptr + offs, k + v, mask=offs < HEAD_K)
+
+
+def cache_diffkv(key, value, kv_cache, kv_cache_dtype: str):
+    head_size_k = key.shape[2]
+    head_size_v = value.shape[2]
+    tile = triton.next_power_of_2(max(head_size_k, head_size_v))
+    cache_kernel[(1,)](key, value, kv_cache, HEAD_K=head_size_k, HEAD_V=head_size_v,
+                       FP8=kv_cache_dtype != "auto", TILE=tile)
+'''
+
+
+def test_a_diffkv_launcher_gets_the_key_head_size_by_its_name(tmp_path):
+    """vLLM 0.33.0's ``triton_reshape_and_cache_flash_diffkv`` names the key's head size
+    ``head_size_k`` (names.json head_dim), the value's ``head_size_v`` (v_head_dim)."""
+    from tilefit.callsites.scenarios import resolve
+
+    (tmp_path / "cache_ops.py").write_text(DIFFKV)
+    project = Project.scan([str(tmp_path / "cache_ops.py")])
+    sites = build_scenario_sites(project, resolve(["llama-gqa-128"]), "cuda", frozenset({89}))
+    (site,) = sites.launches
+    got = sorted((i.value("HEAD_K").value, i.value("HEAD_V").value, i.value("TILE").value, i.value("FP8").value)
+                 for i in site.instances)
+    assert got == [(128, 128, 128, False), (128, 128, 128, True)], [i.label for i in site.instances]
