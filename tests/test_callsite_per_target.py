@@ -35,6 +35,11 @@ def topk(x, out, n_experts: int = 256):
                       launch_pdl=current_platform.is_arch_support_pdl())
 
 
+def topk_stages(x, out):
+    topk_kernel[(1,)](x, out, N=64, BLOCK_N=64, launch_pdl=False,
+                      num_stages=3 if current_platform.has_device_capability(90) else 1)
+
+
 def topk_sm90(x, out):
     topk_kernel[(1,)](x, out, N=64, BLOCK_N=64, num_warps=2,
                       launch_pdl=current_platform.has_device_capability(90))
@@ -94,6 +99,12 @@ def test_a_capability_test_with_an_argument_is_answered_per_target_too(tmp_path)
     _, site = _site(tmp_path, {89, 120}, "topk_sm90")
     got = {label_capabilities(i.label): [v.value for _, v in branches(i.value("launch_pdl"))] for i in site.instances}
     assert got == {frozenset({120}): [True], frozenset({89}): [False]}
+
+
+def test_a_conditional_on_a_per_target_answer_keeps_each_arm_for_its_targets(tmp_path):
+    _, site = _site(tmp_path, {86, 120}, "topk_stages")
+    got = {label_capabilities(i.label): [v.value for _, v in branches(i.options["num_stages"])] for i in site.instances}
+    assert got == {frozenset({120}): [3], frozenset({86}): [1]}, [i.label for i in site.instances]
 
 
 def test_answers_of_two_checks_hold_together_only_on_a_common_target():

@@ -890,6 +890,11 @@ class Evaluator:
             test = self._expr(frame, node.test)
             if isinstance(test, Lit):  # the condition folds: one arm
                 return self._expr(frame, node.body if test.value else node.orelse)
+            if isinstance(test, Arms) and all(isinstance(v, Lit) and label_capabilities(lab) is not None
+                                              for lab, v in test.arms):
+                # answered per target (`x if has_device_capability(90) else y`): each arm keeps its targets
+                return Arms(tuple((lab, self._expr(frame, node.body if v.value else node.orelse))
+                                  for lab, v in test.arms))
             cond = self.seg(m, node.test)
             return Arms(((f"if {cond}", self._expr(frame, node.body)),
                          (f"if not {cond}", self._expr(frame, node.orelse))))
