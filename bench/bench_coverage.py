@@ -101,6 +101,7 @@ def reach(tree: Path, scenario_names, target: str, show_sites: bool) -> dict:
     reasons: collections.Counter = collections.Counter()
     found = reached = 0
     lines = []
+    reached_sites = []  # labels of the sites reached (compared with --baseline's)
 
     def judge(label, cases, problem=""):
         nonlocal found, reached
@@ -113,6 +114,7 @@ def reach(tree: Path, scenario_names, target: str, show_sites: bool) -> dict:
                     details.append(r.detail)
         if cases and not details:
             reached += 1
+            reached_sites.append(label)
             return
         labels = {lab for d in details for lab in reason_of(d, "unknown")} or {"no instance"}
         reasons.update(labels)
@@ -127,6 +129,7 @@ def reach(tree: Path, scenario_names, target: str, show_sites: bool) -> dict:
         judge(f"{os.path.relpath(site.path, tree)} autotune {site.kernel.name}", cases,
               site.problem or ("" if site.configs else "no static configs"))
     return {"files": len(files), "found": found, "reached": reached, "reasons": reasons, "lines": lines,
+            "reached_sites": reached_sites,
             "seconds": time.perf_counter() - t0, "unresolved": len(sites.unresolved),
             "off_platform": sites.off_platform}
 
@@ -165,6 +168,13 @@ def main() -> None:
         print(f"{name}: {r['reached']} of {r['found']} reached ({r['seconds']:.1f} s)", flush=True)
         for ln in r["lines"]:
             print(ln)
+        b = base.get(name)
+        if args.sites and b is not None and "reached_sites" in b:  # by file:line, kernel and caller
+            now, then = set(r["reached_sites"]), set(b["reached_sites"])
+            for label in sorted(now - then):
+                print(f"  newly reached: {label}")
+            for label in sorted(then - now):
+                print(f"  no longer reached: {label}")
     before = f" | {args.baseline}: reached" if base else ""
     table = [f"| tree | .py{before} | launch sites of known kernels | reached | share | vs 90% | launches only on ROCm "
              "dropped | launches of kernels from outside the tree |",

@@ -53,12 +53,10 @@ def _looks_like_a_launch(launch, reason: str) -> bool:
 
 def _capabilities(classes) -> frozenset:
     """The targets' compute capabilities as vLLM's ``DeviceCapability.to_int`` (sm_89 -> 89)."""
-    out = set()
-    for c in classes:
-        digits = "".join(ch for ch in str(c.first.arch).split("_", 1)[-1] if ch.isdigit())
-        if digits:
-            out.add(int(digits))
-    return frozenset(out)
+    from tilefit.callsites.values import arch_capability
+
+    caps = (arch_capability(c.first.arch) for c in classes)
+    return frozenset(c for c in caps if c is not None)
 
 
 def check_python(engine, paths: Sequence[str], rules: Sequence, options: CallsiteOptions | None = None,

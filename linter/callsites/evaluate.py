@@ -44,7 +44,7 @@ from .project import Project
 from tilefit.pysource.scan import KernelDef
 from .sites import AutotuneConfig, AutotuneSite, Instance, LaunchSite, heuristics_of
 from .speckey import arg_key
-from .values import DictVal, Frame, Lit, Ref, Unknown, Val, branches
+from .values import DictVal, Frame, Lit, Ref, Unknown, Val, arch_capability, branches, label_capabilities
 
 SWEEP = ("bf16", "fp16", "fp8e4nv")
 DEFAULT_INT = 4096  # a launch-like int: divisible by 16, fits i32
@@ -116,6 +116,20 @@ class Case:
         from .sites import is_option
 
         return self.options.get(name) if is_option(self.kernel, name) else self.given.get(name)
+
+
+def _off_target(case: Case, arch: str) -> Outcome | None:
+    """``unsupported`` when ``case`` is the branch of a per-target answer that ``arch`` does not
+    give (the ``launch_pdl=True`` instance of ``is_arch_support_pdl()`` on sm_86): that launch is
+    not made there, so it is no verdict (as a dtype the device lacks is not)."""
+    caps = label_capabilities(case.label) if case.label else None
+    if caps is None:
+        return None
+    cap = arch_capability(arch)
+    if cap is not None and cap in caps:
+        return None
+    return Outcome("unsupported", detail=f"this branch runs on compute capability {'/'.join(map(str, sorted(caps)))} "
+                                         f"only, not on {arch}")
 
 
 def _python_value(v: Val) -> tuple[bool, Any]:
@@ -433,6 +447,9 @@ class CallsiteEvaluator:
     # -- one evaluation ----------------------------------------------------------------------
     def run(self, case: Case, variant: Variant, device) -> Outcome:
         arch = device.arch
+        off = _off_target(case, arch)  # before the memo: its key has the values, not the label
+        if off is not None:
+            return off
         key = (id(case.kernel), _freeze(case.given), _freeze(case.options), _freeze(case.hints), variant, arch,
                tuple(sorted(case.reasons)), tuple(sorted(case.option_reasons)), case.tried)
         with self._lock:
@@ -457,6 +474,9 @@ class CallsiteEvaluator:
         the jobs of many sites in a pool of compile children before the rules ask."""
         kernel = case.kernel
         arch = device.arch
+        off = _off_target(case, arch)
+        if off is not None:
+            return off
         if variant.error:
             return Outcome("unknown", detail=variant.error)
         fp8 = device.triton_fp8_dtypes

@@ -24,8 +24,8 @@ from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan,
 
 from .project import Project
 from .platforms import backend_of
-from .values import (ALIAS, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, branches,
-                     combine, function_params, restrict)
+from .values import (ALIAS, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, both_values,
+                     branches, combine, function_params, restrict)
 
 # Launch keywords that are compile options, not kernel arguments.
 LAUNCH_OPTIONS = frozenset({
@@ -384,6 +384,10 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
                 inst.label = ", ".join(x for x in (label, inst.label) if x)
                 out.append(inst)
         return out[: MAX_INSTANCES * 2]
+    for k, v in list(args.items()):  # a run-time bool passed as a constexpr: both compiles exist
+        p = kernel.param(k)
+        if p is not None and p.constexpr:
+            args[k] = both_values(v)
     relevant = _relevant(kernel, args)
     keyed = {("a", k): v for k, v in relevant.items()}
     keyed.update({("o", k): v for k, v in options.items()})

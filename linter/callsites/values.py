@@ -27,6 +27,9 @@ from tilefit.pysource.scan import Binding
 MAX_ARMS = 16
 ALIAS = "\0tensor name of "  # Frame.bindings key: the caller's name of a tensor parameter (sites._alias)
 MOE_CONFIG_LABEL = "MoE config "  # tilefit.callsites.moeconfigs.LABEL: label atoms that exclude each other
+# a branch that holds on some targets only (`is_arch_support_pdl()` True on sm_120, False on sm_86):
+# "compute capability 86/89 (...)"; the launch's instance is judged on those targets alone
+CAPABILITY_LABEL = "compute capability "
 _TOKENS = itertools.count(1)
 OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
 MAX_ITEMS = 4096
@@ -73,6 +76,61 @@ class Unknown(Val):
 
     def __repr__(self) -> str:
         return f"Unknown({self.reason!r})"
+
+
+@dataclass(frozen=True, eq=False)
+class RunTimeBool(Unknown):
+    """A comparison whose operands are computed at run time (``key_cache.ndim == 5``), or a
+    ``not`` / ``and`` / ``or`` of such and of literal booleans: a bool nothing static decides.
+    Everywhere it is an :class:`Unknown` with its operand's reason; a launch that passes it as a
+    constexpr is judged at both values, as ``x if cond else y`` keeps both arms
+    (:func:`both_values`). ``text``: the expression's source."""
+
+    text: str = ""
+
+
+def both_values(val: Val) -> Val:
+    """``val`` with each :class:`RunTimeBool` (alone or an arm) replaced by its two values, labelled
+    ``if TEXT`` / ``if not TEXT`` as a conditional's arms are (so :func:`consistent` pairs them with
+    the same test elsewhere); other values unchanged."""
+    def two(v: RunTimeBool) -> list[tuple[str, Val]]:
+        text = v.text.replace(", ", ",")  # one label atom
+        via = f"both values of `{v.text}` ({v.reason})"
+        if text.startswith("not ") and " " not in text[4:]:  # `not hooked`: "if not hooked" / "if hooked"
+            return [(f"if {text}", Lit(True, None, via)), (f"if {text[4:]}", Lit(False, None, via))]
+        return [(f"if {text}", Lit(True, None, via)), (f"if not {text}", Lit(False, None, via))]
+
+    if isinstance(val, RunTimeBool):
+        return Arms(tuple(two(val)))
+    if isinstance(val, Arms) and any(isinstance(v, RunTimeBool) for _, v in val.arms):
+        out: list[tuple[str, Val]] = []
+        for lab, v in val.arms:
+            if not isinstance(v, RunTimeBool):
+                out.append((lab, v))
+                continue
+            for lab2, x in two(v):
+                labs = [x for x in (lab, lab2) if x]
+                if consistent(labs):
+                    out.append((", ".join(labs), x))
+        return Arms(tuple(out))
+    return val
+
+
+def _bool_typed(v: Val) -> bool:
+    """A literal bool, a :class:`RunTimeBool`, or arms of only those."""
+    if isinstance(v, Arms):
+        return all(_bool_typed(x) for _, x in v.arms)
+    return isinstance(v, RunTimeBool) or isinstance(v, Lit) and isinstance(v.value, bool)
+
+
+_UNDECIDED = ("evaluation stopped", "too many branches", "nests too deeply")
+
+
+def _absent_in(vals) -> bool:
+    """A model dimension the scenario lacks, or a budget that ran out, among ``vals``' branches:
+    not a run-time bool (the launch does not serve the model / was not evaluated)."""
+    return any(isinstance(x, Absent) or isinstance(x, Unknown) and any(w in x.reason for w in _UNDECIDED)
+               for v in vals for _, x in branches(v))
 
 
 @dataclass(frozen=True)
@@ -217,6 +275,8 @@ def consistent(labels) -> bool:
         return False
     if sum(1 for a in atoms if a.startswith(MOE_CONFIG_LABEL)) > 1:
         return False  # one config dict per launch: its keys come from the same batch size's entry
+    if label_capabilities(atoms) == frozenset():
+        return False  # two per-target answers that no target gives together
     returned: dict[str, str] = {}
     for a in atoms:
         for word in (" returning at line ", " taking entry "):  # one return / one table entry per call
@@ -224,6 +284,29 @@ def consistent(labels) -> bool:
             if sep and returned.setdefault(call + word, line) != line:
                 return False
     return True
+
+
+def arch_capability(arch: str) -> int | None:
+    """A target's compute capability as vLLM's ``DeviceCapability.to_int`` (sm_89 -> 89,
+    sm_120a -> 120), None for an arch without one (gfx942)."""
+    text = str(arch).lower()
+    if not text.startswith("sm_"):
+        return None
+    digits = "".join(ch for ch in text[3:] if ch.isdigit())
+    return int(digits) if digits else None
+
+
+def label_capabilities(atoms) -> frozenset | None:
+    """The compute capabilities a label's per-target atoms (:data:`CAPABILITY_LABEL`) leave (their
+    intersection), None when it has none (every target). ``atoms``: a label or its atoms."""
+    if isinstance(atoms, str):
+        atoms = atoms.split(", ")
+    out: frozenset | None = None
+    for a in atoms:
+        if a.startswith(CAPABILITY_LABEL):
+            caps = frozenset(int(x) for x in a[len(CAPABILITY_LABEL):].split(" ", 1)[0].split("/") if x.isdigit())
+            out = caps if out is None else out & caps
+    return out
 
 
 def restrict(val: Val, label: str) -> Val:
@@ -687,6 +770,9 @@ class Evaluator:
                 return Lit(False, self.loc(frame.module, node))
             if key in _OTHER_PLATFORMS:  # the targets are GPUs of the backend: not Intel XPU, TPU, CPU
                 return Lit(False, self.loc(frame.module, node))
+            if key in _ARCH_PREDICATES and self.capabilities:
+                want = _ARCH_PREDICATES[key]
+                return self._per_target(lambda c: c >= want, f"{self.seg(frame.module, node)}", node, frame)
         if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and self.capabilities and \
                 isinstance(node.func, ast.Attribute) and node.func.attr in _CAPABILITY_TESTS:
             return self._capability(node, frame)
@@ -711,10 +797,22 @@ class Evaluator:
             return None
         test = {"has_device_capability": lambda c: c >= want, "is_device_capability": lambda c: c == want,
                 "is_device_capability_family": lambda c: c // 10 == want // 10}[node.func.attr]  # type: ignore
-        answers = {test(c) for c in self.capabilities}
-        if len(answers) == 1:
-            return Lit(answers.pop(), self.loc(frame.module, node), "every target's compute capability")
-        return None
+        return self._per_target(test, self.seg(frame.module, node), node, frame)
+
+    def _per_target(self, test, text: str, node: ast.expr, frame: Frame) -> Val:
+        """A capability test's answer: folded when every target gives the same one, else one arm
+        per answer labelled with the targets that give it (``compute capability 86/89 (text
+        False)``): the instance of each arm is judged on those targets only."""
+        groups: dict[bool, list[int]] = {}
+        for c in sorted(self.capabilities):
+            groups.setdefault(bool(test(c)), []).append(c)
+        loc = self.loc(frame.module, node)
+        if len(groups) == 1:
+            return Lit(next(iter(groups)), loc, "every target's compute capability")
+        text = " ".join(text.replace(",", " ").split())  # one label atom: no ", " inside
+        return Arms(tuple((f"{CAPABILITY_LABEL}{'/'.join(map(str, caps))} ({text} {answer})",
+                           Lit(answer, loc, f"on compute capability {'/'.join(map(str, caps))}"))
+                          for answer, caps in sorted(groups.items(), reverse=True)))
 
     def _param(self, frame: Frame, fn, name: str, default: ast.expr | None) -> Val:
         if name in frame.bindings and frame.func is fn:  # what the caller passes
@@ -792,11 +890,18 @@ class Evaluator:
             test = self._expr(frame, node.test)
             if isinstance(test, Lit):  # the condition folds: one arm
                 return self._expr(frame, node.body if test.value else node.orelse)
+            if isinstance(test, Arms) and all(isinstance(v, Lit) and label_capabilities(lab) is not None
+                                              for lab, v in test.arms):
+                # answered per target (`x if has_device_capability(90) else y`): each arm keeps its targets
+                return Arms(tuple((lab, self._expr(frame, node.body if v.value else node.orelse))
+                                  for lab, v in test.arms))
             cond = self.seg(m, node.test)
             return Arms(((f"if {cond}", self._expr(frame, node.body)),
                          (f"if not {cond}", self._expr(frame, node.orelse))))
         if isinstance(node, ast.UnaryOp):
             v = self._expr(frame, node.operand)
+            if isinstance(node.op, ast.Not) and isinstance(v, Unknown) and not _absent_in([v]):
+                return RunTimeBool(v.reason, self.seg(m, node))  # `not x` is a bool whatever x is
             return self._map(v, lambda x: {ast.USub: operator.neg, ast.UAdd: operator.pos,
                                            ast.Not: operator.not_, ast.Invert: operator.invert}[type(node.op)](x),
                              node, m)
@@ -833,7 +938,10 @@ class Evaluator:
                     return op(x, y)
 
                 return self._map2(vals[0], vals[1], cmp, node, m)
-            return _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+            unknown = _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+            if _absent_in(vals):
+                return unknown
+            return RunTimeBool(unknown.reason, self.seg(m, node))
         if isinstance(node, ast.BoolOp):
             vals = []
             unknown_before = False
@@ -850,7 +958,10 @@ class Evaluator:
                 for v in vals[1:]:
                     res = (res and v.value) if isinstance(node.op, ast.And) else (res or v.value)
                 return Lit(res)
-            return _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+            unknown = _first_unknown(vals, f"`{self.seg(m, node)}` depends on run-time values")
+            if all(_bool_typed(v) for v in vals):  # `and` / `or` of bools is a bool
+                return RunTimeBool(unknown.reason, self.seg(m, node))
+            return unknown
         if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
             items: list[Val] = []
             generated = False
@@ -1409,6 +1520,10 @@ _OTHER_PLATFORMS = frozenset({"is_xpu", "is_tpu", "is_cpu", "is_hpu", "is_neuron
 _TORCH_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2",
                            "float8_e4m3fnuz", "float8_e5m2fnuz", "int8", "uint8", "int16", "int32", "int64", "half",
                            "float"})
+# zero-argument calls whose answer is "compute capability >= N" (name, underscores stripped, lower
+# case -> N as DeviceCapability.to_int): vLLM's `current_platform.is_arch_support_pdl()` (cuda.py:
+# `major >= 9`), SGLang's `is_arch_support_pdl()` (kernels/jit/utils/arch.py: `major >= 9`)
+_ARCH_PREDICATES = {"is_arch_support_pdl": 90}
 _CAPABILITY_TESTS = frozenset({"has_device_capability", "is_device_capability", "is_device_capability_family"})
 
 _BUILTINS = {"int", "float", "bool", "abs", "min", "max", "len", "range", "list", "tuple", "sorted", "dict",
