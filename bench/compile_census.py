@@ -4,7 +4,8 @@ Runs the real command in this process up to the compile prefetch (like ``pipelin
 compiles nothing, and sorts the first wave's distinct compile jobs (``CompileJob.identity``: kernel
 source hash, the plan's key with the launch's raw values, arch) by what could answer them:
 
-* **same specialisation**: jobs of one kernel that differ only in the raw values of non-constexpr
+* **same specialisation**: jobs of one kernel (the raw-value count is what the prefetch compiled before
+  ``CompileJob.key`` was keyed by :mod:`tilefit.callsites.speckey`) that differ only in the raw values of non-constexpr
   ints (4096 vs 8192: both ``i32`` divisible by 16) or floats -- Triton's launch specialiser gives
   them the same signature and attributes, so the compile (and its shared memory) is the same;
 * **calibrated family**: jobs whose kernel has the function name of a calibrated kernel family
@@ -59,6 +60,7 @@ def main() -> None:
         devices = [c.first for c in classes]
         origin: dict = {}  # identity -> {"launch", "autotune"}
         jobs: dict = {}
+        raw: set = set()  # the jobs keyed by the launch's raw values
         requests = 0
         for kind, cases in (("launch", [c for s in sites.launches for c in launch_cases(s)]),
                             ("autotune", [c for s in sites.autotunes for cfg in s.configs
@@ -71,6 +73,8 @@ def main() -> None:
                         if not isinstance(job, CompileJob):
                             continue
                         origin.setdefault(job.identity, set()).add(kind)
+                        raw.add((job.identity[0], repr(([(a.name, a.kind, repr(a.value)) for a in job.args],
+                                                        job.num_warps, job.num_stages, job.options)), job.arch))
                         jobs.setdefault(job.identity, (job, variant, dev))
         spec_groups = collections.defaultdict(list)
         no_arch = set()
@@ -107,6 +111,7 @@ def main() -> None:
         out.update({
             "seconds to the prefetch": round(time.perf_counter() - t0, 1),
             "requests (case, variant, arch)": requests,
+            "distinct jobs (the launch's raw values)": len(raw),
             "distinct jobs (identity)": len(jobs),
             "distinct specialisations (same compile)": len(spec_groups),
             "specialisations if archs were merged": len(no_arch),

@@ -3,7 +3,8 @@
 The exact estimator's :class:`tilefit.smem.cache.CompileCache` keys records by a
 ``KernelSpec`` of one of our reference kernels. A kernel taken from a user's file has no spec: it
 is identified by its scratch module (:mod:`tilefit.pysource.extract`, named by the hash of its
-content) and the launch plan (argument kinds and values, ``num_warps``, ``num_stages``, options).
+content) and the launch plan (argument kinds, values as Triton specialises them --
+:mod:`tilefit.callsites.speckey` --, ``num_warps``, ``num_stages``, options).
 Records use the same root, layout and format as the exact estimator's::
 
     <cache dir>/exact/v1/triton-<version>/<arch>/scratch-<module hash>/<sha256(plan key)>.json
