@@ -7,6 +7,10 @@ the printed ratios are of medians, the spread is (max - min) / median of a row's
 memory is each process's maximum resident set, and apart its largest child's (a split check's
 workers, :mod:`tilefit.parallel`, or a compile); ``workers`` lists, per round, how many the check was split over (1:
 serial, as on a machine whose cores other jobs keep busy; ``$TILEFIT_JOBS`` sets it).
+Every run reads tilefit's bytecode from a folder that priming runs (one per case, before the rounds)
+wrote, as an installed package has it: with ``PYTHONDONTWRITEBYTECODE`` set (as on the shared
+machine) each run would otherwise compile the modules it imports lazily from source, a third of a
+second that is no part of a check (``--no-bytecode`` keeps the environment's setting).
 
     python bench/bench_engine_check.py [CORPUS] [--rounds 3]
 """
@@ -61,8 +65,11 @@ def worker(kind: str, root: str, targets: list[str]) -> dict:
     return {"seconds": seconds, "peak_mib": peak / 1024, "child_mib": child / 1024, **extra}
 
 
-def run(kind: str, root: str, targets: list[str], cache: str) -> dict:
+def run(kind: str, root: str, targets: list[str], cache: str, pycache: str | None = None) -> dict:
     env = dict(os.environ, TILEFIT_CACHE_DIR=cache)
+    if pycache is not None:  # bytecode as an installed package has it (pip compiles it at install time)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = pycache
     args = [sys.executable, __file__, "--worker", kind, root] + [a for t in targets for a in ("--target", t)]
     t = time.perf_counter()
     out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
@@ -78,6 +85,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--worker", default=None)
     ap.add_argument("--target", action="append", default=[])
+    ap.add_argument("--no-bytecode", action="store_true",
+                    help="run as the environment says (with PYTHONDONTWRITEBYTECODE set, every run compiles "
+                         "tilefit's modules from source, which an installed package never does)")
     args = ap.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.corpus, args.target)))
@@ -85,21 +95,29 @@ def main(argv=None) -> int:
     from tilefit import versions
 
     cases = {"own device": [], "--target consumer": ["consumer"]}
+    pycache = None
+    if not args.no_bytecode:
+        # one priming run writes the bytecode (outside the rounds); every measured run reads it
+        pycache = tempfile.mkdtemp(prefix="tilefit-bench-pyc-")
+        for targets in cases.values():
+            run("check", args.corpus, targets, tempfile.mkdtemp(prefix="tilefit-bench-"), pycache)
     rows: dict[str, list[dict]] = {"bare": []}
     for name in cases:
         rows[f"cold, {name}"] = []
         rows[f"warm, {name}"] = []
     for _ in range(args.rounds):
-        rows["bare"].append(run("bare", args.corpus, [], tempfile.mkdtemp()))
+        rows["bare"].append(run("bare", args.corpus, [], tempfile.mkdtemp(), pycache))
         for name, targets in cases.items():
             cache = tempfile.mkdtemp(prefix="tilefit-bench-")  # a fresh cache: nothing compiled, nothing stored
-            rows[f"cold, {name}"].append(run("check", args.corpus, targets, cache))
-            rows[f"warm, {name}"].append(run("check", args.corpus, targets, cache))
+            rows[f"cold, {name}"].append(run("check", args.corpus, targets, cache, pycache))
+            rows[f"warm, {name}"].append(run("check", args.corpus, targets, cache, pycache))
     bare = statistics.median(r["seconds"] for r in rows["bare"])
     bare_wall = statistics.median(r["wall"] for r in rows["bare"])
     print(f"corpus {args.corpus}: {rows['bare'][0]['files']} files; Triton {versions.installed_triton()}; "
           f"medians of {args.rounds} interleaved rounds, one process per run")
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores, {load()}")
+    print("bytecode: " + ("as the environment says (--no-bytecode)" if pycache is None else
+                          f"compiled once before the rounds, as installed ({pycache})"))
     print(f"{'run':32} {'in-process':>11} {'ratio':>7} {'process wall':>13} {'ratio':>7} {'peak RSS':>9} "
           f"{'compiles':>8} {'diagnostics':>11} {'spread':>7} {'workers':>8} {'child RSS':>9}")
 
