@@ -109,6 +109,7 @@ class Engine:
                 self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
+        self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts) -> findings
         self._variant_memo: dict[tuple, tuple] = {}
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}
@@ -280,8 +281,20 @@ class Engine:
                     self._variant_memo[vkey] = variants
                 tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
                                      self.estimator, extra_unrunnable=unrunnable)
-                found = tuple((rule, f, _finding_key(rule, f)) for rule in rules for f in rule.check(tctx))
-                self._target_memo[tkey] = found
+                found = []
+                for rule in rules:
+                    facts = rule.device_facts(dev)
+                    if facts is None:
+                        found.extend((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
+                        continue
+                    # a rule that reads less of the device than its class: once per (entry, those facts)
+                    rkey = (eid, rule.code, facts)
+                    shared = self._rule_memo.get(rkey)
+                    if shared is None:
+                        shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f))
+                                                               for f in rule.check(tctx))
+                    found.extend(shared)
+                found = self._target_memo[tkey] = tuple(found)
             for rule, finding, fkey in found:
                 slot = merged.get(fkey)
                 if slot is None:
