@@ -109,12 +109,14 @@ class Engine:
                 self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
+        self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts) -> findings
         self._variant_memo: dict[tuple, tuple] = {}
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}
         self._class_ids: dict[tuple, int] = {}
         self._file_targets_memo: dict[tuple, tuple] = {}
         self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
+        self._device_sets: dict[tuple, tuple] = {}  # (class list id, class indices) -> Engine._device_set
         self._identities: dict[int, str] = {}
         if self.root is None:
             self.root = os.getcwd()
@@ -280,24 +282,50 @@ class Engine:
                     self._variant_memo[vkey] = variants
                 tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
                                      self.estimator, extra_unrunnable=unrunnable)
-                found = tuple((rule, f, _finding_key(rule, f)) for rule in rules for f in rule.check(tctx))
-                self._target_memo[tkey] = found
+                found = []
+                for rule in rules:
+                    facts = rule.device_facts(dev)
+                    if facts is None:
+                        found.extend((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
+                        continue
+                    # a rule that reads less of the device than its class: once per (entry, those facts)
+                    rkey = (eid, rule.code, facts)
+                    shared = self._rule_memo.get(rkey)
+                    if shared is None:
+                        shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f))
+                                                               for f in rule.check(tctx))
+                    found.extend(shared)
+                found = self._target_memo[tkey] = tuple(found)
             for rule, finding, fkey in found:
                 slot = merged.get(fkey)
                 if slot is None:
-                    merged[fkey] = [rule, finding, list(dclass.devices)]
+                    merged[fkey] = [rule, finding, [i]]
                 else:
-                    slot[2].extend(dclass.devices)
+                    slot[2].append(i)
         out = []
-        for rule, finding, devices in merged.values():
-            if order:  # the devices the file names and the user named first, in the user's order
-                devices = sorted(devices, key=lambda d: order.get(d.key, len(order)))
-            keys = tuple(d.key for d in devices)
-            archs = tuple(sorted({d.arch for d in devices}))
-            message = finding.message.replace(TARGETS, format_targets(devices)).replace(ARCH, "/".join(archs))
+        for rule, finding, members in merged.values():
+            keys, archs, targets_text, archs_text = self._device_set(targets_id, classes, tuple(members), order)
+            message = finding.message.replace(TARGETS, targets_text).replace(ARCH, archs_text)
             once = (rule.code, finding.identity, keys) if getattr(rule, "once_per_file", False) else None
             out.append(MergedFinding(rule, finding, keys, archs, message, once))
         hit = self._merged_memo[mkey] = tuple(out)
+        return hit
+
+    def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:
+        """The devices of the classes ``members`` (indices into ``classes``) as a merged finding
+        names them: their keys (the devices the file names and the user named first, in the
+        user's order), their archs (sorted), and the texts that fill a message's placeholders.
+        Memoised per (class list, members): an entry's findings mostly share one set, and
+        thousands of entries the same few."""
+        skey = (targets_id, members)
+        hit = self._device_sets.get(skey)
+        if hit is None:
+            devices = [d for i in members for d in classes[i].devices]
+            if order:
+                devices = sorted(devices, key=lambda d: order.get(d.key, len(order)))
+            archs = tuple(sorted({d.arch for d in devices}))
+            hit = self._device_sets[skey] = (tuple(d.key for d in devices), archs, format_targets(devices),
+                                             "/".join(archs))
         return hit
 
     def _check_entries(self, table: ConfigTable, fctx: FileContext, emit) -> None:

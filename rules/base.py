@@ -189,6 +189,13 @@ class Rule:
     def check(self, ctx) -> Iterable[Finding]:  # pragma: no cover - interface
         raise NotImplementedError
 
+    def device_facts(self, device) -> tuple | None:
+        """TARGET rules: the facts of a target device that this rule's findings depend on (besides
+        the entry), when they are fewer than a device class's (the vendor alone, the thread
+        limits): device classes with equal facts then share the rule's findings for an entry
+        (the engine checks the entry once, not once per class). None: the whole class."""
+        return None
+
     @classmethod
     def fixable(cls) -> bool:
         return cls.fix_availability is not FixAvailability.NONE

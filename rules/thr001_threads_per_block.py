@@ -41,6 +41,9 @@ class THR001(Rule):
                 '"num_warps": 32}}', False),
     )
 
+    def device_facts(self, device) -> tuple:
+        return (device.vendor, device.warp_size, device.max_threads_per_block)  # what check reads of the device
+
     def check(self, ctx: TargetContext):
         entry = ctx.entry
         if not isinstance(entry, dict):

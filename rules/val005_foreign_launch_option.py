@@ -37,6 +37,9 @@ class VAL005(Rule):
                 '"waves_per_eu": 0}}', False),
     )
 
+    def device_facts(self, device) -> tuple:
+        return (device.vendor,)  # what check reads of the device
+
     def check(self, ctx: TargetContext):
         entry = ctx.entry
         if not isinstance(entry, dict):
