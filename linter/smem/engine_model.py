@@ -264,6 +264,14 @@ class KernelForms:
         return (f"Triton {self.triton}'s probe on {arch}: {g.get('identical')} of {g.get('points')} points identical "
                 f"to Triton {self.reused_from}{gap}{few}{fails}")
 
+    def arch_max_difference(self, family: str, dtype: str, arch: str) -> int | None:
+        """The largest difference in bytes the probe saw on ``arch`` (an extension's ``not_reused_on``
+        arch) between this release and the base release; None when the probe kept no such arch."""
+        g = ((self.reused_groups.get(f"{family}/{dtype}") or {}).get("not_reused_on") or {}).get(arch)
+        if not g or not isinstance(g.get("max_difference"), (int, float)):
+            return None
+        return int(g["max_difference"])
+
     def probe_difference(self, family: str, dtype: str) -> str | None:
         """The probe's figures of a group this release does not reuse and has no form for."""
         g = ((self.doc.get("reused") or {}).get("differing") or {}).get(f"{family}/{dtype}")
@@ -522,6 +530,13 @@ class EngineModel:
             if note:
                 detail += f"; {note}"
             max_error = None if proven else (proof or {}).get("max_error")
+            if not proven and reuse:
+                # the base release's form on an arch where this release's probe differed: its error
+                # bound there is at least the largest difference the probe saw (the base's own
+                # held-out error, 0 say, says nothing about this release)
+                gap = forms.arch_max_difference(family, dtype, arch)
+                if gap is not None:
+                    max_error = max(max_error or 0, gap)
             return fn, proven, detail, max_error
         return None
 
