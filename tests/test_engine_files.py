@@ -137,7 +137,8 @@ def test_extend_never_claims_a_form_that_misses_a_compiled_point():
 
 def test_shipped_extensions_hold_on_their_points():
     """Every 'stored form exact on all N compiled points' an extension recorded is true of the
-    shipped forms and points."""
+    shipped forms and points -- of the arch's own form where a later candidate round gave the arch
+    one (the family form then no longer answers there, and the round stored more points)."""
     checked = 0
     for forms in sorted(Path(ec.registry.get("fused_moe").folder).parent.glob("*/smem/*-*/triton-*.json")):
         doc = json.loads(forms.read_text(encoding="utf-8"))
@@ -152,8 +153,10 @@ def test_shipped_extensions_hold_on_their_points():
                     continue
                 arch, family, dtype = where.split("/")
                 mine = [p for p in pts if p.arch == arch and cal.form_dtype(p.path) == dtype]
-                got = ec.evaluate(doc["formulas"][family][dtype], mine, epi)
+                own = (doc["formulas"].get(arch) or {}).get(dtype)
+                got = ec.evaluate(own or doc["formulas"][family][dtype], mine, epi)
                 assert got == [p.shared for p in mine], (forms, where)
-                assert len(mine) == int(how.split("all ")[1].split()[0])
+                n = int(how.split("all ")[1].split()[0])
+                assert len(mine) == n if own is None else len(mine) >= n, (forms, where)
                 checked += 1
     assert checked > 0

@@ -160,6 +160,11 @@ def test_a_reused_group_answers_as_its_base_release_and_its_probe_points_with_th
         if p.arch in (reused[key].get("not_reused_on") or {}):  # an extension's arch the probe did not prove
             assert form.shared_bytes == base.shared_bytes and not form.proven, (p, form, base)
             assert f"Triton {triton}'s probe on {p.arch}:" in form.detail, form.detail
+            # its error bound there is the probe's, not the base release's held-out error: it covers
+            # this very point's difference
+            gap = reused[key]["not_reused_on"][p.arch].get("max_difference") or 0
+            assert form.max_error is not None and form.max_error >= gap, (p, form)
+            assert abs(form.shared_bytes - p.shared) <= form.max_error, (p, form)
             direct = model.answer(spec, p.arch)
             assert direct.compiled and direct.shared_bytes == p.shared
             continue
@@ -236,6 +241,48 @@ def test_a_release_that_builds_nothing_on_an_arch_hands_over_to_the_nearest_that
         assert moved.triton == "3.5" and "judged with Triton 3.5, the nearest release that builds it" in note
         ans = model.answer(spec, "sm_90")
         assert ans is None or "Triton 3.4 cannot build" in ans.detail
+
+
+def test_a_table_near_the_limit_under_a_release_whose_probe_differed_there_is_undecided_not_passed():
+    """The cold consumer check's last compile (2026-12-03): SGLang's ``triton_3_1_0`` int8_w8a16
+    tables judged as per-channel on thor (sm_110), 256x64x128 w8 s3. Triton 3.1 cannot build
+    SGLang 0.5.23's kernel on sm_90+ (no ``gdc_wait``), so the table is judged with the nearest
+    release that builds it, 3.5; 3.5 reuses 3.9's group but its probe on sm_110 differed (up to
+    49168 B), so the answer is 3.9's sm_110 form, not proven, and its error bound is that
+    difference -- not the 0 B of 3.9's own held-out compiles, which passed the entry silently.
+    ``auto`` compiles nothing (no engine source for 3.5 under the installed 3.9) and the verdict
+    is undecided (EST001)."""
+    from tilefit.estimate import Estimator
+    from tilefit.kernels.spec import KernelSpec
+
+    spec = KernelSpec(kernel="fused_moe", dtype="int8_w8a16", num_warps=8, num_stages=3, quant="per_channel",
+                      tile=(("BLOCK_SIZE_K", 128), ("BLOCK_SIZE_M", 256), ("BLOCK_SIZE_N", 64), ("GROUP_SIZE_M", 64)),
+                      engine="sglang", triton="3.1")
+    forms = kernel_forms("fused_moe", "sglang", "0.5.23", "3.5")
+    gap = forms.arch_max_difference("tcgen05", "int8_w8a16", "sm_110")
+    assert gap and gap > 232448 - 229392
+    est = Estimator("auto", triton_version="3.9", exact=lambda s, a: pytest.fail("compiled"))
+    got = est.estimate(spec, "sm_110", 232448)
+    assert (got.shared_bytes, got.status, got.max_error) == (229392, "uncalibrated", gap), got
+    assert "Triton 3.5's probe on sm_110" in got.detail and "judged with Triton 3.5" in got.detail, got.detail
+    assert not got.certainly_fits(232448) and not got.certainly_over(232448)
+    assert est.compiles == 0
+
+
+def test_a_release_older_than_the_engines_launch_needs_hands_over_to_the_nearest_that_builds():
+    """SGLang 0.5.23 launches its fused MoE with ``USE_GDC`` on sm_90 and newer; Triton 3.1-3.3 have
+    no ``tl.extra.cuda.gdc_wait`` (their wheels' sources), so a ``triton_3_1_0`` table there is
+    read under a release that builds it -- on sm_89 (no PDL launch) 3.1 is not moved."""
+    for old in ("3.1", "3.2", "3.3"):
+        assert "gdc_wait" in release_cannot_build("fused_moe", "sglang", old, "sm_90")
+        assert release_cannot_build("fused_moe", "sglang", old, "sm_89") is None
+        assert release_cannot_build("fused_moe", "vllm", old, "sm_90") is None
+    assert release_cannot_build("fused_moe", "sglang", "3.10", "sm_90") is None  # no record, not older
+    p = next(p for p in _probe("fused_moe", "sglang", "0.5.23", "3.5") if p.arch == "sm_90" and p.shared is not None)
+    moved, note = EngineModel("3.9").runnable(p.spec().with_(engine="sglang", triton="3.1.0"), "sm_90")
+    assert moved.triton == "3.5" and "Triton 3.1 cannot build sglang's kernel on sm_90" in note and "gdc_wait" in note
+    same, none = EngineModel("3.9").runnable(p.spec().with_(engine="sglang", triton="3.1.0"), "sm_89")
+    assert same.triton == "3.1.0" and none is None
 
 
 def test_a_release_without_a_file_falls_back_to_the_nearest_marked_not_proven():

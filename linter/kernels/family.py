@@ -218,6 +218,15 @@ class KernelFamily:
             self.__dict__["_launchers"] = hit
         return hit
 
+    def engine_min_triton(self, engine: str, arch: str) -> tuple[str, str] | None:
+        """``(oldest Triton release, why)`` the engine's launch of this family can be built with on
+        ``arch`` (``engines.py``'s ``min_triton``, from the releases' own sources); None when the
+        family does not say."""
+        if not (self.folder / "engines.py").is_file():
+            return None
+        fn = getattr(self.submodule("engines"), "min_triton", None)
+        return fn(engine, arch) if fn else None
+
     def engine_function(self, engine: str, spec: "KernelSpec", arch: str) -> str:
         """The name of the engine's kernel that runs ``spec`` on ``arch`` (raises ValueError when
         the engine does not launch it)."""

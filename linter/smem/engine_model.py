@@ -264,6 +264,14 @@ class KernelForms:
         return (f"Triton {self.triton}'s probe on {arch}: {g.get('identical')} of {g.get('points')} points identical "
                 f"to Triton {self.reused_from}{gap}{few}{fails}")
 
+    def arch_max_difference(self, family: str, dtype: str, arch: str) -> int | None:
+        """The largest difference in bytes the probe saw on ``arch`` (an extension's ``not_reused_on``
+        arch) between this release and the base release; None when the probe kept no such arch."""
+        g = ((self.reused_groups.get(f"{family}/{dtype}") or {}).get("not_reused_on") or {}).get(arch)
+        if not g or not isinstance(g.get("max_difference"), (int, float)):
+            return None
+        return int(g["max_difference"])
+
     def probe_difference(self, family: str, dtype: str) -> str | None:
         """The probe's figures of a group this release does not reuse and has no form for."""
         g = ((self.doc.get("reused") or {}).get("differing") or {}).get(f"{family}/{dtype}")
@@ -317,10 +325,17 @@ def release_cannot_build(kernel: str, engine: str, triton: str, arch: str) -> st
     sm_90 and newer: its ``gdc_wait`` takes ``_builder`` where its code generator passes
     ``_semantic``). That is a fact of the release, not of any tile: this engine release does not
     run on that Triton there, and SGLang loads such a folder's table (its fallback across
-    ``triton_X_Y_Z`` folders) under the Triton it runs with. None when the release builds it, or
-    has no calibration of its own."""
+    ``triton_X_Y_Z`` folders) under the Triton it runs with. A release without a calibration of
+    its own cannot build it where it is older than the family's ``engine_min_triton`` for the
+    arch (SGLang 0.5.23's fused MoE on sm_90+ under Triton 3.1-3.3: no ``gdc_wait``); the words
+    are then that reason. None when the release builds it, or nothing says it does not."""
     ev = pick_engine_version(kernel, engine, None)
-    if ev is None or versions.major_minor(triton) not in triton_versions(kernel, engine, ev):
+    if ev is None:
+        return None
+    if versions.major_minor(triton) not in triton_versions(kernel, engine, ev):
+        need = registry.get(kernel).engine_min_triton(engine, arch)
+        if need and versions.release(triton, 2) < versions.release(need[0], 2):
+            return need[1]
         return None
     forms = kernel_forms(kernel, engine, ev, versions.major_minor(triton))
     per = forms.failures.get(arch) or {}
@@ -417,8 +432,10 @@ class EngineModel:
         if not (spec.engine and spec.triton and release_cannot_build(spec.kernel, spec.engine, spec.triton, arch)):
             return spec, None
         asked = versions.major_minor(spec.triton)
-        why = f"Triton {asked} cannot build {spec.engine}'s kernel on {arch} (no point of its calibration compiles there)"
         ev = pick_engine_version(spec.kernel, spec.engine, self.engine_versions.get(spec.engine))
+        because = ("no point of its calibration compiles there" if asked in triton_versions(spec.kernel, spec.engine, ev)
+                   else release_cannot_build(spec.kernel, spec.engine, spec.triton, arch))
+        why = f"Triton {asked} cannot build {spec.engine}'s kernel on {arch} ({because})"
         # the nearest release that builds it, a newer one first (the engine outgrew the old release)
         for tv in nearest_first(triton_versions(spec.kernel, spec.engine, ev), asked, newer_first=True):
             if not release_cannot_build(spec.kernel, spec.engine, tv, arch):
@@ -522,6 +539,13 @@ class EngineModel:
             if note:
                 detail += f"; {note}"
             max_error = None if proven else (proof or {}).get("max_error")
+            if not proven and reuse:
+                # the base release's form on an arch where this release's probe differed: its error
+                # bound there is at least the largest difference the probe saw (the base's own
+                # held-out error, 0 say, says nothing about this release)
+                gap = forms.arch_max_difference(family, dtype, arch)
+                if gap is not None:
+                    max_error = max(max_error or 0, gap)
             return fn, proven, detail, max_error
         return None
 

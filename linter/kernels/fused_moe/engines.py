@@ -46,6 +46,24 @@ def _cuda_major(arch: str) -> int | None:
     return int(digits) // 10 if digits else None
 
 
+def _pdl(arch: str) -> bool:
+    """Whether SGLang launches with programmatic dependent launch (``USE_GDC``) on ``arch``: CUDA
+    sm_90 and newer (its ``is_arch_support_pdl``)."""
+    major = _cuda_major(arch)
+    return major is not None and major >= 9
+
+
+def min_triton(engine: str, arch: str) -> tuple[str, str] | None:
+    """``(oldest Triton release, why)`` that can build the engine's launch on ``arch``, where a
+    release's own sources say so; None where nothing is known. SGLang 0.5.23's PDL launch
+    (sm_90 and newer) calls ``tl.extra.cuda.gdc_wait()``, which Triton 3.1.0, 3.2.0 and 3.3.0 do
+    not have (their wheels ship no ``triton/language/extra/cuda/gdc.py``; checked 2026-12-03).
+    (Under 3.4 it exists but cannot be called either -- that is the 3.4 calibration's record.)"""
+    if engine == "sglang" and _pdl(arch):
+        return "3.4", "its launch on sm_90 and newer, with USE_GDC, calls tl.extra.cuda.gdc_wait(), which that release does not have"
+    return None
+
+
 def vllm(reference: LaunchPlan, spec: KernelSpec, arch: str) -> tuple[str, list[Arg]]:
     args = [a for a in reference.args]
     by = {a.name: i for i, a in enumerate(args)}
@@ -75,8 +93,7 @@ def sglang(reference: LaunchPlan, spec: KernelSpec, arch: str) -> tuple[str, lis
     b_desc = (tensordesc("b_desc", b_ty, (e, n, k), (n * k, k, 1), (1, bn, bk)) if tma in TMA_MODES
               else Arg("b_desc", "none"))
     em = ref["EM"].value
-    major = _cuda_major(arch)
-    pdl = major is not None and major >= 9
+    pdl = _pdl(arch)
     router_topk = top_k if extra.get("projection") == "down" else 1
     args = [
         ref["a_ptr"], a_desc, ref["b_ptr"], b_desc, Arg("bias_ptr", "none"), ref["c_ptr"],
