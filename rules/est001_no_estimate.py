@@ -66,21 +66,23 @@ class EST001(Rule):
             limit = dev.smem_per_block_optin
             if not est.usable:
                 yield Finding(f"shared memory not checked on {ctx.target_names()}: the analytic model is not "
-                              f"calibrated for {ARCH}; {exact_hint(ctx.estimator, variant.spec)}",
+                              f"calibrated for {ARCH}; {exact_hint(ctx.estimator, variant.spec, dev.arch)}",
                               identity="uncalibrated")
                 return
             if not est.certainly_over(limit) and not est.certainly_fits(limit):
                 yield Finding(f"shared memory undecided on {ctx.target_names()}: the {ARCH} estimate "
                               f"{est.shared_bytes} B is within the form's calibration error ({est.max_error} B) of the "
-                              f"{limit} B limit; {exact_hint(ctx.estimator, variant.spec)}", identity="uncertain")
+                              f"{limit} B limit; {exact_hint(ctx.estimator, variant.spec, dev.arch)}", identity="uncertain")
                 return
 
 
-def exact_hint(estimator, spec) -> str:
+def exact_hint(estimator, spec, arch: str | None = None) -> str:
     """What would give the exact figure, for the cause at hand: Triton is missing; the estimator
     was told not to compile; or (an engine's table) the engine's own kernel is what must be
     compiled -- its source is not at hand, or its table names a Triton release other than the
-    installed one -- so installing Triton alone would not help."""
+    installed one -- so installing Triton alone would not help. Where the table's release cannot
+    build the engine's kernel on ``arch`` at all (an SGLang ``triton_3_1_0`` folder on sm_90+),
+    the answer is judged with another release (EngineModel.runnable): that one is named."""
     available = getattr(estimator, "exact_available", None)
     if available is None or not available():
         return "install Triton (tilefit[triton]) for exact compiles"
@@ -93,10 +95,18 @@ def exact_hint(estimator, spec) -> str:
 
     engine = f"{spec.engine}=={pick_engine_version(spec.kernel, spec.engine, None) or '<version>'}"
     installed = versions.installed_triton()
+    moved = ""
+    if arch and spec.triton:
+        from tilefit.smem.engine_model import load_engine_model
+
+        judged, why = load_engine_model().runnable(spec, arch)
+        if why:  # the table's release cannot build the kernel there: the release judged instead
+            moved = f"{why}: "
+            spec = judged if judged.triton else spec.evolve(triton=installed)
     if spec.triton and installed and versions.major_minor(spec.triton) != versions.major_minor(installed):
-        return (f"the table is read under Triton {versions.major_minor(spec.triton)} and Triton "
-                f"{versions.major_minor(installed)} is installed: calibrate that release "
-                f"(tilefit calibrate smem --engine {engine} --probe-from {versions.major_minor(installed)} "
-                f"--triton-python <a venv with Triton {versions.major_minor(spec.triton)}>)")
-    return (f"{spec.engine}'s own kernel is not at hand to compile: give its source (--engine-kernels <tree>) "
+        release = versions.major_minor(spec.triton)
+        said = moved or f"the table is read under Triton {release} and Triton {versions.major_minor(installed)} is installed: "
+        return (f"{said}calibrate that release (tilefit calibrate smem --engine {engine} --probe-from "
+                f"{versions.major_minor(installed)} --triton-python <a venv with Triton {release}>)")
+    return (f"{moved}{spec.engine}'s own kernel is not at hand to compile: give its source (--engine-kernels <tree>) "
             f"or calibrate it (tilefit calibrate smem --engine {engine})")

@@ -42,3 +42,17 @@ def test_a_table_of_another_triton_release_asks_for_that_release_s_calibration(m
 
 def test_the_analytic_estimator_is_told_to_compile():
     assert "--estimator auto or exact" in exact_hint(_Estimator(True, "analytic"), _spec("sglang"))
+
+
+def test_a_release_that_cannot_build_the_kernel_there_names_the_release_judged_instead(monkeypatch):
+    """SGLang 0.5.23's fused MoE does not build under Triton 3.1 on sm_90 and newer (no gdc_wait):
+    its triton_3_1_0 tables are judged with the nearest release that builds it, and that is the
+    release to calibrate, not 3.1."""
+    monkeypatch.setattr(versions, "installed_triton", lambda: "3.9.0")
+    spec = ec.Point(ec.Path("fused_moe", "bf16"), (256, 64, 128), 8, 3, "sm_110").spec().with_(engine="sglang",
+                                                                                               triton="3.1")
+    hint = exact_hint(_Estimator(True), spec, "sm_110")
+    assert "Triton 3.1 cannot build sglang's kernel on sm_110" in hint and "gdc_wait" in hint
+    assert "<a venv with Triton 3.5>" in hint and "<a venv with Triton 3.1>" not in hint
+    # where 3.1 would build it (before sm_90) the table's own release is what to calibrate
+    assert "<a venv with Triton 3.1>" in exact_hint(_Estimator(True), spec, "sm_89")
