@@ -13,7 +13,7 @@ registered family, which validates it. This module imports neither triton nor to
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..dtypes import QUANT_MODES
 from . import registry

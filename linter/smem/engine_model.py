@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Mapping
 
@@ -153,13 +153,8 @@ class KernelForms:
         from .engine_files import stored_dir
 
         self.path = stored_dir(kernel, engine, engine_version, triton) / f"triton-{triton}.json"
-        self.doc = _doc(str(self.path))
-        reused = self.doc.get("reused") or {}
-        self.reused_from: str | None = reused.get("from")
-        self.reused_groups: Mapping = reused.get("groups") or {}
-        # forms are compiled when first asked for: a check touches a few of a file's hundreds
-        self._texts = {(family, dtype): text for family, per in (self.doc.get("formulas") or {}).items()
-                       for dtype, text in per.items()}
+        # the file is read when first asked about (a spec's chain lists every release, the first
+        # one answers), its forms compiled when first asked for: a check touches a few of hundreds
         self._forms: dict[tuple, tuple] = {}
         # the compiled points (``points-triton-X.Y.json``): its rows grouped by arch when a look-up
         # first needs them, each arch's rows decoded when a look-up on that arch first needs them
@@ -167,11 +162,31 @@ class KernelForms:
         self._point_paths: list = []
         self._compiled: dict[str, dict[tuple, int]] = {}
         self._rule_ok: dict[tuple, bool] = {}
-        self.failures: Mapping = self.doc.get("failures") or {}
         # the failures of an arch indexed (and its rule compiled) when a question first needs them
         self._fail_index: dict[tuple, str] = {}
         self._fail_rules: dict[tuple, tuple[str, object, str]] = {}
         self._fail_indexed: set[str] = set()
+
+    @cached_property
+    def doc(self) -> Mapping:
+        return _doc(str(self.path))
+
+    @cached_property
+    def reused_from(self) -> str | None:
+        return (self.doc.get("reused") or {}).get("from")
+
+    @cached_property
+    def reused_groups(self) -> Mapping:
+        return (self.doc.get("reused") or {}).get("groups") or {}
+
+    @cached_property
+    def _texts(self) -> dict[tuple[str, str], str]:
+        return {(family, dtype): text for family, per in (self.doc.get("formulas") or {}).items()
+                for dtype, text in per.items()}
+
+    @cached_property
+    def failures(self) -> Mapping:
+        return self.doc.get("failures") or {}
 
     def _index_failures(self, arch: str) -> None:
         self._fail_indexed.add(arch)
