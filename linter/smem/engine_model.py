@@ -371,6 +371,15 @@ def release_cannot_build(kernel: str, engine: str, triton: str, arch: str) -> st
 
 
 @lru_cache(maxsize=None)
+def _calibrate():
+    """:mod:`tilefit.smem.calibrate`, imported when first needed (a function-level import on each
+    of thousands of answers costs the import machinery's look-up every time)."""
+    from . import calibrate
+
+    return calibrate
+
+
+@lru_cache(maxsize=None)
 def _variables() -> tuple[str, ...]:
     from .analytic import VARIABLES
 
@@ -601,9 +610,7 @@ class EngineModel:
             return self._points[ref]
         except KeyError:
             pass
-        from . import calibrate as cal
-
-        pt = cal.spec_point(ref, "")
+        pt = _calibrate().spec_point(ref, "")
         out = self._points[ref] = None if pt is None else (pt.path.name, pt.tile, pt.num_warps, pt.num_stages)
         return out
 
