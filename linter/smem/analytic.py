@@ -152,7 +152,10 @@ class AnalyticModel:
         """The compiled form of ``key`` (its text checked and compiled on first use, then kept)."""
         fn = self._forms.get(key)
         if fn is None:
-            fn = self._forms[key] = compile_formula(self.texts[key], VARIABLES)
+            try:
+                fn = self._forms[key] = compile_formula(self.texts[key], VARIABLES)
+            except ValueError as exc:  # a FormulaError: the model's fault, said as load_model said it
+                raise ModelError(f"cannot read shared-memory model {self.source}: {exc}") from None
         return fn
 
     def status_of(self, key: tuple[str, str, str]) -> str:
