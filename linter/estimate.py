@@ -248,11 +248,15 @@ class Estimator:
         version = pick_engine_version(spec.kernel, spec.engine, None)
         key = self._engine_source_keys[vkey] = (spec.engine, version)
         if key not in self._engine_sources:
-            from .smem.engine_kernels import EngineKernels
             from .smem.engine_source import local_source
 
             found = local_source(spec.engine, version)
-            self._engine_sources[key] = EngineKernels(found, engine=spec.engine) if found else None
+            if found:  # the compiler's side (launch plans, the source's reader) imported only then
+                from .smem.engine_kernels import EngineKernels
+
+                self._engine_sources[key] = EngineKernels(found, engine=spec.engine)
+            else:
+                self._engine_sources[key] = None
         return self._engine_sources[key]
 
     def _compile_engine_kernel(self, ek, spec: KernelSpec, arch: str) -> Estimate:

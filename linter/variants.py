@@ -14,7 +14,7 @@ is what really compiles.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from . import kernels
 from .dtypes import path_of_file_dtype

@@ -46,6 +46,20 @@ from typing import Any, ClassVar, Collection, Iterable, Iterator, Mapping
 from tilefit.model import Severity
 
 
+def _kernels():
+    """:mod:`tilefit.kernels`, imported on first use (it imports the rules' families) and kept:
+    a rule's family test runs once per table and rule."""
+    global _KERNELS
+    if _KERNELS is None:
+        from tilefit import kernels
+
+        _KERNELS = kernels
+    return _KERNELS
+
+
+_KERNELS = None
+
+
 class TableFamilies(Collection[str]):
     """The config families whose entries launch a registered kernel (``tilefit.kernels.
     table_names()``, read when asked, so a family registered later counts), plus ``extra``."""
@@ -59,9 +73,7 @@ class TableFamilies(Collection[str]):
         return tuple(dict.fromkeys((*kernels.table_names(), *self.extra)))
 
     def __contains__(self, family: object) -> bool:
-        from tilefit import kernels
-
-        return family in self.extra or (isinstance(family, str) and kernels.table(family) is not None)
+        return family in self.extra or (isinstance(family, str) and _kernels().table(family) is not None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names())

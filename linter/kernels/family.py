@@ -32,6 +32,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from ..dtypes import PATHS
+
 if TYPE_CHECKING:  # pragma: no cover
     from .plan import LaunchPlan
     from .spec import KernelSpec, Variant
@@ -291,8 +293,6 @@ class KernelFamily:
 
     def validate(self, spec: "KernelSpec") -> None:
         """Raise ``ValueError`` for a spec this family can never express (called by KernelSpec)."""
-        from ..dtypes import PATHS
-
         if self.dtype_kind == "path" and spec.dtype not in PATHS:
             raise ValueError(f"unknown dtype path {spec.dtype!r}; known: {', '.join(PATHS)}")
 
@@ -423,9 +423,7 @@ class KernelFamily:
         variant labelled with the engine it assumes. Families override this to read the table
         keys their engine's launcher reads (SGLang's ``USE_TMA``). An SGLang table in a
         ``triton_X_Y_Z`` folder compiles with that Triton release (``spec.triton``)."""
-        from . import registry
-        from .spec import Variant
-
+        registry, Variant = _registry_and_variant()
         engines = [engine] if engine else sorted({e for v in variants
                                                    for e in registry.get(v.spec.kernel).engine_launchers()})
         out = []
@@ -457,3 +455,17 @@ class KernelFamily:
 
     def __repr__(self) -> str:
         return f"<kernel family {self.name} ({self.folder})>"
+
+
+_SPEC_TYPES: list = []
+
+
+def _registry_and_variant():
+    """The registry module and :class:`~tilefit.kernels.spec.Variant` (both import this module:
+    looked up on first use, then kept; asked once per table entry and device class)."""
+    if not _SPEC_TYPES:
+        from . import registry
+        from .spec import Variant
+
+        _SPEC_TYPES[:] = [registry, Variant]
+    return _SPEC_TYPES[0], _SPEC_TYPES[1]

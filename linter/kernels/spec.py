@@ -12,8 +12,8 @@ registered family, which validates it. This module imports neither triton nor to
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import Mapping
+from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
 
 from ..dtypes import QUANT_MODES
 from . import registry
@@ -96,9 +96,11 @@ class KernelSpec:
         """``with_`` without re-validating: for changes that cannot make a valid spec invalid
         (``engine``, ``triton``, an ``extra`` entry), on the hot path of table checks."""
         new = object.__new__(KernelSpec)
-        d = {k: v for k, v in self.__dict__.items() if k not in ("_reference", "_hash")}
+        d = new.__dict__
+        d.update(self.__dict__)  # a C-level copy; the memoised reference and hash are not the new spec's
+        d.pop("_reference", None)
+        d.pop("_hash", None)
         d.update(changes)
-        new.__dict__.update(d)
         return new
 
     def key(self) -> str:
@@ -139,14 +141,23 @@ def make_spec(kernel: str, dtype: str, tile: Mapping[str, int], **kwargs) -> Ker
     extra = kwargs.pop("extra", None) or ()
     if isinstance(extra, Mapping):
         extra = tuple(sorted(extra.items()))
-    return KernelSpec(
-        kernel=kernel,
-        dtype=dtype,
-        tile=tuple(sorted((k, int(v)) for k, v in tile.items())),
-        problem=tuple(sorted((k, int(v)) for k, v in problem.items())),
-        extra=tuple(extra),
-        **kwargs,
-    )
+    fields_ = dict(kernel=kernel, dtype=dtype, tile=tuple(sorted([(k, int(v)) for k, v in tile.items()])),
+                   problem=tuple(sorted([(k, int(v)) for k, v in problem.items()])) if problem else (),
+                   extra=tuple(extra), **kwargs)
+    if not _FIELDS.issuperset(kwargs):
+        return KernelSpec(**fields_)  # the dataclass's own error for an unknown field
+    # the frozen dataclass's __init__ sets each of its 13 fields through object.__setattr__: the
+    # same object built from its defaults' dict, validated as __init__ would (thousands per check)
+    spec = object.__new__(KernelSpec)
+    d = spec.__dict__
+    d.update(_DEFAULTS)
+    d.update(fields_)
+    spec.__post_init__()
+    return spec
+
+
+_DEFAULTS = {f.name: f.default for f in fields(KernelSpec)}
+_FIELDS = frozenset(_DEFAULTS)
 
 
 @dataclass(frozen=True)

@@ -109,7 +109,7 @@ class AnalyticModel:
                 # A kernel maps to one formula, or to {dtype path or "default": formula}.
                 per_dtype = form if isinstance(form, Mapping) else {"default": form}
                 for dtype, text in per_dtype.items():
-                    self._forms[(family, kernel, dtype)] = compile_formula(text, VARIABLES)
+                    # compiled when first asked for (:meth:`_form`): a check reads a few of them
                     self.texts[(family, kernel, dtype)] = text
         self._memo: dict[tuple[KernelSpec, str], Estimate] = {}
 
@@ -125,7 +125,7 @@ class AnalyticModel:
         dtypes = kernel.form_dtypes(spec) if kernel is not None else (spec.dtype,)
         for dtype in dtypes + ("default",):
             key = (family, spec.kernel, dtype)
-            if key in self._forms:
+            if key in self.texts:
                 return key
         return None
 
@@ -140,13 +140,23 @@ class AnalyticModel:
         key = self._form_key(family, spec)
         if key is None:
             raise ModelError(f"no {family} form for kernel {spec.kernel!r} ({spec.dtype}) in {self.source}")
-        value = self._forms[key](**self.variables(spec, family, arch))
+        value = self._form(key)(**self.variables(spec, family, arch))
         fit = self.fits.get(key[0], {}).get(key[1], {}).get(key[2], {}) if isinstance(self.fits, Mapping) else {}
         max_error = fit.get("max_error") if isinstance(fit, Mapping) else None
         est = Estimate(int(round(value)), "analytic", arch, self.status_of(key), self.texts[key],
                        int(max_error) if isinstance(max_error, (int, float)) else None)
         self._memo[memo_key] = est
         return est
+
+    def _form(self, key: tuple[str, str, str]) -> Callable:
+        """The compiled form of ``key`` (its text checked and compiled on first use, then kept)."""
+        fn = self._forms.get(key)
+        if fn is None:
+            try:
+                fn = self._forms[key] = compile_formula(self.texts[key], VARIABLES)
+            except ValueError as exc:  # a FormulaError: the model's fault, said as load_model said it
+                raise ModelError(f"cannot read shared-memory model {self.source}: {exc}") from None
+        return fn
 
     def status_of(self, key: tuple[str, str, str]) -> str:
         """The status of one form: its own (``form_status``), else its family's."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Mapping
 
@@ -153,46 +153,84 @@ class KernelForms:
         from .engine_files import stored_dir
 
         self.path = stored_dir(kernel, engine, engine_version, triton) / f"triton-{triton}.json"
-        self.doc = _doc(str(self.path))
-        reused = self.doc.get("reused") or {}
-        self.reused_from: str | None = reused.get("from")
-        self.reused_groups: Mapping = reused.get("groups") or {}
-        # forms are compiled when first asked for: a check touches a few of a file's hundreds
-        self._texts = {(family, dtype): text for family, per in (self.doc.get("formulas") or {}).items()
-                       for dtype, text in per.items()}
+        # the file is read when first asked about (a spec's chain lists every release, the first
+        # one answers), its forms compiled when first asked for: a check touches a few of hundreds
         self._forms: dict[tuple, tuple] = {}
-        self._compiled: dict[tuple, int] | None = None
+        # the compiled points (``points-triton-X.Y.json``): its rows grouped by arch when a look-up
+        # first needs them, each arch's rows decoded when a look-up on that arch first needs them
+        self._rows: dict[str, list] | None = None
+        self._point_paths: list = []
+        self._compiled: dict[str, dict[tuple, int]] = {}
         self._rule_ok: dict[tuple, bool] = {}
-        self.failures: Mapping = self.doc.get("failures") or {}
+        # the failures of an arch indexed (and its rule compiled) when a question first needs them
         self._fail_index: dict[tuple, str] = {}
         self._fail_rules: dict[tuple, tuple[str, object, str]] = {}
-        for arch, per in self.failures.items():
-            for name, rec in per.items():
-                errors = rec.get("errors") or ["does not compile"]
-                for row in rec.get("points", ()):
-                    *tile_ws, err = row
-                    self._fail_index[(arch, name, tuple(tile_ws))] = errors[err] if err < len(errors) else errors[0]
-                if rec.get("rule"):
-                    self._fail_rules[(arch, name)] = (rec["rule"], compile_formula(rec["rule"], ("BM", "BN", "BK", "W", "S")),
-                                                      errors[0])
+        self._fail_indexed: set[str] = set()
+
+    @cached_property
+    def doc(self) -> Mapping:
+        return _doc(str(self.path))
+
+    @cached_property
+    def reused_from(self) -> str | None:
+        return (self.doc.get("reused") or {}).get("from")
+
+    @cached_property
+    def reused_groups(self) -> Mapping:
+        return (self.doc.get("reused") or {}).get("groups") or {}
+
+    @cached_property
+    def _texts(self) -> dict[tuple[str, str], str]:
+        return {(family, dtype): text for family, per in (self.doc.get("formulas") or {}).items()
+                for dtype, text in per.items()}
+
+    @cached_property
+    def failures(self) -> Mapping:
+        return self.doc.get("failures") or {}
+
+    def _index_failures(self, arch: str) -> None:
+        self._fail_indexed.add(arch)
+        for name, rec in (self.failures.get(arch) or {}).items():
+            errors = rec.get("errors") or ["does not compile"]
+            for row in rec.get("points", ()):
+                *tile_ws, err = row
+                self._fail_index[(arch, name, tuple(tile_ws))] = errors[err] if err < len(errors) else errors[0]
+            if rec.get("rule"):
+                self._fail_rules[(arch, name)] = (rec["rule"], compile_formula(rec["rule"], ("BM", "BN", "BK", "W", "S")),
+                                                  errors[0])
 
     def compiled(self, arch: str, path_name: str, tile: tuple[int, ...], num_warps: int, num_stages: int) -> int | None:
         """The bytes of this point when the calibration compiled it (``points-triton-X.Y.json``):
         the engine's kernel's own figure, no form needed; None when it was not compiled (or did
         not compile)."""
-        if self._compiled is None:
-            self._compiled = {}
+        return self.compiled_on(arch).get((path_name, (*tile, num_warps, num_stages)))
+
+    def compiled_on(self, arch: str) -> Mapping[tuple, int]:
+        """``{(path name, (*tile, num_warps, num_stages)): shared bytes}`` of the points the
+        calibration compiled on ``arch`` (the rows of other archs are not decoded)."""
+        hit = self._compiled.get(arch)
+        if hit is not None:
+            return hit
+        if self._rows is None:
+            self._rows = {}
             pp = self.path.with_name(f"points-{self.path.name}")
             if pp.is_file():
-                from .calibrate import Path as CPath, decode_row
+                from .calibrate import Path as CPath
 
                 doc = _doc(str(pp))
-                paths = [CPath.from_json(p) for p in doc.get("paths", ())]
+                self._point_paths = [CPath.from_json(p) for p in doc.get("paths", ())]
                 for row in doc.get("points", ()):
-                    p, _rest = decode_row(paths, row)
-                    if p.shared is not None:
-                        self._compiled[(p.arch, p.path.name, (*p.tile, p.num_warps, p.num_stages))] = p.shared
-        return self._compiled.get((arch, path_name, (*tile, num_warps, num_stages)))
+                    self._rows.setdefault(str(row[1]), []).append(row)
+        hit = self._compiled[arch] = {}
+        rows = self._rows.get(arch)
+        if rows:
+            from .calibrate import decode_row
+
+            for row in rows:
+                p, _rest = decode_row(self._point_paths, row)
+                if p.shared is not None:
+                    hit[(p.path.name, (*p.tile, p.num_warps, p.num_stages))] = p.shared
+        return hit
 
     @property
     def function(self) -> str:
@@ -284,6 +322,8 @@ class KernelForms:
 
     def failure(self, arch: str, path_name: str, tile: tuple[int, ...], num_warps: int, num_stages: int,
                 vars_: Mapping[str, int]) -> str | None:
+        if arch not in self._fail_indexed:
+            self._index_failures(arch)
         hit = self._fail_index.get((arch, path_name, (*tile, num_warps, num_stages)))
         if hit is not None:
             return hit
@@ -299,11 +339,8 @@ class KernelForms:
         key = (arch, rule[0])
         hit = self._rule_ok.get(key)
         if hit is None:
-            self.compiled(arch, "", (), 0, 0)  # load the compiled points
             hit = True
-            for (a, _name, row), _shared in (self._compiled or {}).items():
-                if a != arch:
-                    continue
+            for (_name, row) in self.compiled_on(arch):
                 *t, w, st = row
                 v = ({"BM": t[0], "BN": t[1], "BK": t[2]} if len(t) == 3 else {"BM": t[1], "BN": t[0], "BK": t[2]})
                 if rule[1](**v, W=w, S=st):
@@ -342,11 +379,19 @@ def release_cannot_build(kernel: str, engine: str, triton: str, arch: str) -> st
     failed = sum(len(rec.get("points", ())) for rec in per.values())
     if failed < _UNBUILDABLE_MIN_FAILURES:
         return None
-    forms.compiled(arch, "", (), 0, 0)  # load the compiled points
-    if any(a == arch for a, _name, _row in (forms._compiled or {})):
+    if forms.compiled_on(arch):
         return None
     errors = sorted({e for rec in per.values() for e in (rec.get("errors") or ())})
     return errors[0] if len(errors) == 1 else "; ".join(errors[:2])
+
+
+@lru_cache(maxsize=None)
+def _calibrate():
+    """:mod:`tilefit.smem.calibrate`, imported when first needed (a function-level import on each
+    of thousands of answers costs the import machinery's look-up every time)."""
+    from . import calibrate
+
+    return calibrate
 
 
 @lru_cache(maxsize=None)
@@ -589,9 +634,7 @@ class EngineModel:
             return self._points[ref]
         except KeyError:
             pass
-        from . import calibrate as cal
-
-        pt = cal.spec_point(ref, "")
+        pt = _calibrate().spec_point(ref, "")
         out = self._points[ref] = None if pt is None else (pt.path.name, pt.tile, pt.num_warps, pt.num_stages)
         return out
 

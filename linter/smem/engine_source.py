@@ -19,12 +19,12 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..pysource.extract import _archives, is_file, mount_archive, read_bytes
+# the archive reader (:mod:`tilefit.pysource.extract`) and subprocess are imported where a tree is
+# read or a wheel fetched: a check asks only whether a source exists (:func:`local_source`)
 
 ENGINE_NAMES = ("vllm", "sglang")
 _REQ = re.compile(r"^\s*(vllm|sglang)\s*==\s*([0-9][0-9A-Za-z.+-]*)\s*$")
@@ -54,12 +54,18 @@ class EngineTree:
         return os.path.join(self.root, *rel.split("/"))
 
     def is_file(self, rel: str) -> bool:
+        from ..pysource.extract import is_file
+
         return is_file(self.path(rel))
 
     def read(self, rel: str) -> bytes:
+        from ..pysource.extract import read_bytes
+
         return read_bytes(self.path(rel))
 
     def sha256(self, path: str) -> str:
+        from ..pysource.extract import read_bytes
+
         return hashlib.sha256(read_bytes(path)).hexdigest()
 
     def relative(self, path: str) -> str:
@@ -69,6 +75,8 @@ class EngineTree:
 
     def python_files(self):
         """Every ``.py`` file below the root (absolute paths), sorted."""
+        from ..pysource.extract import _archives
+
         names = _archives.get(self.root)
         if names is not None:
             return [self.path(n) for n in sorted(names)]
@@ -111,6 +119,8 @@ def fetch_wheel(engine: str, version: str, cache_dir: str | os.PathLike | None =
     folder.mkdir(parents=True, exist_ok=True)
     if log:
         log(f"fetching {engine}=={version} with pip download --no-deps into {folder}")
+    import subprocess
+
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--dest", str(folder),
            f"{engine}=={version}"]
     try:
@@ -154,6 +164,8 @@ def open_wheel(path: str | os.PathLike, origin: str | None = None) -> EngineTree
     p = Path(path).expanduser()
     if not p.is_file():
         raise EngineSourceError(f"{path}: no such wheel")
+    from ..pysource.extract import mount_archive
+
     try:
         root = mount_archive(p)
     except Exception as exc:  # noqa: BLE001 - a broken zip is a user error
