@@ -69,8 +69,7 @@ class DeferredModule(ModuleScan):
         self.kernels, self.all_kernels, self.launches = {}, [], []
         # the names of its calls that sites._callers evaluates: `a.b.name(...)` / `f().name(...)`
         # (an attribute of anything but a plain name) is never a function of a module
-        self._call_names = frozenset(name for name, recs in scanned.calls.items() if any(
-            not isinstance(r.node.func, ast.Attribute) or isinstance(r.node.func.value, ast.Name) for r in recs))
+        self._call_names = frozenset(name for name, recs in scanned.calls.items() if any(r.module_func for r in recs))
         self.calls = _DeferredCalls(self)  # type: ignore[assignment]
         self.materialised = False
 

@@ -156,16 +156,14 @@ def _callers(project: Project, fn, owner: ModuleScan, cache: dict) -> list[tuple
         return out  # only a module-level def is ever a resolved callee (Evaluator.global_name)
     for m in project.all_modules():
         for rec in m.calls.get(fn.name, ()):
+            if not rec.module_func:  # `a.b.name(...)`, `f().name(...)`: never a function of a module
+                continue
             key = id(rec.node)
             callee = cache.get(key)
             if callee is None:
-                if isinstance(rec.node.func, ast.Attribute) and not isinstance(rec.node.func.value, ast.Name):
-                    callee = Unknown("not a function of a module")
-                else:
-                    # every definition of the name, not only those the parameters' defaults let
-                    # reach the call (a call under `if mode == INT4:` is still a call of it)
-                    frame = Frame(m, rec.scope)
-                    callee = project.evaluator.expr(frame, rec.node.func)
+                # every definition of the name, not only those the parameters' defaults let
+                # reach the call (a call under `if mode == INT4:` is still a call of it)
+                callee = project.evaluator.expr(Frame(m, rec.scope), rec.node.func)
                 cache[key] = callee
             if isinstance(callee, Ref) and callee.kind == "function" and callee.target is fn:
                 out.append((m, rec))

@@ -23,6 +23,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from .lazybody import release_bodies
 from .source import SourceFile
 
 TRITON_ROOTS = ("triton",)
@@ -90,10 +91,31 @@ class LaunchCall:
         return self.node.lineno
 
 
-@dataclass
 class CallRecord:
-    node: ast.Call
-    scope: ast.FunctionDef | ast.AsyncFunctionDef | None
+    """A call of a name: the ``Call`` node and the function it is in. Inside a body held as text
+    (:mod:`.lazybody`) the record keeps only its position until ``node`` or ``scope`` is read,
+    which parses the body again. ``module_func``: the callee is a plain name or an attribute of
+    a plain name (``f(...)``, ``mod.f(...)``), the only calls that may resolve to a function of
+    a module."""
+
+    __slots__ = ("_node", "_scope", "lazy", "module_func")
+
+    def __init__(self, node: ast.Call, scope: ast.FunctionDef | ast.AsyncFunctionDef | None):
+        self._node, self._scope, self.lazy = node, scope, None
+        func = node.func
+        self.module_func = not isinstance(func, ast.Attribute) or isinstance(func.value, ast.Name)
+
+    @property
+    def node(self) -> ast.Call:
+        if self.lazy is not None:
+            self.lazy.fill()
+        return self._node
+
+    @property
+    def scope(self) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        if self.lazy is not None:
+            self.lazy.fill()
+        return self._scope
 
 
 @dataclass
@@ -402,6 +424,7 @@ def scan_source(source: SourceFile, name: str | None = None, is_package: bool | 
     tree = source.parse()
     if tree is not None:
         _Scanner(module).scan(tree)
+        release_bodies(module)  # bodies no launch or kernel is in: parsed again when read
     return module
 
 

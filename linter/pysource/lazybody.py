@@ -1,0 +1,223 @@
+"""Function bodies held as source text until something reads them (issue 18 item 5, memory).
+
+A whole engine's parsed modules are most of the parent's memory (vLLM 0.33.0: 770 of 1008 MB
+are ``ast`` objects), yet the call-site evaluation reads only the bodies of launchers (kept),
+of callers found by a caller search and of the few helpers a launch's values are computed
+by. After :func:`tilefit.pysource.scan.scan_source` has taken what the scan needs (kernels,
+launches, bindings, calls by name), :func:`release_bodies` replaces the body of each module-level
+function and of each method of a module-level class that holds no launch and no kernel by a
+:class:`LazyBody`: an empty list that parses the function's lines again (from the text the
+:class:`~tilefit.pysource.source.SourceFile` already holds) on the first read of any kind.
+
+What stays the same: the ``FunctionDef`` node itself (its identity, name, arguments,
+decorators, positions, the attributes the scan set), so bindings, ``functions`` and launch
+scopes keep pointing at it. A call record inside a released body holds only its position
+(and ``lazy``, the body): reading its ``node`` or ``scope`` fills the body and points the
+record at the new nodes, so no node of the first parse is ever seen after the release (no
+cache keyed by ``id`` can meet a reused ``id``). Nested functions get their enclosing
+function (``_tilefit_outer``) as the scan set it. A re-parse whose node count
+differs from the first parse's falls back to parsing the whole module and taking the function
+at the same position.
+
+``TILEFIT_KEEP_BODIES=1`` keeps every body (for measuring the difference).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+
+_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # the line ends ast counts (not \x0c)
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_MIN_LINES = 4  # a shorter function is not worth the bookkeeping
+
+
+def _where(node) -> tuple:
+    return (type(node), node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
+
+
+def _count(nodes) -> int:
+    return sum(1 for top in nodes for _ in ast.walk(top))
+
+
+class LazyBody(list):
+    """The body of ``fn``: empty until read, then the statements of a parse of its lines."""
+
+    __slots__ = ("_fn", "_text", "_records", "_size")
+
+    def __init__(self, fn, text: str, records: list, size: int):
+        super().__init__()
+        # records: (CallRecord, its node's position, its scope's position or None for fn itself)
+        self._fn, self._text, self._records, self._size = fn, text, records, size
+
+    def fill(self) -> None:
+        """Parse the body again (once) and point the call records inside it at its nodes."""
+        fn = self._fn
+        if fn is None:
+            return
+        self._fn = None
+        new = _reparse(fn, self._text, self._size)
+        list.extend(self, new.body)
+        _mark_outer(fn, new.body)
+        if self._records:
+            found = {}
+            for top in new.body:
+                for node in ast.walk(top):
+                    if isinstance(node, (ast.Call, *_FUNCS)):
+                        found[_where(node)] = node
+            for rec, node_at, scope_at in self._records:
+                node = found.get(node_at)
+                scope = fn if scope_at is None else found.get(scope_at)
+                if node is None or scope is None:
+                    raise RuntimeError(f"{fn.name} at line {fn.lineno}: its body parsed again lacks a call")
+                rec._node, rec._scope, rec.lazy = node, scope, None
+        self._text = self._records = None
+
+    # every read fills first; after that it is an ordinary list
+    def __iter__(self):
+        self.fill()
+        return list.__iter__(self)
+
+    def __len__(self):
+        self.fill()
+        return list.__len__(self)
+
+    def __getitem__(self, i):
+        self.fill()
+        return list.__getitem__(self, i)
+
+    def __reversed__(self):
+        self.fill()
+        return list.__reversed__(self)
+
+    def __contains__(self, x):
+        self.fill()
+        return list.__contains__(self, x)
+
+    def __eq__(self, other):
+        self.fill()
+        return list.__eq__(self, other)
+
+    def __ne__(self, other):
+        self.fill()
+        return list.__ne__(self, other)
+
+    def __add__(self, other):
+        self.fill()
+        return list(self) + other
+
+    def __radd__(self, other):
+        self.fill()
+        return other + list(self)
+
+    def __repr__(self):
+        self.fill()
+        return list.__repr__(self)
+
+    def __reduce_ex__(self, protocol):
+        self.fill()
+        return (list, (list(self),))
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def index(self, *args):
+        self.fill()
+        return list.index(self, *args)
+
+    def count(self, x):
+        self.fill()
+        return list.count(self, x)
+
+    def copy(self):
+        self.fill()
+        return list(self)
+
+
+def _writer(name):
+    def method(self, *args, **kwargs):
+        self.fill()
+        return getattr(list, name)(self, *args, **kwargs)
+    method.__name__ = name
+    return method
+
+
+for _name in ("append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__setitem__",
+              "__delitem__", "__iadd__", "__imul__", "__mul__", "__rmul__"):
+    setattr(LazyBody, _name, _writer(_name))
+
+
+def _mark_outer(fn, body) -> None:
+    """``_tilefit_outer`` of the nested functions, as the scan's ``_function`` sets it."""
+    stack = [(stmt, fn) for stmt in body]
+    while stack:
+        node, outer = stack.pop()
+        if isinstance(node, _FUNCS):
+            node._tilefit_outer = outer
+            outer = node
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, outer))
+
+
+def _reparse(fn, text: str, size: int):
+    """A fresh ``FunctionDef`` at ``fn``'s position, from its lines (else from the whole text)."""
+    lines = [m.group(0) for m in _LINES.finditer(text)]
+    segment = "".join(lines[fn.lineno - 1:fn.end_lineno])
+    try:
+        if fn.col_offset == 0:
+            tree = ast.parse(segment, type_comments=False)
+            new = tree.body[0] if tree.body else None
+            shift = fn.lineno - 1
+        else:  # a method: under an `if` its columns are those of the file
+            tree = ast.parse("if 1:\n" + segment, type_comments=False)
+            new = tree.body[0].body[0] if tree.body and tree.body[0].body else None
+            shift = fn.lineno - 2
+    except (SyntaxError, ValueError, RecursionError, AttributeError):
+        new = None
+    if new is not None:
+        ast.increment_lineno(new, shift)
+        if not isinstance(new, _FUNCS) or new.name != fn.name or _where(new)[1:] != _where(fn)[1:] \
+                or _count(new.body) != size:
+            new = None
+    if new is None:
+        for node in ast.walk(ast.parse(text, type_comments=False)):
+            if isinstance(node, _FUNCS) and _where(node) == _where(fn):
+                new = node
+                break
+    return new
+
+
+def release_bodies(module) -> None:
+    """Replace the bodies no launch or kernel is in by :class:`LazyBody` (see the module text)."""
+    tree = module.source.tree
+    text = module.source.text
+    if tree is None or not text or os.environ.get("TILEFIT_KEEP_BODIES") == "1":
+        return
+    keep = [launch.node.lineno for launch in module.launches] + [k.node.lineno for k in module.all_kernels]
+    candidates = []
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCS):
+            candidates.append(stmt)
+        elif isinstance(stmt, ast.ClassDef):
+            candidates.extend(s for s in stmt.body if isinstance(s, _FUNCS))
+    if not candidates:
+        return
+    records = {id(rec._node): rec for recs in module.calls.values() for rec in recs}
+    for fn in candidates:
+        first, last = fn.lineno, fn.end_lineno
+        if last - first + 1 < _MIN_LINES or isinstance(fn.body, LazyBody) or \
+                any(first <= line <= last for line in keep):
+            continue
+        size, inside = 0, []
+        for top in fn.body:
+            for node in ast.walk(top):
+                size += 1
+                rec = records.get(id(node)) if isinstance(node, ast.Call) else None
+                if rec is not None:
+                    scope = rec._scope
+                    inside.append((rec, _where(node), None if scope is fn else _where(scope)))
+        body = LazyBody(fn, text, inside, size)
+        for rec, _, _ in inside:
+            rec._node = rec._scope = None  # the position is enough until the body is read
+            rec.lazy = body
+        fn.body = body
