@@ -282,14 +282,20 @@ def batch_keys() -> frozenset:
 def quant_schemes(facts: Mapping[str, Any]) -> tuple[str, ...]:
     """The quantisation schemes (names.json ``quant``) fact ``quant`` lists (a name or a list),
     checked against the table; () without the fact."""
-    q = facts.get("quant")
+    return _listed_names(facts, "quant", "quantisation scheme")
+
+
+def _listed_names(facts: Mapping[str, Any], fact: str, what: str) -> tuple[str, ...]:
+    """The names fact ``fact`` lists (a name or a list), each one of names.json's
+    ``<fact>.schemes``, in order without repeats; () without the fact."""
+    q = facts.get(fact)
     if q is None:
         return ()
     names = (q,) if isinstance(q, str) else tuple(q)
-    known = names_table().get("quant", {}).get("schemes", {})
+    known = names_table().get(fact, {}).get("schemes", {})
     bad = [n for n in names if not isinstance(n, str) or n not in known]
     if bad or not names:
-        raise ScenarioError(f"unknown quantisation scheme {bad[0] if bad else q!r} in fact quant "
+        raise ScenarioError(f"unknown {what} {bad[0] if bad else q!r} in fact {fact} "
                             f"(known: {', '.join(known)})")
     return tuple(dict.fromkeys(names))
 
@@ -426,16 +432,7 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
 def kv_quant_presets(facts: Mapping[str, Any]) -> tuple[str, ...]:
     """The quantised KV-cache presets (names.json ``kv_quant``) fact ``kv_quant`` lists (a name or
     a list), checked against the table; () without the fact."""
-    q = facts.get("kv_quant")
-    if q is None:
-        return ()
-    names = (q,) if isinstance(q, str) else tuple(q)
-    known = names_table().get("kv_quant", {}).get("schemes", {})
-    bad = [n for n in names if not isinstance(n, str) or n not in known]
-    if bad or not names:
-        raise ScenarioError(f"unknown KV-cache preset {bad[0] if bad else q!r} in fact kv_quant "
-                            f"(known: {', '.join(known)})")
-    return tuple(dict.fromkeys(names))
+    return _listed_names(facts, "kv_quant", "KV-cache preset")
 
 
 def kv_quant_values(preset: str, head_dim: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
