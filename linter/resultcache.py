@@ -192,6 +192,21 @@ def _fresh(data: dict) -> dict:
     return {k: list(v) if type(v) is list else v for k, v in data.items()}
 
 
+def read_side_file(file: Path | None, member: str, fmt: int) -> dict:
+    """The ``member`` dict of a file kept beside a run's results (``{"format": fmt, member:
+    {...}}``: the fixer's plans, the HTML page's verdicts); {} when it is missing, unreadable,
+    not JSON, of another format or of the wrong shape (a miss only costs time)."""
+    if file is None or not file.is_file():
+        return {}
+    try:
+        data = json.loads(read_bytes(file))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    if type(data) is dict and data.get("format") == fmt and type(data.get(member)) is dict:
+        return data[member]
+    return {}
+
+
 class ResultCache:
     def __init__(self, key: str | None):
         """The cache of run ``key`` (None: one held in memory only, never read or written: the
@@ -290,14 +305,7 @@ class ResultCache:
 
     def _stored_plans(self) -> dict:
         if self._plans is None:
-            self._plans = {}
-            if self.plan_file is not None and self.plan_file.is_file():
-                try:
-                    data = json.loads(read_bytes(self.plan_file))
-                except (OSError, ValueError, RecursionError):
-                    data = None
-                if type(data) is dict and data.get("format") == FORMAT and type(data.get("files")) is dict:
-                    self._plans = data["files"]
+            self._plans = read_side_file(self.plan_file, "files", FORMAT)
         return self._plans
 
     def _row(self, d: Diagnostic, fixes: dict[int, int]) -> list:

@@ -16,7 +16,7 @@ import json
 
 from tilefit.atomicfile import write_atomic
 from tilefit.cachedir import cache_root
-from tilefit.readfile import read_bytes
+from tilefit.resultcache import read_side_file
 
 from .needs import FITS, NOT_APPLICABLE, OVER, UNCERTAIN, Need
 
@@ -44,15 +44,8 @@ class NeedStore:
     def __init__(self, key: str | None):
         root = cache_root() if key else None
         self.file = root / "results" / f"{key}.needs.json" if root is not None else None
-        self.stored: dict = {}
+        self.stored: dict = read_side_file(self.file, "needs", FORMAT)
         self.new: dict = {}
-        if self.file is not None and self.file.is_file():
-            try:
-                data = json.loads(read_bytes(self.file))
-            except (OSError, ValueError, RecursionError):
-                data = None
-            if type(data) is dict and data.get("format") == FORMAT and type(data.get("needs")) is dict:
-                self.stored = data["needs"]
 
     def get(self, key: str) -> Need | None:
         value = self.stored.get(key)
