@@ -151,7 +151,7 @@ class Timer:
         torch.cuda.empty_cache()
 
     def measure(self, combo: dict, M: int, cfg: dict, phase: str, warmup_ms: float, rep_ms: float,
-                replica: int = 0, min_runs: tuple | None = None) -> dict:
+                replica: int = 0, min_runs: tuple | None = None, steady: tuple | None = None) -> dict:
         w0 = time.time()
         if self.dry:
             from moe_cases import Combo, combos
@@ -169,7 +169,8 @@ class Timer:
             from tilefit.tune.measure import measure
 
             rec = measure(self.workload(combo, M, replica), cfg, warmup_ms=warmup_ms, rep_ms=rep_ms,
-                          **({"min_runs": tuple(min_runs)} if min_runs else {})).to_json()
+                          **({"min_runs": tuple(min_runs)} if min_runs else {}),
+                          **({"steady": tuple(steady)} if steady else {})).to_json()
         self.gpu_seconds[combo["name"]] = self.gpu_seconds.get(combo["name"], 0.0) + rec["gpu_seconds"]
         # wall clock (time.time) of the call: the timing window is its last rep_ms, for the telemetry
         rec.update(combo=combo["name"], phase=phase, t=round(time.perf_counter() - T0, 2), replica=replica,
@@ -527,13 +528,15 @@ def _tune_table(args, combo: dict, entries: dict, timer: "Timer", variant: str, 
     from tilefit.tune import runner as R
     from tilefit.tune.measurer import TIMING_MS
 
-    from tilefit.tune.measurer import CONFIRM_RUNS
+    from tilefit.tune.measurer import CONFIRM_RUNS, CONFIRM_STEADY
 
     stats = {"timings": 0, "gpu_s": 0.0}
 
     def measure(shape: dict, config: dict, M: int, confirm: bool = False):
         # the tuner's own settings (GpuMeasurer's): its windows, the finalists' re-timings longer
-        rec = timer.measure(combo, M, dict(config), "tune", *TIMING_MS, min_runs=CONFIRM_RUNS if confirm else None)
+        # (and warmed up to the steady clock where the kernel is long)
+        rec = timer.measure(combo, M, dict(config), "tune", *TIMING_MS, min_runs=CONFIRM_RUNS if confirm else None,
+                            steady=CONFIRM_STEADY if confirm else None)
         rec["confirm"] = confirm
         stats["timings"] += 1
         stats["gpu_s"] += rec["gpu_seconds"]

@@ -424,7 +424,8 @@ def tune_replay(scorer: Scorer, names=TUNE_COMBOS, impute_groups: bool = False, 
 
             seeds = [c for c in cands if default is not None and config_key(c) == default_key]
             settings = {"seed": Job.seed, "budget": Job.budget, "confirm": Job.confirm,
-                        "confirm_rounds": Job.confirm_rounds, "patience": Job.patience, **search}
+                        "confirm_rounds": Job.confirm_rounds, "patience": Job.patience,
+                        "tile": search_module.start_tile(M, combo.case.top_k, combo.case.E), **search}
             found = search_module.guided_search(cands, lambda c: order[config_key(c)], measure, seeds=seeds, **settings)
             speed, src = scorer.score(name, M, config_key(found.best))
             if speed is None:
@@ -504,6 +505,12 @@ def main(argv=None) -> int:
                     "checks: two more cards, the two tune tables only) as well")
     ap.add_argument("--impute-groups", action="store_true", help="--tune: every GROUP_SIZE_M of the grid is a "
                     "candidate; untimed ones take their GROUP_SIZE_M 1 sibling's time")
+    ap.add_argument("--all-tables", action="store_true", help="--tune: replay on every table of the sweep, "
+                    "not only the two tune tables")
+    ap.add_argument("--search-flag", action="append", default=[], metavar="NAME=0|1",
+                    help="--tune: set a switch of tilefit.tune.search (e.g. SMALL_BATCH_SPANS_N=0: the search "
+                         "before the twelfth pass)")
+    ap.add_argument("--tune-json", help="--tune: write the replay's rows here (gzip'd if it ends in .gz)")
     ap.add_argument("--finals", help="write the GPU check's plan here (needs --loso for the fold picks)")
     ap.add_argument("--trust", type=float, help="DEFAULT_TRUST for the fixer rows and the tuner replay "
                     "(default: as bundled, tilefit/data/perf_model/fixer.json)")
@@ -539,8 +546,23 @@ def main(argv=None) -> int:
         CHECKS = TUNE_CHECKS + CHECKS
     scorer = Scorer()
     if args.tune:
-        res = tune_replay(scorer, impute_groups=args.impute_groups, distinct=not args.no_distinct,
+        import tilefit.tune.search as search_module
+
+        for flag in args.search_flag:
+            name, _, value = flag.partition("=")
+            if not hasattr(search_module, name):
+                ap.error(f"--search-flag: tilefit.tune.search has no {name}")
+            setattr(search_module, name, value not in ("0", "false", "False"))
+        names = tuple(c.name for c in combos()) if args.all_tables else TUNE_COMBOS
+        res = tune_replay(scorer, names=names, impute_groups=args.impute_groups, distinct=not args.no_distinct,
                           **json.loads(args.tune))
+        if args.tune_json:
+            text = json.dumps({"flags": args.search_flag, "settings": args.tune, "tables": res}, indent=1)
+            if args.tune_json.endswith(".gz"):
+                with gzip.open(args.tune_json, "wt") as fh:
+                    fh.write(text)
+            else:
+                Path(args.tune_json).write_text(text)
         for name, r in res.items():
             print(f"{name:30s} median {r['median']:.3f} min {r['min']:.3f}  {r['timings']} timings "
                   f"{r['gpu_s']:.2f} GPU s, sweep {r['sweep_gpu_s']:.1f} s: 1/{r['ratio']:.1f}")

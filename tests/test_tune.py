@@ -318,3 +318,90 @@ def test_finalists_are_distinct_tiles_retimed_with_the_confirm_window(h200, tabl
         assert set(confirmed) <= set(screened)
         assert r.best["BLOCK_SIZE_K"] != 64 or all(k.split("/")[2] == "64" for k in confirmed)
     _ = TILE
+
+
+def test_small_batch_starts_span_block_n_and_reach_bn64_on_the_engine_sweep(monkeypatch):
+    """``SMALL_BATCH_SPANS_N``: with fewer rows per expert than the smallest BLOCK_SIZE_M, the start
+    tiles differ in BLOCK_SIZE_N/K, and the climb goes on from the best config of each of the two
+    best tiles (their num_stages first). Replayed on the H200 sweep of vLLM's own kernel, scored
+    on the pooled GPU checks (issue 13, twelfth pass): at Qwen3-Next-80B-A3B fp8 M=1 the BM-distinct
+    starts (16/32/64x32x256) pick 64x32x256 s5 (0.984, 0.968-0.984 on the GPU in check 11); the
+    BN-spanning ones reach 16x64x256 s5. Both tables of item 5 stay at >= 0.98 everywhere with
+    >= 1/20 of the sweep's GPU time."""
+    import sys
+
+    import tilefit.tune.search as S
+    from tilefit.tune.search import SMALL_BATCH_TILE, TILE, GuidedSearch, start_tile
+
+    sys.path.insert(0, str(REPO / "bench"))
+    import moe_offline
+
+    assert start_tile(1, 10, 512) == SMALL_BATCH_TILE  # Qwen3-Next: 10 rows over 512 experts
+    assert start_tile(4096, 10, 512) == TILE
+    assert start_tile(16, 2, 8) == SMALL_BATCH_TILE and start_tile(64, 2, 8) == TILE  # Mixtral: 4 / 16 rows
+    cands = [dict(BLOCK_SIZE_M=bm, BLOCK_SIZE_N=bn, BLOCK_SIZE_K=128, GROUP_SIZE_M=1, num_warps=4, num_stages=3)
+             for bm in (16, 32, 64) for bn in (32, 64)]
+    pred = lambda c: c["BLOCK_SIZE_N"] + c["BLOCK_SIZE_M"] / 100  # noqa: E731
+    assert [c.split("/")[1] for c in GuidedSearch(cands, pred, seed=2)._starts] == ["32", "32"]
+    assert [c.split("/")[1] for c in GuidedSearch(cands, pred, seed=2, tile=SMALL_BATCH_TILE)._starts] == ["32", "64"]
+
+    monkeypatch.setattr(moe_offline, "CHECKS", moe_offline.TUNE_CHECKS + moe_offline.CHECKS)
+    scorer = moe_offline.Scorer()
+    name = "qwen3-next-80b-a3b/fp8_w8a8"
+    monkeypatch.setattr(S, "SMALL_BATCH_SPANS_N", False)
+    before = {r["M"]: r for r in moe_offline.tune_replay(scorer, names=(name,))[name]["rows"]}
+    assert before[1]["pick"].split("/")[1] == "32" and before[1]["speed"] < 0.99
+    monkeypatch.setattr(S, "SMALL_BATCH_SPANS_N", True)
+    res = moe_offline.tune_replay(scorer)
+    assert res[name]["rows"][0]["pick"] == "16/64/256/1/4/5" and res[name]["rows"][0]["speed"] >= 0.99
+    for table, r in res.items():
+        assert r["min"] >= 0.98, (table, r["rows"])
+        assert r["ratio"] >= 20, table
+
+
+def test_finalists_of_long_kernels_are_retimed_in_steady_state(monkeypatch):
+    """``CONFIRM_STEADY``: a finalist's re-timing asks the timer for the steady warm-up (and the
+    screening timing does not); the timer warms a long kernel up for ``steady_ms`` and a short one
+    for its usual window (GPU part: skipped without one)."""
+    import tilefit.tune.measure as measure_module
+    import tilefit.tune.measurer as measurer_module
+    import tilefit.tune.workload as workload_module
+    from tilefit.tune.measure import Measurement
+
+    seen = []
+
+    def fake_measure(workload, config, **kw):
+        seen.append(kw)
+        return Measurement(config=dict(config), M=16, status="ok", time_us=1.0)
+
+    monkeypatch.setattr(measure_module, "measure", fake_measure)
+    monkeypatch.setattr(workload_module, "MoEWorkload", lambda s, M, dev: object())
+    monkeypatch.setattr(measurer_module, "_WORKLOADS", {})
+    shape = {"E": 8, "N": 256, "K": 256, "top_k": 2, "dtype": "bf16", "quant": "none"}
+    cfg = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4,
+           "num_stages": 3}
+    m = measurer_module.GpuMeasurer()
+    m.measure(shape, cfg, 16)
+    m.measure(shape, cfg, 16, confirm=True)
+    assert "steady" not in seen[0] and "min_runs" not in seen[0]
+    assert seen[1]["steady"] == measurer_module.CONFIRM_STEADY and seen[1]["min_runs"] == measurer_module.CONFIRM_RUNS
+    assert measurer_module.CONFIRM_STEADY[1] >= 50  # long enough to reach the capped clock
+
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    import time
+
+    calls = []
+
+    def launch():
+        calls.append(1)
+        torch.cuda._sleep(1_000_000)  # ~0.5-1 ms of GPU time per replay
+
+    t = time.perf_counter()
+    measure_module.time_graph(launch, 1.0, 6.0, steady=(0.1, 100.0))
+    steady_s = time.perf_counter() - t
+    t = time.perf_counter()
+    measure_module.time_graph(launch, 1.0, 6.0, steady=(1e6, 100.0))  # not long enough: no steady warm-up
+    plain_s = time.perf_counter() - t
+    assert steady_s > plain_s + 0.05, (steady_s, plain_s)

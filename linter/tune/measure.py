@@ -56,10 +56,13 @@ def _l2_flush_buffer(device):
     return buf
 
 
-def time_graph(launch, warmup_ms: float, rep_ms: float, min_runs: tuple[int, int] = (1, 5)) -> float:
+def time_graph(launch, warmup_ms: float, rep_ms: float, min_runs: tuple[int, int] = (1, 5),
+               steady: tuple[float, float] | None = None) -> float:
     """Median milliseconds of one replay of ``launch`` captured in a CUDA graph, L2 flushed
     before each replay; at least ``min_runs`` (warm-up, timed) replays whatever the windows.
-    Raises if the launch cannot be captured."""
+    ``steady = (long_ms, steady_ms)``: where one flush and replay takes at least ``long_ms``, the
+    warm-up lasts at least ``steady_ms``, so a long kernel is timed at the clock the card holds
+    under sustained load, not at its boost clock. Raises if the launch cannot be captured."""
     import torch
 
     side = torch.cuda.Stream()
@@ -79,6 +82,8 @@ def time_graph(launch, warmup_ms: float, rep_ms: float, min_runs: tuple[int, int
     end.record()
     torch.cuda.synchronize()
     estimate = max(start.elapsed_time(end) / 5, 1e-3)  # one flush + replay, ms
+    if steady is not None and estimate >= steady[0]:
+        warmup_ms = max(warmup_ms, steady[1])
     for _ in range(max(1, min_runs[0], int(warmup_ms / estimate))):
         flush.zero_()
         graph.replay()
@@ -97,7 +102,8 @@ def time_graph(launch, warmup_ms: float, rep_ms: float, min_runs: tuple[int, int
 
 
 def measure(workload: MoEWorkload, config: dict, warmup_ms: float = 5, rep_ms: float = 20,
-            timer: str = "graph", min_runs: tuple[int, int] = (1, 5)) -> Measurement:
+            timer: str = "graph", min_runs: tuple[int, int] = (1, 5),
+            steady: tuple[float, float] | None = None) -> Measurement:
     import torch
     import triton
 
@@ -130,7 +136,7 @@ def measure(workload: MoEWorkload, config: dict, warmup_ms: float = 5, rep_ms: f
     ms = None
     if timer == "graph":
         try:
-            ms = time_graph(launch, warmup_ms, rep_ms, min_runs)
+            ms = time_graph(launch, warmup_ms, rep_ms, min_runs, steady)
             m.timer = "graph"
         except Exception:  # noqa: BLE001 - not capturable: time it the plain way
             torch.cuda.synchronize()

@@ -49,6 +49,14 @@ TIMING_MS = (1.0, 6.0)
 # 10 ms / 25 ms, the windows of the bench's final rounds); short kernels keep TIMING_MS
 # (tilefit.tune.search.FINALISTS_DISTINCT_TILES says why)
 CONFIRM_RUNS = (10, 25)
+# a finalist's re-timing of a long kernel (one L2 flush + replay >= 0.7 ms: a kernel of about
+# 0.6 ms or more) is warmed up for 100 ms first (tilefit.tune.measure.time_graph's ``steady``).
+# Issue 13 check 11 (bench/RESULTS.md, tenth pass): at Mixtral bf16 M=1024 (a ~0.9 ms kernel
+# where the 700 W cap throttles the clock) two consecutive 25-run re-timings of one config
+# differed by 13 %, so the re-timings could not separate 128x256x64 from 128x128x64 (8-10 %
+# apart in steady state) and the pick was 0.86-0.95 of the best in 4 of 6 rounds. Four re-timings
+# per entry: about +0.4 GPU s for each entry with such kernels. None: no steady warm-up.
+CONFIRM_STEADY = (0.7, 100.0)
 
 
 @dataclass(frozen=True)
@@ -102,7 +110,7 @@ class GpuMeasurer:
             _WORKLOADS[key] = MoEWorkload(s, M, "cuda")
         _COMPILED_HERE.clear()
         m = measure(_WORKLOADS[key], dict(config), warmup_ms=self.warmup_ms, rep_ms=self.rep_ms, timer=self.timer,
-                    **({"min_runs": CONFIRM_RUNS} if confirm else {}))
+                    **({"min_runs": CONFIRM_RUNS, "steady": CONFIRM_STEADY} if confirm else {}))
         out = m.to_json()
         out.pop("config", None)
         out["compiled_here"] = bool(_COMPILED_HERE) if _LISTENING else None  # None: this Triton cannot say

@@ -26,7 +26,7 @@ from tilefit.tables import batch_size_of
 
 from .results_log import MeasurementLog
 from .scheduler import AllWorkersLost, JobResult, Scheduler, Stats
-from .search import config_key
+from .search import TILE, config_key, start_tile
 
 PARAMS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
 
@@ -77,6 +77,7 @@ class Job:
     confirm: int = 2  # finalists re-timed ...
     confirm_rounds: int = 2  # ... this many times each, interleaved
     patience: int | None = 6  # exploration stops after this many timings without a gain
+    tile: tuple = TILE  # the parameters the start configs differ in (tilefit.tune.search.start_tile)
 
 
 @dataclass
@@ -314,7 +315,7 @@ def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementL
             if logged:
                 known[config_key(c)] = tuple(logged)
         jobs.append(Job(table.path, key, M, shape, tuple(cands), predicted, seeds=seeds, seed=opts.seed,
-                        budget=opts.budget, known=known))
+                        budget=opts.budget, known=known, tile=start_tile(M, shape["top_k"], shape["E"])))
     return jobs
 
 

@@ -132,7 +132,8 @@ class Scheduler:
         predicted = {config_key(c): t for c, t in zip(job.candidates, job.predicted)}
         search = GuidedSearch(job.candidates, lambda c: predicted[config_key(c)], seed=job.seed,
                               budget=job.budget, seeds=job.seeds, confirm=job.confirm,
-                              confirm_rounds=job.confirm_rounds, patience=job.patience)
+                              confirm_rounds=job.confirm_rounds, patience=job.patience,
+                              tile=job.tile)
         return _JobState(index, job, search)
 
     @staticmethod

@@ -36,6 +36,14 @@ STEPS = {
 # model order (the search before that pass).
 DISTINCT_TILE_STARTS = True
 TILE = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")
+# At a small batch (fewer rows per expert than the smallest BLOCK_SIZE_M, so every M-block is
+# mostly padding) BLOCK_SIZE_M changes little of the work, and four tiles that differ in it alone
+# are one start repeated: the start tiles are then distinct in BLOCK_SIZE_N/K
+# (:func:`start_tile`). Issue 13 check 11 (bench/RESULTS.md, tenth pass): at Qwen3-Next fp8 M=1
+# the start tiles were 16/32/64x32x256, the climb's budget ended before BLOCK_SIZE_N 64 and the
+# pick was 0.968-0.977 of the best fitting in 3 of 6 rounds. False: TILE at every batch size.
+SMALL_BATCH_SPANS_N = True
+SMALL_BATCH_TILE = ("BLOCK_SIZE_N", "BLOCK_SIZE_K")
 # The climb times the other num_stages of the best measured config first (every fitting value,
 # not only one step away): on sm_90 a config's time is not smooth in num_stages and the model
 # cannot rank them (bench/RESULTS.md, sixth pass: 16x64x128 at M=1 is fastest at 3 stages on
@@ -54,6 +62,9 @@ STAGES_OF_BEST_FIRST = True
 # 10 % slower than 128x256x64, which the screening had third. False: the fastest configs,
 # ranked by the median of all their timings (the search before check 11).
 FINALISTS_DISTINCT_TILES = True
+CLIMB_DISTINCT_TILES = True
+STAGES_OF_CLIMB = True
+CLIMB_SPANS_SMALL_ONLY = True
 
 
 @dataclass
@@ -68,6 +79,15 @@ class Search:
 
     def __iter__(self) -> Iterator:
         return iter((self.best, self.times))
+
+
+def start_tile(M: int, top_k: int, experts: int) -> tuple[str, ...]:
+    """The parameters the start configs of a search at batch size ``M`` must differ in
+    (``SMALL_BATCH_SPANS_N`` says why): ``SMALL_BATCH_TILE`` when the launch has fewer rows per
+    expert (``M * top_k / experts``) than the smallest BLOCK_SIZE_M, else ``TILE``."""
+    if SMALL_BATCH_SPANS_N and M * top_k < STEPS["BLOCK_SIZE_M"][0] * experts:
+        return SMALL_BATCH_TILE
+    return TILE
 
 
 def config_key(cfg: Mapping) -> str:
@@ -115,8 +135,10 @@ class GuidedSearch:
 
     def __init__(self, candidates: Sequence[Mapping], predict: Callable[[Mapping], float], *, seed: int = 8,
                  budget: int = 24, climb_from: int = 2, seeds: Sequence[Mapping] = (), confirm: int = 3,
-                 confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005):
+                 confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005,
+                 tile: Sequence[str] = TILE):
         self.patience = patience
+        self.tile = tuple(tile)
         self.min_gain = min_gain
         self._stale = 0  # climbing timings in a row without a gain of min_gain
         self.allowed = {config_key(c): c for c in candidates}
@@ -140,15 +162,15 @@ class GuidedSearch:
 
     def _first(self, n: int) -> list[str]:
         """The ``n`` start configs in model order: with ``DISTINCT_TILE_STARTS``, the fastest
-        predicted config of each of the ``n`` fastest tiles (fewer tiles than ``n``: filled up in
-        model order)."""
+        predicted config of each of the ``n`` fastest tiles (the search's ``tile`` parameters;
+        fewer tiles than ``n``: filled up in model order)."""
         if not DISTINCT_TILE_STARTS:
             return self.order[:n]
         out, tiles = [], set()
         for k in self.order:
             if len(out) >= n:
                 break
-            tile = tuple(self.allowed[k].get(x) for x in TILE)
+            tile = tuple(self.allowed[k].get(x) for x in self.tile)
             if tile not in tiles:
                 tiles.add(tile)
                 out.append(k)
@@ -170,12 +192,23 @@ class GuidedSearch:
         first (of ``times``, default the search's own)."""
         times = self.times if times is None else times
         ok = sorted((k for k, t in times.items() if t is not None), key=times.__getitem__)
-        frontier = {n for k in ok[:self.climb_from] for n in self._neighbours(k)}
-        first = set(self._stage_siblings(ok[0])) if ok and STAGES_OF_BEST_FIRST else set()
+        spans = CLIMB_DISTINCT_TILES and (self.tile != TILE or not CLIMB_SPANS_SMALL_ONLY)
+        climb = self._tile_bests(ok)[:self.climb_from] if spans else ok[:self.climb_from]
+        frontier = {n for k in climb for n in self._neighbours(k)}
+        first = set()
+        if ok and STAGES_OF_BEST_FIRST:
+            first = {n for k in (climb if STAGES_OF_CLIMB and spans else ok[:1]) for n in self._stage_siblings(k)}
         # by rank, not by predicted time alone: ties would follow the set's order, which
         # changes with the process's string hash seed (and so would the picks)
         return sorted((k for k in frontier | first if k not in times),
                       key=lambda k: (k not in first, self._rank[k]))
+
+    def _tile_bests(self, ranked: Sequence[str]) -> list[str]:
+        """The first config of each tile (the search's ``tile`` parameters) in ``ranked``."""
+        tiles: dict = {}
+        for k in ranked:
+            tiles.setdefault(tuple(self.allowed[k].get(x) for x in self.tile), k)
+        return list(tiles.values())
 
     def _stage_siblings(self, key: str) -> list[str]:
         """The candidates that differ from ``key`` in num_stages only."""
@@ -282,7 +315,8 @@ class GuidedSearch:
 def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], float],
                   measure: Callable[[Mapping], float | None], *, seed: int = 8, budget: int = 24,
                   climb_from: int = 2, seeds: Sequence[Mapping] = (), confirm: int = 3,
-                  confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005) -> Search:
+                  confirm_rounds: int = 1, patience: int | None = None, min_gain: float = 0.005,
+                  tile: Sequence[str] = TILE) -> Search:
     """Search ``candidates`` with at most ``budget`` measurements in all.
 
     ``predict(config)`` is the model's time, ``measure(config)`` the real one (None when the
@@ -293,10 +327,11 @@ def guided_search(candidates: Sequence[Mapping], predict: Callable[[Mapping], fl
     per cent noisy, and the winner of single timings is biased towards whichever config got a
     lucky one. ``patience``: exploration also stops once that many timings in a row (after the
     start configs) found nothing ``min_gain`` faster than the best so far; the rest of the budget
-    is not spent.
+    is not spent. ``tile``: the parameters the start configs differ in (:func:`start_tile`).
     """
     search = GuidedSearch(candidates, predict, seed=seed, budget=budget, climb_from=climb_from, seeds=seeds,
-                          confirm=confirm, confirm_rounds=confirm_rounds, patience=patience, min_gain=min_gain)
+                          confirm=confirm, confirm_rounds=confirm_rounds, patience=patience, min_gain=min_gain,
+                          tile=tile)
     while (cfg := search.ask()) is not None:
         search.tell(measure(cfg))
     return search.result()
