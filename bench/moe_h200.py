@@ -607,6 +607,7 @@ def phase_ratio(args, out: Path) -> dict:
     for rnd in range(args.rounds):
         order = names if rnd % 2 == 0 else names[::-1]
         sides = ("tune", "sweep") if rnd % 2 == 0 else ("sweep", "tune")
+        sides = tuple(x for x in sides if x in args.ratio_sides.split(","))
         rec = {"round": rnd, "tables": list(order), "sides": list(sides), "results": {}}
         for name in order:
             combo = combos[name]
@@ -659,6 +660,9 @@ def main(argv=None) -> int:
     ap.add_argument("--phase", required=True, help="sweep, or tune and/or final (comma-separated); ratio: "
                     "check 11's alternating rounds of tune and sweep (phase_ratio)")
     ap.add_argument("--tune-budget", type=int, default=16)
+    ap.add_argument("--ratio-sides", default="tune,sweep", help="ratio: the sides timed (tune: the tuner's "
+                    "rounds alone, the sweep still compiled first, so the tuner's kernels load from the cache "
+                    "as in a full run; its GPU time against an earlier run's sweep)")
     ap.add_argument("--tune-variants", default="new", help="new and/or classic (comma-separated)")
     ap.add_argument("--plan")
     ap.add_argument("--finals")

@@ -470,7 +470,18 @@ CHECK11_TUNERS = ("tune_r0", "tune_r1", "tune_r2", "tune_c10")
 CHECK11B_TUNERS = ("tune_r0", "tune_r1", "tune_r2", "tune_a_r0", "tune_a_r1", "tune_a_r2")
 
 
-def check11(name: str = "h200_moe_check11", tuners=CHECK11_TUNERS) -> int:
+def _sweep_rounds(name: str) -> dict:
+    """table -> the sweep's GPU seconds per round of the ratio run ``name``."""
+    summary = json.loads((DATA / f"{name}_ratio_summary.json").read_text())
+    out: dict = {}
+    for rnd in summary.get("ratio", summary)["rounds"]:
+        for table, r in rnd["results"].items():
+            if "sweep" in r:
+                out.setdefault(table, []).append(r["sweep"])
+    return out
+
+
+def check11(name: str = "h200_moe_check11", tuners=CHECK11_TUNERS, sweep_from: str | None = None) -> int:
     """Check 11 (issue 13 item 5, tenth pass): ``tilefit tune --emulate rtx4090`` (one config per
     launch, the best config's other num_stages first) against the exhaustive sweep of fitting
     configs, both timed in one process with the same timer, 3 rounds in alternating order
@@ -488,10 +499,13 @@ def check11(name: str = "h200_moe_check11", tuners=CHECK11_TUNERS) -> int:
     print("| round | order | table | tune timings | tune GPU s | sweep timings | sweep GPU s | ratio |")
     print("|---:|---|---|---:|---:|---:|---:|---:|")
     per: dict = {}
+    earlier = _sweep_rounds(sweep_from) if sweep_from else {}
+    if sweep_from:
+        print(f"(tune rounds only: the sweep's GPU time is {sweep_from}'s, round for round)\n")
     for rnd in summary["rounds"]:
         for table in rnd["tables"]:
             r = rnd["results"][table]
-            t, w = r["tune"], r["sweep"]
+            t, w = r["tune"], r.get("sweep") or earlier[table][rnd["round"]]
             per.setdefault(table, []).append((t["gpu_s"], w["gpu_s"]))
             print(f"| {rnd['round']} | {' then '.join(rnd['sides'])} | {table} | {t['timings']} | {t['gpu_s']:.2f} | "
                   f"{w['timings']} | {w['gpu_s']:.1f} | 1/{w['gpu_s'] / t['gpu_s']:.1f} |")
@@ -537,6 +551,12 @@ def main() -> int:
         return check11()
     if "--check11b" in sys.argv[1:]:  # the third and fourth calls: the tuner with the finalist rule
         return check11("h200_moe_check11b", CHECK11B_TUNERS)
+    if "--check12" in sys.argv[1:]:  # twelfth pass: small-batch start tiles, steady re-timing of long finalists
+        return check11("h200_moe_check12", CHECK11B_TUNERS)
+    if "--check12b" in sys.argv[1:]:  # twelfth pass, call 3: the winner among the finalists (tune rounds only)
+        return check11("h200_moe_check12b", CHECK11B_TUNERS, sweep_from="h200_moe_check12")
+    if "--check12c8" in sys.argv[1:]:  # twelfth pass, item 3: check 8's plan on this card
+        return check6(("h200_moe_check12c8",), alt="fixer_loso_robust")
     if "--check10" in sys.argv[1:]:
         return check10()
     if "--check6" in sys.argv[1:]:
