@@ -555,6 +555,8 @@ def main() -> int:
         return check11("h200_moe_check12", CHECK11B_TUNERS)
     if "--check12b" in sys.argv[1:]:  # twelfth pass, call 3: the winner among the finalists (tune rounds only)
         return check11("h200_moe_check12b", CHECK11B_TUNERS, sweep_from="h200_moe_check12")
+    if "--check12c" in sys.argv[1:]:  # call 4: call 3's script again on another card
+        return check11("h200_moe_check12c", CHECK11B_TUNERS, sweep_from="h200_moe_check12")
     if "--check12c8" in sys.argv[1:]:  # twelfth pass, item 3: check 8's plan on this card
         return check6(("h200_moe_check12c8",), alt="fixer_loso_robust")
     if "--check10" in sys.argv[1:]:
