@@ -62,6 +62,14 @@ STAGES_OF_BEST_FIRST = True
 # 10 % slower than 128x256x64, which the screening had third. False: the fastest configs,
 # ranked by the median of all their timings (the search before check 11).
 FINALISTS_DISTINCT_TILES = True
+# In a small-batch search (``tile`` is ``SMALL_BATCH_TILE``) the climb goes on from the best config
+# of each of the ``climb_from`` best *tiles* (``CLIMB_DISTINCT_TILES``), and the other num_stages
+# of each of them come first (``STAGES_OF_CLIMB``; else only the best config's). Issue 13 twelfth
+# pass (bench/RESULTS.md): with the BN-spanning starts alone, 16x64x256 s4 was timed at Qwen3-Next
+# fp8 M=1 but the climb stayed on the 16x32x256 tile (its two best measured) and never timed
+# 16x64x256 s5, the pick (0.999 pooled, 0.998-1.000 on three cards in check 12); offline, no
+# table's min lower. ``CLIMB_SPANS_SMALL_ONLY`` False: the same climb at every batch size (not
+# measured on a GPU). All three False: the climb of the tenth pass.
 CLIMB_DISTINCT_TILES = True
 STAGES_OF_CLIMB = True
 CLIMB_SPANS_SMALL_ONLY = True
@@ -203,11 +211,11 @@ class GuidedSearch:
         return sorted((k for k in frontier | first if k not in times),
                       key=lambda k: (k not in first, self._rank[k]))
 
-    def _tile_bests(self, ranked: Sequence[str]) -> list[str]:
-        """The first config of each tile (the search's ``tile`` parameters) in ``ranked``."""
+    def _tile_bests(self, ranked: Sequence[str], tile: Sequence[str] | None = None) -> list[str]:
+        """The first config of each tile (``tile``'s parameters, default the search's) in ``ranked``."""
         tiles: dict = {}
         for k in ranked:
-            tiles.setdefault(tuple(self.allowed[k].get(x) for x in self.tile), k)
+            tiles.setdefault(tuple(self.allowed[k].get(x) for x in (tile or self.tile)), k)
         return list(tiles.values())
 
     def _stage_siblings(self, key: str) -> list[str]:
@@ -265,10 +273,7 @@ class GuidedSearch:
     def _start_confirmation(self) -> None:
         ok = sorted((k for k, t in self.times.items() if t is not None), key=self.times.__getitem__)
         if FINALISTS_DISTINCT_TILES:
-            tiles: dict = {}
-            for k in ok:
-                tiles.setdefault(tuple(self.allowed[k].get(x) for x in TILE), k)
-            best = list(tiles.values())
+            best = self._tile_bests(ok, TILE)
             ok = best + [k for k in ok if k not in best]
         finalists = ok[:self.finalists_n] if self.reserve and len(ok) > 1 else []
         self._samples = {k: [self.times[k]] for k in finalists}
