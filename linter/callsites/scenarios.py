@@ -43,7 +43,8 @@ NAMES = DATA.parent / "names.json"
 _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "tp",
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
-          "batch_sizes", "kv_quant"}
+          "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
+          "num_draft_tokens"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -239,6 +240,7 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
             values.update(hidden_size=k)
             for a in ("hidden_states", "A", "a"):
                 values[f"{a}.shape[1]"] = values[f"{a}.shape[-1]"] = k
+    values.update(dsa_kpool_values(facts))
     kv = facts.get("kv_dtypes")
     if kv:
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
@@ -256,6 +258,31 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
                     "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "",
                     batch=batches[0] if batches else None)
+
+
+def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:
+    """The tensor shapes of a DSA indexer with pooled keys (facts ``index_kpool``,
+    ``index_page_size``, ``index_head_dim``, ``tail_extra_slots``), as SGLang 0.5.23 allocates them
+    and srt/layers/attention/dsa/kpool_fp8_index.py names them: ``buf``, a layer's index-K cache
+    viewed one index page a row (mem_cache/index_key_cache.py: ``page_size // index_kpool`` tokens of
+    ``index_head_dim`` fp8 bytes plus a 4-byte fp32 scale per 128-wide quantisation block,
+    DSATokenToKVPool.quant_block_size), and ``tail_k``, the per-request tail
+    (memory_pool.py ``_init_kpool_compress_tail_buffers``: [requests, index_kpool +
+    tail_extra_slots, index_head_dim]), and ``slot_k``, the keys of one pool per row
+    (dsa_indexer_kpool.py: [rows, index_kpool, index_head_dim], asserted equal in shape to the
+    [index_kpool, head_dim] ``index_kpool_compress_ape``). {} without the facts."""
+    if facts.get("index_kpool") is None:
+        return {}
+    missing = [k for k in ("index_page_size", "index_head_dim") if facts.get(k) is None]
+    if missing:
+        raise ScenarioError(f"fact index_kpool needs {' and '.join(missing)} too")
+    kpool = int(facts["index_kpool"])
+    page = int(facts["index_page_size"])
+    dim = int(facts["index_head_dim"])
+    tail = kpool + int(facts.get("tail_extra_slots", 0))
+    return {"buf.shape[1]": page * (dim + dim // 128 * 4), "buf.shape[-1]": page * (dim + dim // 128 * 4),
+            "tail_k.shape[1]": tail, "tail_k.shape[2]": dim, "tail_k.shape[-1]": dim,
+            "slot_k.shape[1]": kpool, "slot_k.shape[2]": dim, "slot_k.shape[-1]": dim}
 
 
 def batch_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
@@ -393,7 +420,8 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
     dims: dict[str, Any] = {"batch": batches[0]} if batches else {}
     dims.update({k: facts[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "block_size",
                                                  "page_size", "num_kv_splits", "experts", "top_k", "hidden",
-                                                 "moe_intermediate", "tp") if facts.get(k) is not None})
+                                                 "moe_intermediate", "tp", "index_kpool", "index_page_size", "index_head_dim",
+                                                 "tail_extra_slots", "num_draft_tokens") if facts.get(k) is not None})
     if heads is not None:
         dims["heads"] = int(heads)
     if mla:

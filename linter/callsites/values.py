@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterator
 from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
+from .asserted import asserted_value
+
 MAX_ARMS = 16
 ALIAS = "\0tensor name of "  # Frame.bindings key: the caller's name of a tensor parameter (sites._alias)
 MOE_CONFIG_LABEL = "MoE config "  # tilefit.callsites.moeconfigs.LABEL: label atoms that exclude each other
@@ -998,40 +1000,13 @@ class Evaluator:
             if found:
                 return Lit(value, None, f"scenario {self.scenario.name}")
         if isinstance(node, ast.Subscript):
-            base = self._expr(frame, node.value)
-            index = self._expr(frame, node.slice)
-            if isinstance(base, DictVal) and isinstance(index, Lit):
-                got = base.get(index.value)
-                return got if got is not None else Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`")
-            if isinstance(base, Seq) and isinstance(index, Lit) and isinstance(index.value, int):
-                try:
-                    return base.items[index.value]
-                except IndexError:
-                    return Unknown(f"index {index.value} out of range")
-            if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, str) and \
-                    all(isinstance(arm, DictVal) for _, arm in branches(base)):
-                # `config["BLOCK_SIZE_M"]` of a config that is one of several dicts: the key of each
-                arms = [(lab, arm.get(index.value) or Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`"))
-                        for lab, arm in branches(base)]
-                return Arms(tuple(arms))
-            if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, int):
-                # a helper returning a tuple on each of its branches: the item of each
-                arms = []
-                for lab, arm in branches(base):
-                    item = arm.items[index.value] if isinstance(arm, Seq) and -len(arm.items) <= index.value < \
-                        len(arm.items) else arm if isinstance(arm, Unknown) else Unknown(f"`{self.seg(m, node)}` is not "
-                                                                                        "a static tuple")
-                    arms.append((lab, item))
-                return Arms(tuple(arms[:MAX_ARMS]))
-            if getattr(node, "_tilefit_unpacked", False) and isinstance(base, Unknown):
-                return Unknown(f"unpacked from `{self.seg(m, node.value)}`: {base.reason}")
-            rank = getattr(node, "_tilefit_rank", None)
-            if rank is not None:  # `t, h, d = q.shape`
-                return Unknown(f"unpacked from `{self.seg(m, node)}` (dimension {node.slice.value} of {rank}, "  # type: ignore
-                               "computed at run time)")
-            return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
+            out = self._or_asserted(frame, node, self._subscript(frame, node))
+            if type(out) is Unknown and self.scenario is not None and _key_in(node, self.scenario_keys):
+                # a shape another scenario binds (`buf.shape[1]` of the DSA index cache): not this model's
+                return Absent(f"scenario {self.scenario.name} has no value for `{self.seg(m, node)}` ({out.reason})")
+            return out
         if isinstance(node, ast.Attribute):
-            return self._attribute(frame, node)
+            return self._or_asserted(frame, node, self._attribute(frame, node))
         if isinstance(node, ast.Call):
             folded = self.platform(node, frame)
             if folded is not None:
@@ -1049,6 +1024,55 @@ class Evaluator:
         if isinstance(node, ast.JoinedStr):
             return Unknown("an f-string")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _or_asserted(self, frame: Frame, node: ast.expr, out: Val) -> Val:
+        """``out``, or where it is unknown, what the function asserts ``node`` equal to above it
+        (``assert pool.index_page_size == BLOCK_SIZE_K``: :mod:`.asserted`)."""
+        if not isinstance(out, Unknown) or frame.func is None:
+            return out
+        hit = asserted_value(frame.func, node)
+        if hit is None:
+            return out
+        line, other = hit
+        got = self._expr(frame.child(before_line=line), other)
+        if isinstance(got, Lit):
+            return Lit(got.value, got.loc, f"asserted at line {line}")
+        return out
+
+    def _subscript(self, frame: Frame, node: ast.Subscript) -> Val:
+        m = frame.module
+        base = self._expr(frame, node.value)
+        index = self._expr(frame, node.slice)
+        if isinstance(base, DictVal) and isinstance(index, Lit):
+            got = base.get(index.value)
+            return got if got is not None else Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`")
+        if isinstance(base, Seq) and isinstance(index, Lit) and isinstance(index.value, int):
+            try:
+                return base.items[index.value]
+            except IndexError:
+                return Unknown(f"index {index.value} out of range")
+        if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, str) and \
+                all(isinstance(arm, DictVal) for _, arm in branches(base)):
+            # `config["BLOCK_SIZE_M"]` of a config that is one of several dicts: the key of each
+            arms = [(lab, arm.get(index.value) or Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`"))
+                    for lab, arm in branches(base)]
+            return Arms(tuple(arms))
+        if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, int):
+            # a helper returning a tuple on each of its branches: the item of each
+            arms = []
+            for lab, arm in branches(base):
+                item = arm.items[index.value] if isinstance(arm, Seq) and -len(arm.items) <= index.value < \
+                    len(arm.items) else arm if isinstance(arm, Unknown) else Unknown(f"`{self.seg(m, node)}` is not "
+                                                                                    "a static tuple")
+                arms.append((lab, item))
+            return Arms(tuple(arms[:MAX_ARMS]))
+        if getattr(node, "_tilefit_unpacked", False) and isinstance(base, Unknown):
+            return Unknown(f"unpacked from `{self.seg(m, node.value)}`: {base.reason}")
+        rank = getattr(node, "_tilefit_rank", None)
+        if rank is not None:  # `t, h, d = q.shape`
+            return Unknown(f"unpacked from `{self.seg(m, node)}` (dimension {node.slice.value} of {rank}, "  # type: ignore
+                           "computed at run time)")
+        return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
 
     def _device_name_test(self, node: ast.Compare, vals: list[Val]) -> Val | None:
         """``"H20" in torch.cuda.get_device_name(0)``: folded when every target device is a card
