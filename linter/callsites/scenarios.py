@@ -202,6 +202,11 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
                 values[f"{t}.shape[-2]"] = int(kv_heads)
             if dim is not None:
                 values[f"{t}.shape[-1]"] = int(dim)
+    for t, dim in (("key", hk), ("value", hv)):  # vLLM's new tokens' K and V: [tokens, kv_heads, head size]
+        if kv_heads is not None:
+            values[f"{t}.shape[1]"] = int(kv_heads)
+        if dim is not None:
+            values[f"{t}.shape[2]"] = int(dim)
     if kv_heads is not None:
         values.update(num_kv_heads=int(kv_heads))
     if hk is not None:

@@ -298,6 +298,46 @@ def arch_capability(arch: str) -> int | None:
     return int(digits) if digits else None
 
 
+def _on_target(val: Arms, capability: int) -> Val:
+    """The one value of per-target arms (every label naming its targets) on ``capability``; else
+    ``val``."""
+    hits = []
+    for label, v in branches(val):
+        caps = label_capabilities(label)
+        if caps is None:
+            return val
+        if capability in caps:
+            hits.append(v)
+    if hits and all(isinstance(h, Lit) for h in hits) and len({bool(h.value) for h in hits}) == 1:
+        return hits[0]
+    return val
+
+
+def _on_every_target(val: Arms) -> Val:
+    """Per-target arms (every label naming its targets) that all give one truth value: that
+    value; else ``val``."""
+    got = list(branches(val))
+    if all(label_capabilities(lab) is not None and isinstance(v, Lit) for lab, v in got) and \
+            len({bool(v.value) for _, v in got}) == 1:
+        return got[0][1]
+    return val
+
+
+_CAPABILITY_CALLS = frozenset({"get_device_capability", "has_device_capability", "is_device_capability",
+                               "is_device_capability_family", "is_arch_support_pdl"})
+
+
+def _has_capability_test(fn) -> bool:
+    """Does ``fn`` call a compute-capability function anywhere (computed once per function)?"""
+    hit = getattr(fn, "_tilefit_capability", None)
+    if hit is None:
+        hit = any(isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute) else
+                                               getattr(n.func, "id", "")) in _CAPABILITY_CALLS
+                  for n in ast.walk(fn))
+        fn._tilefit_capability = hit
+    return hit
+
+
 def label_capabilities(atoms) -> frozenset | None:
     """The compute capabilities a label's per-target atoms (:data:`CAPABILITY_LABEL`) leave (their
     intersection), None when it has none (every target). ``atoms``: a label or its atoms."""
@@ -667,6 +707,9 @@ class Evaluator:
                        if frame.before_line is None or a.line < frame.before_line]
             passed = name in params
             if assigns and frame.before_line is not None:
+                split = self._per_target_local(frame, fn, name, params)
+                if split is not None:  # `if get_device_capability(d)[0] < 9: TILE = 512`: per target
+                    return split
                 assigns, passed = self._reaching(frame, fn, name, name in params)
                 if not assigns and passed:
                     return self._param(frame, fn, name, params[name])
@@ -678,25 +721,7 @@ class Evaluator:
             if memo_key is not None and memo_key in self._locals:
                 return self._locals[memo_key]
             if assigns:
-                arms: list[tuple[str, Val]] = []
-                if name in params and passed:
-                    arms.append((f"{name} as passed", self._param(frame, fn, name, params[name])))
-                for a in assigns:
-                    if a.value is None and a.why == "imported locally" and local_import(fn, name) is not None:
-                        # `from pkg.mod import helper` inside the function: followed like a module import
-                        arms.append((f"{name} (line {a.line})",
-                                     self.project.import_value(frame.module, name, local_import(fn, name),
-                                                               frame.depth + 1)))
-                        continue
-                    if a.value is None:
-                        return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
-                    # the right-hand side sees the names as they are at its own line
-                    v = self.expr(frame.child(before_line=a.line) if frame.before_line is not None else frame.child(),
-                                  a.value)
-                    text = self.seg(frame.module, a.value)
-                    label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
-                    arms.append((label, v))
-                out = arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
+                out = self._assigned_value(frame, fn, name, assigns, passed, params)
                 if memo_key is not None and self._exhausted is None:
                     self._locals[memo_key] = out
                 return out
@@ -706,6 +731,64 @@ class Evaluator:
             if outer is not None:  # a closure: the enclosing function's locals and parameters
                 return self.name(Frame(frame.module, outer, {}, None, frame.depth + 1), name, node)
         return self.global_name(frame.module, name, frame.depth)
+
+    def _assigned_value(self, frame: Frame, fn, name: str, assigns, passed: bool, params) -> Val:
+        """The value of local ``name`` from the assignments that reach the line (one arm each, and
+        the value passed in when ``passed``)."""
+        arms: list[tuple[str, Val]] = []
+        if name in params and passed:
+            arms.append((f"{name} as passed", self._param(frame, fn, name, params[name])))
+        for a in assigns:
+            if a.value is None and a.why == "imported locally" and local_import(fn, name) is not None:
+                # `from pkg.mod import helper` inside the function: followed like a module import
+                arms.append((f"{name} (line {a.line})",
+                             self.project.import_value(frame.module, name, local_import(fn, name),
+                                                       frame.depth + 1)))
+                continue
+            if a.value is None:
+                return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
+            # the right-hand side sees the names as they are at its own line
+            v = self.expr(frame.child(before_line=a.line) if frame.before_line is not None else frame.child(),
+                          a.value)
+            text = self.seg(frame.module, a.value)
+            label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
+            arms.append((label, v))
+        return arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
+
+    def _per_target_local(self, frame: Frame, fn, name: str, params) -> Val | None:
+        """Local ``name`` when the assignments that reach the line differ between the targets
+        (``if torch.cuda.get_device_capability(d)[0] < 9: TILE_SIZE = min(512, TILE_SIZE)``): one
+        arm per group of targets that agree, labelled ``compute capability 86/89 (TILE_SIZE per
+        target)``, so each is judged on those targets only. None when the function has no
+        capability test or every target takes the same branches."""
+        from .flow import PARAM, reaching
+
+        if len(self.capabilities) < 2 or self.backend is None or not _has_capability_test(fn):
+            return None
+        key = ("per target", id(fn), name, frame.before_line, self.backend, frame.token)
+        if key in self._locals:
+            return self._locals[key]
+        groups: dict[tuple, tuple[tuple, list[int]]] = {}
+        for c in sorted(self.capabilities):
+            defs, alive = reaching(fn, name, frame.before_line, self._test_folder(frame, fn, c), name in params)
+            if alive:  # on another target the line does not run: no value there
+                groups.setdefault(tuple((id(d.value), d.line, d.kind, d.why) for d in defs), (defs, []))[1].append(c)
+        out: Val | None = None
+        if len(groups) > 1:
+            arms = []
+            for defs, caps in groups.values():
+                assigns = [_Assigned(d.value, d.line, d.why) for d in defs if d.kind != PARAM]
+                passed = any(d.kind == PARAM for d in defs)
+                if not assigns:
+                    v = self._param(frame, fn, name, params[name]) if passed else \
+                        self.global_name(frame.module, name, frame.depth)
+                else:
+                    v = self._assigned_value(frame, fn, name, assigns, passed, params)
+                arms.append((f"{CAPABILITY_LABEL}{'/'.join(map(str, caps))} ({name} per target)", v))
+            out = Arms(tuple(arms))
+        if self._exhausted is None:
+            self._locals[key] = out
+        return out
 
     def _reaching(self, frame: Frame, fn, name: str, is_param: bool) -> tuple[list[_Assigned], bool]:
         """The assignments of ``name`` that reach ``frame.before_line`` (branches whose test
@@ -727,15 +810,18 @@ class Evaluator:
                 self._locals[key] = hit
         return hit
 
-    def _test_folder(self, frame: Frame, fn):
-        """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings)."""
+    def _test_folder(self, frame: Frame, fn, capability: int | None = None):
+        """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings);
+        with ``capability``, a test answered per target (:meth:`_per_target`) is that target's answer."""
         token = frame.token
 
         def test(node: ast.expr, line: int):
-            key = ("test", id(node), line, token)
+            key = ("test", id(node), line, token, capability)
             if key is not None and key in self._locals:
                 return self._locals[key]
             v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1, token), node)
+            if isinstance(v, Arms):  # per-target answers: that target's, or the one every target gives
+                v = _on_target(v, capability) if capability is not None else _on_every_target(v)
             out = bool(v.value) if isinstance(v, Lit) else None
             if key is not None and self._exhausted is None:
                 self._locals[key] = out
@@ -778,6 +864,10 @@ class Evaluator:
         if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and self.capabilities and \
                 isinstance(node.func, ast.Attribute) and node.func.attr in _CAPABILITY_TESTS:
             return self._capability(node, frame)
+        if isinstance(node, ast.Call) and len(node.args) <= 1 and not node.keywords and self.capabilities and \
+                self.backend == "cuda" and (node.func.attr if isinstance(node.func, ast.Attribute) else
+                                            getattr(node.func, "id", "")) == "get_device_capability":
+            return self._capability_value(node, frame)
         if isinstance(node, ast.Attribute) and node.attr in ("hip", "cuda") and \
                 isinstance(node.value, ast.Attribute) and node.value.attr == "version" and \
                 isinstance(node.value.value, ast.Name) and node.value.value.id == "torch":
@@ -800,6 +890,21 @@ class Evaluator:
         test = {"has_device_capability": lambda c: c >= want, "is_device_capability": lambda c: c == want,
                 "is_device_capability_family": lambda c: c // 10 == want // 10}[node.func.attr]  # type: ignore
         return self._per_target(test, self.seg(frame.module, node), node, frame)
+
+    def _capability_value(self, node: ast.Call, frame: Frame) -> Val:
+        """``torch.cuda.get_device_capability(dev)`` (and vLLM's / SGLang's
+        ``get_device_capability()``): the target's ``(major, minor)``, one arm per target when they
+        differ, labelled as :meth:`_per_target` labels (``compute capability 86 (... = 8.6)``)."""
+        loc = self.loc(frame.module, node)
+        caps = sorted(self.capabilities)
+
+        def pair(c: int) -> Seq:
+            return Seq((Lit(c // 10, loc, f"compute capability {c}"), Lit(c % 10, loc, f"compute capability {c}")))
+
+        if len(caps) == 1:
+            return pair(caps[0])
+        text = " ".join(self.seg(frame.module, node).replace(",", " ").split())
+        return Arms(tuple((f"{CAPABILITY_LABEL}{c} ({text} = {c // 10}.{c % 10})", pair(c)) for c in caps))
 
     def _per_target(self, test, text: str, node: ast.expr, frame: Frame) -> Val:
         """A capability test's answer: folded when every target gives the same one, else one arm
