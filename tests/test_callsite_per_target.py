@@ -141,6 +141,13 @@ def store(src, dst, n_heads: int = 8, head_size: int = 128):
     store_kernel[(1,)](src, dst, n, TILE_SIZE=TILE_SIZE, num_warps=num_warps)
 
 
+def store_guarded(src, dst):
+    if current_platform.has_device_capability(90):
+        store_kernel[(1,)](src, dst, 64, TILE_SIZE=4096, num_warps=8)
+        return
+    store_kernel[(1,)](src, dst, 64, TILE_SIZE=256)
+
+
 def store_major(src, dst):
     major, _minor = torch.cuda.get_device_capability()
     tile = 256
@@ -179,3 +186,21 @@ def test_the_capability_as_a_value_unpacks_per_target(tmp_path):
     site = _store_site(tmp_path, {89, 120}, "store_major")
     got = {label_capabilities(i.label): i.value("TILE_SIZE").value for i in site.instances}
     assert got == {frozenset({89}): 256, frozenset({120}): 1024}
+
+
+def test_a_launch_under_a_capability_test_is_judged_on_those_targets_only(tmp_path):
+    (tmp_path / "platform.py").write_text("current_platform = None\n")
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "reshape.py").write_text(STORE)
+    project = Project.scan([str(p) for p in sorted(tmp_path.glob("*.py"))])
+    sites = build_scenario_sites(project, [], "cuda", frozenset({86, 89, 120}))
+    got = {}
+    for s in sites.launches:
+        if "in store_guarded()" in s.where:
+            (inst,) = s.instances
+            got[s.anchor.start.line] = (label_capabilities(inst.label), inst.value("TILE_SIZE").value)
+    assert sorted(got.values(), key=str) == [(frozenset({120}), 4096), (frozenset({86, 89}), 256)], got
+    # on targets that all take one side, the other launch is not made at all
+    sites = build_scenario_sites(project, [], "cuda", frozenset({86, 89}))
+    assert [(s.instances[0].value("TILE_SIZE").value, s.instances[0].label)
+            for s in sites.launches if "in store_guarded()" in s.where] == [(256, "")]

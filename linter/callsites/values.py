@@ -841,6 +841,20 @@ class Evaluator:
             return True  # no branch above the line: it runs whenever the function does
         return reaching(frame.func, "\0", frame.before_line, self._test_folder(frame, frame.func), False)[1]
 
+    def reachable_targets(self, frame: Frame) -> frozenset | None:
+        """The targets' compute capabilities on which ``frame.before_line`` runs, when a
+        capability test decides it on some of them only (``if has_device_capability(90):
+        launch``); None when it runs on every target (or no target-dependent test is above it)."""
+        from .flow import reaching
+
+        fn = frame.func
+        if fn is None or frame.before_line is None or len(self.capabilities) < 2 or self.backend is None or \
+                not _has_capability_test(fn):
+            return None
+        on = frozenset(c for c in self.capabilities
+                       if reaching(fn, "\0", frame.before_line, self._test_folder(frame, fn, c), False)[1])
+        return None if on == frozenset(self.capabilities) else on
+
     def platform(self, node: ast.expr, frame: Frame) -> Val | None:
         """``is_hip()``, ``current_platform.is_rocm()``, ``torch.version.hip``, ``is_cuda()``:
         a boolean of the backend, folded when :attr:`backend` is known."""
