@@ -44,7 +44,7 @@ _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rop
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
           "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
-          "num_draft_tokens"}
+          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -246,6 +246,12 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
             for a in ("hidden_states", "A", "a"):
                 values[f"{a}.shape[1]"] = values[f"{a}.shape[-1]"] = k
     values.update(dsa_kpool_values(facts))
+    qsa = qsa_dimensions(facts)
+    if qsa:  # the compressed blocks a row selects (SGLang expands them only at that width)
+        values["block_indices.shape[1]"] = values["block_indices.shape[-1]"] = qsa["qsa_block_topk"]
+        # int32 tensors of SGLang 0.5.23's QSA expansion (qsa/kernel.py): fast_topk_v2's block
+        # indices, the metadata's decode_logical_positions and get_seqlens_int32()
+        dtypes["block_indices,query_positions,sequence_lengths"] = ("i32",)
     kv = facts.get("kv_dtypes")
     if kv:
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
@@ -288,6 +294,29 @@ def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:
     return {"buf.shape[1]": page * (dim + dim // 128 * 4), "buf.shape[-1]": page * (dim + dim // 128 * 4),
             "tail_k.shape[1]": tail, "tail_k.shape[2]": dim, "tail_k.shape[-1]": dim,
             "slot_k.shape[1]": kpool, "slot_k.shape[2]": dim, "slot_k.shape[-1]": dim}
+
+
+QSA_BLOCK_TOPK = (512, 2048)  # SGLang 0.5.23 qsa/config.py: the widths fast_topk_v2 supports
+
+
+def qsa_dimensions(facts: Mapping[str, Any]) -> dict[str, int]:
+    """A compressed sparse-attention indexer's sizes (facts ``qsa_compress_ratio``,
+    ``qsa_budget``, with ``page_size``), checked as SGLang 0.5.23's parse_qsa_profile checks them:
+    ratio at least 2, the budget a multiple of it, ``budget // ratio`` one of
+    :data:`QSA_BLOCK_TOPK`. {} without the facts."""
+    if facts.get("qsa_compress_ratio") is None and facts.get("qsa_budget") is None:
+        return {}
+    try:
+        ratio, budget = int(facts["qsa_compress_ratio"]), int(facts["qsa_budget"])
+    except (KeyError, TypeError, ValueError):
+        raise ScenarioError("facts qsa_compress_ratio and qsa_budget go together (integers)") from None
+    if ratio < 2 or budget % ratio or budget // ratio not in QSA_BLOCK_TOPK:
+        raise ScenarioError(f"QSA budget {budget} / compress ratio {ratio}: the ratio must be at least 2 and "
+                            f"the budget a multiple of it giving {' or '.join(map(str, QSA_BLOCK_TOPK))} blocks")
+    out = {"qsa_compress_ratio": ratio, "qsa_budget": budget, "qsa_block_topk": budget // ratio}
+    if facts.get("page_size") is not None:
+        out["qsa_compressed_page_size"] = int(facts["page_size"]) // ratio
+    return out
 
 
 def batch_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
@@ -427,6 +456,7 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
                                                  "page_size", "num_kv_splits", "experts", "top_k", "hidden",
                                                  "moe_intermediate", "tp", "index_kpool", "index_page_size", "index_head_dim",
                                                  "tail_extra_slots", "num_draft_tokens") if facts.get(k) is not None})
+    dims.update(qsa_dimensions(facts))
     if heads is not None:
         dims["heads"] = int(heads)
     if mla:

@@ -1,4 +1,5 @@
-"""What a launcher asserts, a package scanned below its root, and the DSA KPool scenario (issue 18.4).
+"""Sparse indexers (issue 18.4): what a launcher asserts, a package scanned below its root, the DSA
+KPool and Qwen QSA scenarios.
 
 SGLang 0.5.23's DSA KPool launchers (srt/layers/attention/dsa/kpool_fp8_index.py) read their
 tile sizes from the pool and the index-K cache (``PAGE_SIZE=pool.index_page_size``,
@@ -128,3 +129,58 @@ def test_a_pooled_indexer_needs_its_page_and_head_sizes():
         from_facts("mine", {"index_kpool": 4})
     s = from_facts("mine", {"index_kpool": 2, "index_page_size": 64, "index_head_dim": 128, "tail_extra_slots": 3})
     assert s.values["tail_k.shape[1]"] == 5 and s.values["slot_k.shape[1]"] == 2
+
+
+QSA = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def expand_kernel(block_indices, query_positions, sequence_lengths, output, BLOCK_TOPK: tl.constexpr,
+                  COMPRESS_RATIO: tl.constexpr, TOKEN_TOPK: tl.constexpr, FINAL_TOPK: tl.constexpr,
+                  OUTPUT_BLOCK_SIZE: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, OUTPUT_BLOCK_SIZE)
+    n = tl.load(sequence_lengths + row)
+    blocks = tl.load(block_indices + row * BLOCK_TOPK + cols // COMPRESS_RATIO, mask=cols < TOKEN_TOPK, other=-1)
+    tl.store(output + row * FINAL_TOPK + cols, blocks * COMPRESS_RATIO + cols % COMPRESS_RATIO, mask=cols < n)
+
+
+def expand(block_indices, query_positions, sequence_lengths, compress_ratio: int, token_topk: int):
+    rows, block_topk = block_indices.shape
+    final_topk = token_topk + compress_ratio - 1
+    output = block_indices.new_empty((rows, final_topk))
+    expand_kernel[(rows,)](block_indices, query_positions, sequence_lengths, output, BLOCK_TOPK=block_topk,
+                           COMPRESS_RATIO=compress_ratio, TOKEN_TOPK=token_topk, FINAL_TOPK=final_topk,
+                           OUTPUT_BLOCK_SIZE=triton.next_power_of_2(final_topk))
+
+
+class Backend:
+    def expand_block_indices(self, indices, metadata):
+        if indices.shape[1] != self.qsa_profile.block_topk:
+            return indices
+        return expand(indices, metadata.positions, metadata.seqlens, self.compress_ratio, self.qsa_profile.budget)
+'''
+
+
+def test_the_qsa_scenario_binds_the_compressed_indexer_through_the_backend(tmp_path):
+    (qsa,) = resolve(["qwen4-exp-qsa"])
+    assert qsa.dims["compress_ratio"] == 4 and qsa.dims["budget"] == 2048 and qsa.dims["block_topk"] == 512
+    assert qsa.dims["qsa_compressed_page_size"] == 64 // 4 and qsa.dtypes["block_indices,query_positions,sequence_lengths"] == ("i32",)
+    (tmp_path / "qsa.py").write_text(QSA)
+    project = Project.scan([str(tmp_path / "qsa.py")])
+    sites = build_scenario_sites(project, [qsa, builtin()["llama-gqa-128"]], "cuda", frozenset({89}))
+    for site in sites.launches:  # at the launcher (its parameters by name) and where the backend calls it
+        (inst,) = site.instances
+        got = [inst.value(k).value for k in ("BLOCK_TOPK", "COMPRESS_RATIO", "TOKEN_TOPK", "FINAL_TOPK",
+                                             "OUTPUT_BLOCK_SIZE")]
+        assert got == [512, 4, 2048, 2051, 4096] and "scenario qwen4-exp-qsa" in inst.label, site.where
+    assert sites.launches
+
+
+def test_a_qsa_budget_the_engine_refuses_is_a_scenario_error():
+    for facts in ({"qsa_compress_ratio": 4}, {"qsa_compress_ratio": 4, "qsa_budget": 4096},
+                  {"qsa_compress_ratio": 1, "qsa_budget": 512}):
+        with pytest.raises(ScenarioError, match="(?i)qsa"):
+            from_facts("mine", facts)
+    assert from_facts("mine", {"qsa_compress_ratio": 4, "qsa_budget": 8192}).dims["block_topk"] == 2048
