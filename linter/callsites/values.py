@@ -586,6 +586,7 @@ class Evaluator:
         self.scenario = None
         self.scenario_keys: frozenset = frozenset()  # every key of the run's scenarios
         self.scenario_dims: frozenset = frozenset()  # every dimension name of the run's scenarios
+        self._splitting = False  # within :meth:`_per_target_local` (no split in a split)
         self.scenario_hit = False  # did the current site read a scenario key (begin_site resets)
         # attributes of the scenarios' quantisation schemes (names.json quant), and did the current
         # site read one (or a MoE config, which depends on the scheme): only those launches are
@@ -761,13 +762,23 @@ class Evaluator:
         arm per group of targets that agree, labelled ``compute capability 86/89 (TILE_SIZE per
         target)``, so each is judged on those targets only. None when the function has no
         capability test or every target takes the same branches."""
-        from .flow import PARAM, reaching
-
-        if len(self.capabilities) < 2 or self.backend is None or not _has_capability_test(fn):
-            return None
+        if len(self.capabilities) < 2 or self.backend is None or not _has_capability_test(fn) or self._splitting:
+            return None  # within a split, names are looked up once for every target (no split in a split)
         key = ("per target", id(fn), name, frame.before_line, self.backend, frame.token)
         if key in self._locals:
             return self._locals[key]
+        self._splitting = True
+        try:
+            out = self._split_by_target(frame, fn, name, params)
+        finally:
+            self._splitting = False
+        if self._exhausted is None:
+            self._locals[key] = out
+        return out
+
+    def _split_by_target(self, frame: Frame, fn, name: str, params) -> Val | None:
+        from .flow import PARAM, reaching
+
         groups: dict[tuple, tuple[tuple, list[int]]] = {}
         for c in sorted(self.capabilities):
             defs, alive = reaching(fn, name, frame.before_line, self._test_folder(frame, fn, c), name in params)
@@ -786,8 +797,6 @@ class Evaluator:
                     v = self._assigned_value(frame, fn, name, assigns, passed, params)
                 arms.append((f"{CAPABILITY_LABEL}{'/'.join(map(str, caps))} ({name} per target)", v))
             out = Arms(tuple(arms))
-        if self._exhausted is None:
-            self._locals[key] = out
         return out
 
     def _reaching(self, frame: Frame, fn, name: str, is_param: bool) -> tuple[list[_Assigned], bool]:
