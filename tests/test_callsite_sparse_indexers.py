@@ -116,6 +116,7 @@ def test_the_dsa_kpool_scenario_binds_the_pool_and_its_caches(tmp_path):
     assert dsa.facts["index_kpool"] == 4 and dsa.dims["kpool"] == 4 and dsa.dims["index_page_size"] == 64
     # a page of the index-K cache: 64 tokens of 128 fp8 bytes and one fp32 scale each
     assert dsa.values["buf.shape[1]"] == 64 * (128 + 4) and dsa.values["tail_k.shape[1]"] == 4
+    assert dsa.values["topk_result.shape[1]"] == 2048  # the pooled selection expanded to index_topk tokens
     sites = _sites(tmp_path, [dsa, builtin()["llama-gqa-128"]])
     (inst,) = sites["gather()"].instances
     assert inst.value("ROW").value == 8448 and "scenario dsa-kpool4" in inst.label

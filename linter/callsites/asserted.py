@@ -54,7 +54,10 @@ def asserted_value(fn, node: ast.expr) -> tuple[int, ast.expr] | None:
     """(line, expression) that ``fn`` asserts ``node`` equal to, above ``node``; else None."""
     if fn is None or not hasattr(node, "lineno"):
         return None
-    found = _asserts(fn).get(ast.dump(node))
+    asserted = _asserts(fn)
+    if not asserted:  # most functions assert no equality: no need to spell the expression
+        return None
+    found = asserted.get(ast.dump(node))
     if not found:
         return None
     root = _root_name(node)

@@ -44,7 +44,7 @@ _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rop
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
           "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
-          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget"}
+          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -281,7 +281,9 @@ def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:
     (memory_pool.py ``_init_kpool_compress_tail_buffers``: [requests, index_kpool +
     tail_extra_slots, index_head_dim]), and ``slot_k``, the keys of one pool per row
     (dsa_indexer_kpool.py: [rows, index_kpool, index_head_dim], asserted equal in shape to the
-    [index_kpool, head_dim] ``index_kpool_compress_ape``). {} without the facts."""
+    [index_kpool, head_dim] ``index_kpool_compress_ape``), and with fact ``index_topk``
+    ``topk_result``, the pooled selection expanded to tokens (kpool_fp8_index.py
+    expand_pooled_groups_to_topk: [rows, index_topk]). {} without the facts."""
     if facts.get("index_kpool") is None:
         return {}
     missing = [k for k in ("index_page_size", "index_head_dim") if facts.get(k) is None]
@@ -293,7 +295,9 @@ def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:
     tail = kpool + int(facts.get("tail_extra_slots", 0))
     return {"buf.shape[1]": page * (dim + dim // 128 * 4), "buf.shape[-1]": page * (dim + dim // 128 * 4),
             "tail_k.shape[1]": tail, "tail_k.shape[2]": dim, "tail_k.shape[-1]": dim,
-            "slot_k.shape[1]": kpool, "slot_k.shape[2]": dim, "slot_k.shape[-1]": dim}
+            "slot_k.shape[1]": kpool, "slot_k.shape[2]": dim, "slot_k.shape[-1]": dim,
+            **({"topk_result.shape[1]": int(facts["index_topk"]), "topk_result.shape[-1]": int(facts["index_topk"])}
+               if facts.get("index_topk") is not None else {})}
 
 
 QSA_BLOCK_TOPK = (512, 2048)  # SGLang 0.5.23 qsa/config.py: the widths fast_topk_v2 supports
