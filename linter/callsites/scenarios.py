@@ -458,8 +458,9 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
     dims: dict[str, Any] = {"batch": batches[0]} if batches else {}
     dims.update({k: facts[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "block_size",
                                                  "page_size", "num_kv_splits", "experts", "top_k", "hidden",
-                                                 "moe_intermediate", "tp", "index_kpool", "index_page_size", "index_head_dim",
-                                                 "tail_extra_slots", "num_draft_tokens") if facts.get(k) is not None})
+                                                 "moe_intermediate", "tp", "index_kpool", "index_page_size",
+                                                 "index_head_dim", "tail_extra_slots", "num_draft_tokens")
+                 if facts.get(k) is not None})
     dims.update(qsa_dimensions(facts))
     if heads is not None:
         dims["heads"] = int(heads)
