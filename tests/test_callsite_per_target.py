@@ -114,3 +114,93 @@ def test_answers_of_two_checks_hold_together_only_on_a_common_target():
     assert not consistent([a, b])
     assert consistent([a, c]) and label_capabilities([a, c]) == frozenset({89})
     assert label_capabilities("scenario llama-gqa-128") is None
+
+
+STORE = '''import torch
+import triton
+import triton.language as tl
+
+from .platform import current_platform
+
+
+@triton.jit
+def store_kernel(src_ptr, dst_ptr, n, TILE_SIZE: tl.constexpr):
+    offs = tl.arange(0, TILE_SIZE)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+def store(src, dst, n_heads: int = 8, head_size: int = 128):
+    n = n_heads * head_size
+    TILE_SIZE = min(2048, triton.next_power_of_2(n))
+    if current_platform.is_rocm():
+        num_warps = 8
+    else:
+        num_warps = 16
+        if torch.cuda.get_device_capability(src.device)[0] < 9:
+            TILE_SIZE = min(512, TILE_SIZE)
+    store_kernel[(1,)](src, dst, n, TILE_SIZE=TILE_SIZE, num_warps=num_warps)
+
+
+def store_guarded(src, dst):
+    if current_platform.has_device_capability(90):
+        store_kernel[(1,)](src, dst, 64, TILE_SIZE=4096, num_warps=8)
+        return
+    store_kernel[(1,)](src, dst, 64, TILE_SIZE=256)
+
+
+def store_major(src, dst):
+    major, _minor = torch.cuda.get_device_capability()
+    tile = 256
+    if major >= 12:
+        tile = 1024
+    store_kernel[(1,)](src, dst, 64, TILE_SIZE=tile)
+'''
+
+
+def _store_site(tmp_path, capabilities, name="store"):
+    (tmp_path / "platform.py").write_text("current_platform = None\n")
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "reshape.py").write_text(STORE)
+    project = Project.scan([str(p) for p in sorted(tmp_path.glob("*.py"))])
+    sites = build_scenario_sites(project, [], "cuda", frozenset(capabilities))
+    (site,) = [s for s in sites.launches if s.caller is None and f"in {name}()" in s.where]
+    return site
+
+
+def test_an_if_statement_on_the_device_capability_is_taken_per_target(tmp_path):
+    # vLLM 0.33.0 reshape-and-cache: TILE_SIZE 512 below sm_90, 1024 (= 8 x 128) from sm_90 on
+    site = _store_site(tmp_path, {86, 89, 120})
+    got = {label_capabilities(i.label): i.value("TILE_SIZE").value for i in site.instances}
+    assert got == {frozenset({86, 89}): 512, frozenset({120}): 1024}, [i.label for i in site.instances]
+    assert all("TILE_SIZE per target" in i.label for i in site.instances)
+    assert all(i.options["num_warps"].value == 16 for i in site.instances)  # the ROCm branch is not taken
+
+
+def test_targets_on_one_side_of_the_test_give_one_instance(tmp_path):
+    for caps, want in (({86, 89}, 512), ({90, 120}, 1024)):
+        (inst,) = _store_site(tmp_path, caps).instances
+        assert inst.value("TILE_SIZE").value == want and inst.label == ""
+
+
+def test_the_capability_as_a_value_unpacks_per_target(tmp_path):
+    site = _store_site(tmp_path, {89, 120}, "store_major")
+    got = {label_capabilities(i.label): i.value("TILE_SIZE").value for i in site.instances}
+    assert got == {frozenset({89}): 256, frozenset({120}): 1024}
+
+
+def test_a_launch_under_a_capability_test_is_judged_on_those_targets_only(tmp_path):
+    (tmp_path / "platform.py").write_text("current_platform = None\n")
+    (tmp_path / "__init__.py").write_text("")
+    (tmp_path / "reshape.py").write_text(STORE)
+    project = Project.scan([str(p) for p in sorted(tmp_path.glob("*.py"))])
+    sites = build_scenario_sites(project, [], "cuda", frozenset({86, 89, 120}))
+    got = {}
+    for s in sites.launches:
+        if "in store_guarded()" in s.where:
+            (inst,) = s.instances
+            got[s.anchor.start.line] = (label_capabilities(inst.label), inst.value("TILE_SIZE").value)
+    assert sorted(got.values(), key=str) == [(frozenset({120}), 4096), (frozenset({86, 89}), 256)], got
+    # on targets that all take one side, the other launch is not made at all
+    sites = build_scenario_sites(project, [], "cuda", frozenset({86, 89}))
+    assert [(s.instances[0].value("TILE_SIZE").value, s.instances[0].label)
+            for s in sites.launches if "in store_guarded()" in s.where] == [(256, "")]

@@ -243,8 +243,23 @@ class Project:
 
             found = self._module_at(_package_root(module.path), binding.module)
         if found is None and binding.module and binding.module.split(".")[0] != "triton":
-            found = self._in_ancestors(module, binding.module)
+            found = self._in_ancestors(module, binding.module) or self._by_dotted_path(module, binding.module)
         return found, binding.module or ""
+
+    def _by_dotted_path(self, module: ModuleScan, dotted: str) -> ModuleScan | None:
+        """``dotted`` (``sglang.srt.layers.attention.dsa.utils``) from the folder above the nearest
+        folder of the importer's path named as its first part (``.../sglang-0.5.23/`` for
+        ``.../sglang/srt/...``), as Python finds it with that folder on ``sys.path``: a tree scanned
+        below its package root names its modules from the scan root, so no module name matches."""
+        first = dotted.split(".")[0]
+        folder = os.path.dirname(os.path.abspath(module.path))
+        while True:
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                return None
+            if os.path.basename(folder) == first:
+                return self._module_at(parent, dotted)
+            folder = parent
 
     def _in_ancestors(self, module: ModuleScan, dotted: str, levels: int = 4) -> ModuleScan | None:
         """``dotted`` under a folder above the importer: a folder of kernels without
@@ -299,7 +314,8 @@ class Project:
 
                 sub = self._module_at(_package_root(module.path), f"{mod_name}.{binding.attr}")
             if sub is None and mod_name.split(".")[0] != "triton":
-                sub = self._in_ancestors(module, f"{mod_name}.{binding.attr}")
+                sub = self._in_ancestors(module, f"{mod_name}.{binding.attr}") or \
+                    self._by_dotted_path(module, f"{mod_name}.{binding.attr}")
             if sub is not None:
                 return Ref("module", sub)
         return Unknown(f"{name} is imported from {dotted}, which is not in the scanned tree")

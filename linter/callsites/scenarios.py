@@ -43,7 +43,8 @@ NAMES = DATA.parent / "names.json"
 _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "tp",
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
-          "batch_sizes", "kv_quant"}
+          "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
+          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -201,6 +202,11 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
                 values[f"{t}.shape[-2]"] = int(kv_heads)
             if dim is not None:
                 values[f"{t}.shape[-1]"] = int(dim)
+    for t, dim in (("key", hk), ("value", hv)):  # vLLM's new tokens' K and V: [tokens, kv_heads, head size]
+        if kv_heads is not None:
+            values[f"{t}.shape[1]"] = int(kv_heads)
+        if dim is not None:
+            values[f"{t}.shape[2]"] = int(dim)
     if kv_heads is not None:
         values.update(num_kv_heads=int(kv_heads))
     if hk is not None:
@@ -239,6 +245,13 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
             values.update(hidden_size=k)
             for a in ("hidden_states", "A", "a"):
                 values[f"{a}.shape[1]"] = values[f"{a}.shape[-1]"] = k
+    values.update(dsa_kpool_values(facts))
+    qsa = qsa_dimensions(facts)
+    if qsa:  # the compressed blocks a row selects (SGLang expands them only at that width)
+        values["block_indices.shape[1]"] = values["block_indices.shape[-1]"] = qsa["qsa_block_topk"]
+        # int32 tensors of SGLang 0.5.23's QSA expansion (qsa/kernel.py): fast_topk_v2's block
+        # indices, the metadata's decode_logical_positions and get_seqlens_int32()
+        dtypes["block_indices,query_positions,sequence_lengths"] = ("i32",)
     kv = facts.get("kv_dtypes")
     if kv:
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
@@ -256,6 +269,58 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
                     "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "",
                     batch=batches[0] if batches else None)
+
+
+def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:
+    """The tensor shapes of a DSA indexer with pooled keys (facts ``index_kpool``,
+    ``index_page_size``, ``index_head_dim``, ``tail_extra_slots``), as SGLang 0.5.23 allocates them
+    and srt/layers/attention/dsa/kpool_fp8_index.py names them: ``buf``, a layer's index-K cache
+    viewed one index page a row (mem_cache/index_key_cache.py: ``page_size // index_kpool`` tokens of
+    ``index_head_dim`` fp8 bytes plus a 4-byte fp32 scale per 128-wide quantisation block,
+    DSATokenToKVPool.quant_block_size), and ``tail_k``, the per-request tail
+    (memory_pool.py ``_init_kpool_compress_tail_buffers``: [requests, index_kpool +
+    tail_extra_slots, index_head_dim]), and ``slot_k``, the keys of one pool per row
+    (dsa_indexer_kpool.py: [rows, index_kpool, index_head_dim], asserted equal in shape to the
+    [index_kpool, head_dim] ``index_kpool_compress_ape``), and with fact ``index_topk``
+    ``topk_result``, the pooled selection expanded to tokens (kpool_fp8_index.py
+    expand_pooled_groups_to_topk: [rows, index_topk]). {} without the facts."""
+    if facts.get("index_kpool") is None:
+        return {}
+    missing = [k for k in ("index_page_size", "index_head_dim") if facts.get(k) is None]
+    if missing:
+        raise ScenarioError(f"fact index_kpool needs {' and '.join(missing)} too")
+    kpool = int(facts["index_kpool"])
+    page = int(facts["index_page_size"])
+    dim = int(facts["index_head_dim"])
+    tail = kpool + int(facts.get("tail_extra_slots", 0))
+    return {"buf.shape[1]": page * (dim + dim // 128 * 4), "buf.shape[-1]": page * (dim + dim // 128 * 4),
+            "tail_k.shape[1]": tail, "tail_k.shape[2]": dim, "tail_k.shape[-1]": dim,
+            "slot_k.shape[1]": kpool, "slot_k.shape[2]": dim, "slot_k.shape[-1]": dim,
+            **({"topk_result.shape[1]": int(facts["index_topk"]), "topk_result.shape[-1]": int(facts["index_topk"])}
+               if facts.get("index_topk") is not None else {})}
+
+
+QSA_BLOCK_TOPK = (512, 2048)  # SGLang 0.5.23 qsa/config.py: the widths fast_topk_v2 supports
+
+
+def qsa_dimensions(facts: Mapping[str, Any]) -> dict[str, int]:
+    """A compressed sparse-attention indexer's sizes (facts ``qsa_compress_ratio``,
+    ``qsa_budget``, with ``page_size``), checked as SGLang 0.5.23's parse_qsa_profile checks them:
+    ratio at least 2, the budget a multiple of it, ``budget // ratio`` one of
+    :data:`QSA_BLOCK_TOPK`. {} without the facts."""
+    if facts.get("qsa_compress_ratio") is None and facts.get("qsa_budget") is None:
+        return {}
+    try:
+        ratio, budget = int(facts["qsa_compress_ratio"]), int(facts["qsa_budget"])
+    except (KeyError, TypeError, ValueError):
+        raise ScenarioError("facts qsa_compress_ratio and qsa_budget go together (integers)") from None
+    if ratio < 2 or budget % ratio or budget // ratio not in QSA_BLOCK_TOPK:
+        raise ScenarioError(f"QSA budget {budget} / compress ratio {ratio}: the ratio must be at least 2 and "
+                            f"the budget a multiple of it giving {' or '.join(map(str, QSA_BLOCK_TOPK))} blocks")
+    out = {"qsa_compress_ratio": ratio, "qsa_budget": budget, "qsa_block_topk": budget // ratio}
+    if facts.get("page_size") is not None:
+        out["qsa_compressed_page_size"] = int(facts["page_size"]) // ratio
+    return out
 
 
 def batch_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
@@ -393,7 +458,10 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
     dims: dict[str, Any] = {"batch": batches[0]} if batches else {}
     dims.update({k: facts[k] for k in ("kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "block_size",
                                                  "page_size", "num_kv_splits", "experts", "top_k", "hidden",
-                                                 "moe_intermediate", "tp") if facts.get(k) is not None})
+                                                 "moe_intermediate", "tp", "index_kpool", "index_page_size",
+                                                 "index_head_dim", "tail_extra_slots", "num_draft_tokens")
+                 if facts.get(k) is not None})
+    dims.update(qsa_dimensions(facts))
     if heads is not None:
         dims["heads"] = int(heads)
     if mla:

@@ -24,8 +24,8 @@ from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan,
 
 from .project import Project
 from .platforms import backend_of
-from .values import (ALIAS, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown, Val, both_values,
-                     branches, combine, function_params, restrict)
+from .values import (ALIAS, CAPABILITY_LABEL, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown,
+                     Val, both_values, branches, combine, consistent, function_params, restrict)
 
 # Launch keywords that are compile options, not kernel arguments.
 LAUNCH_OPTIONS = frozenset({
@@ -437,6 +437,23 @@ def _deciding_combos(kernel: KernelDef, keyed: dict) -> list | None:
     return out
 
 
+def _on_targets(instances: list[Instance], capabilities: frozenset | None) -> list[Instance]:
+    """``instances`` of a launch that runs on the targets of ``capabilities`` only (None: on every
+    target), labelled so (``compute capability 120 (the launch runs there only)``): elsewhere
+    there is no such launch to judge. An instance whose own per-target label leaves none of them
+    is dropped."""
+    if capabilities is None:
+        return instances
+    atom = f"{CAPABILITY_LABEL}{'/'.join(map(str, sorted(capabilities)))} (the launch runs there only)"
+    out = []
+    for inst in instances:
+        if not consistent([inst.label, atom] if inst.label else [atom]):
+            continue
+        inst.label = ", ".join(x for x in (inst.label, atom) if x)
+        out.append(inst)
+    return out
+
+
 def _signature(kernel: KernelDef, inst: list[Instance]) -> tuple:
     """What decides the compile: constexprs and options by value, other arguments by the way a
     launch specialises them (None, 1, a multiple of 16, other)."""
@@ -494,6 +511,10 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
             if ev.backend is not None and not ev.reachable(frame):
                 off_platform += 1  # e.g. the ROCm-only branch, on NVIDIA targets
                 continue
+            on_targets = ev.reachable_targets(frame)  # `if has_device_capability(90): launch`
+            if on_targets is not None and not on_targets:
+                off_platform += 1
+                continue
             callee = ev.expr(frame, launch.callee)
             scope = launch.scope
             callers = []
@@ -509,7 +530,7 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
             if kernels:
                 for _, kernel in kernels:
                     args, options, problems = _map_launch(project, launch, kernel, frame)
-                    inst = _instances(kernel, args, options, problems)
+                    inst = _on_targets(_instances(kernel, args, options, problems), on_targets)
                     default_sigs[id(kernel)] = _signature(kernel, inst)
                     if callers and _needs_caller(kernel, inst, scope):
                         # the compile depends on what the callers pass: the launch exists only as
@@ -539,7 +560,7 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 ckernels = _kernels_of(ev.expr(cframe, launch.callee))
                 for _, kernel in ckernels:
                     args, options, problems = _map_launch(project, launch, kernel, cframe)
-                    inst = _instances(kernel, args, options, problems + cproblems)
+                    inst = _on_targets(_instances(kernel, args, options, problems + cproblems), on_targets)
                     if id(kernel) not in through_callers and default_sigs.get(id(kernel)) == _signature(kernel, inst):
                         continue  # the caller passes nothing that changes the compile
                     span = caller_module.source.span(rec.node.func)

@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterator
 from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
+from .asserted import asserted_value
+
 MAX_ARMS = 16
 ALIAS = "\0tensor name of "  # Frame.bindings key: the caller's name of a tensor parameter (sites._alias)
 MOE_CONFIG_LABEL = "MoE config "  # tilefit.callsites.moeconfigs.LABEL: label atoms that exclude each other
@@ -296,6 +298,46 @@ def arch_capability(arch: str) -> int | None:
     return int(digits) if digits else None
 
 
+def _on_target(val: Arms, capability: int) -> Val:
+    """The one value of per-target arms (every label naming its targets) on ``capability``; else
+    ``val``."""
+    hits = []
+    for label, v in branches(val):
+        caps = label_capabilities(label)
+        if caps is None:
+            return val
+        if capability in caps:
+            hits.append(v)
+    if hits and all(isinstance(h, Lit) for h in hits) and len({bool(h.value) for h in hits}) == 1:
+        return hits[0]
+    return val
+
+
+def _on_every_target(val: Arms) -> Val:
+    """Per-target arms (every label naming its targets) that all give one truth value: that
+    value; else ``val``."""
+    got = list(branches(val))
+    if all(label_capabilities(lab) is not None and isinstance(v, Lit) for lab, v in got) and \
+            len({bool(v.value) for _, v in got}) == 1:
+        return got[0][1]
+    return val
+
+
+_CAPABILITY_CALLS = frozenset({"get_device_capability", "has_device_capability", "is_device_capability",
+                               "is_device_capability_family", "is_arch_support_pdl"})
+
+
+def _has_capability_test(fn) -> bool:
+    """Does ``fn`` call a compute-capability function anywhere (computed once per function)?"""
+    hit = getattr(fn, "_tilefit_capability", None)
+    if hit is None:
+        hit = any(isinstance(n, ast.Call) and (n.func.attr if isinstance(n.func, ast.Attribute) else
+                                               getattr(n.func, "id", "")) in _CAPABILITY_CALLS
+                  for n in ast.walk(fn))
+        fn._tilefit_capability = hit
+    return hit
+
+
 def label_capabilities(atoms) -> frozenset | None:
     """The compute capabilities a label's per-target atoms (:data:`CAPABILITY_LABEL`) leave (their
     intersection), None when it has none (every target). ``atoms``: a label or its atoms."""
@@ -544,6 +586,7 @@ class Evaluator:
         self.scenario = None
         self.scenario_keys: frozenset = frozenset()  # every key of the run's scenarios
         self.scenario_dims: frozenset = frozenset()  # every dimension name of the run's scenarios
+        self._splitting = False  # within :meth:`_per_target_local` (no split in a split)
         self.scenario_hit = False  # did the current site read a scenario key (begin_site resets)
         # attributes of the scenarios' quantisation schemes (names.json quant), and did the current
         # site read one (or a MoE config, which depends on the scheme): only those launches are
@@ -665,6 +708,9 @@ class Evaluator:
                        if frame.before_line is None or a.line < frame.before_line]
             passed = name in params
             if assigns and frame.before_line is not None:
+                split = self._per_target_local(frame, fn, name, params)
+                if split is not None:  # `if get_device_capability(d)[0] < 9: TILE = 512`: per target
+                    return split
                 assigns, passed = self._reaching(frame, fn, name, name in params)
                 if not assigns and passed:
                     return self._param(frame, fn, name, params[name])
@@ -676,25 +722,7 @@ class Evaluator:
             if memo_key is not None and memo_key in self._locals:
                 return self._locals[memo_key]
             if assigns:
-                arms: list[tuple[str, Val]] = []
-                if name in params and passed:
-                    arms.append((f"{name} as passed", self._param(frame, fn, name, params[name])))
-                for a in assigns:
-                    if a.value is None and a.why == "imported locally" and local_import(fn, name) is not None:
-                        # `from pkg.mod import helper` inside the function: followed like a module import
-                        arms.append((f"{name} (line {a.line})",
-                                     self.project.import_value(frame.module, name, local_import(fn, name),
-                                                               frame.depth + 1)))
-                        continue
-                    if a.value is None:
-                        return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
-                    # the right-hand side sees the names as they are at its own line
-                    v = self.expr(frame.child(before_line=a.line) if frame.before_line is not None else frame.child(),
-                                  a.value)
-                    text = self.seg(frame.module, a.value)
-                    label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
-                    arms.append((label, v))
-                out = arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
+                out = self._assigned_value(frame, fn, name, assigns, passed, params)
                 if memo_key is not None and self._exhausted is None:
                     self._locals[memo_key] = out
                 return out
@@ -704,6 +732,72 @@ class Evaluator:
             if outer is not None:  # a closure: the enclosing function's locals and parameters
                 return self.name(Frame(frame.module, outer, {}, None, frame.depth + 1), name, node)
         return self.global_name(frame.module, name, frame.depth)
+
+    def _assigned_value(self, frame: Frame, fn, name: str, assigns, passed: bool, params) -> Val:
+        """The value of local ``name`` from the assignments that reach the line (one arm each, and
+        the value passed in when ``passed``)."""
+        arms: list[tuple[str, Val]] = []
+        if name in params and passed:
+            arms.append((f"{name} as passed", self._param(frame, fn, name, params[name])))
+        for a in assigns:
+            if a.value is None and a.why == "imported locally" and local_import(fn, name) is not None:
+                # `from pkg.mod import helper` inside the function: followed like a module import
+                arms.append((f"{name} (line {a.line})",
+                             self.project.import_value(frame.module, name, local_import(fn, name),
+                                                       frame.depth + 1)))
+                continue
+            if a.value is None:
+                return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
+            # the right-hand side sees the names as they are at its own line
+            v = self.expr(frame.child(before_line=a.line) if frame.before_line is not None else frame.child(),
+                          a.value)
+            text = self.seg(frame.module, a.value)
+            label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
+            arms.append((label, v))
+        return arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
+
+    def _per_target_local(self, frame: Frame, fn, name: str, params) -> Val | None:
+        """Local ``name`` when the assignments that reach the line differ between the targets
+        (``if torch.cuda.get_device_capability(d)[0] < 9: TILE_SIZE = min(512, TILE_SIZE)``): one
+        arm per group of targets that agree, labelled ``compute capability 86/89 (TILE_SIZE per
+        target)``, so each is judged on those targets only. None when the function has no
+        capability test or every target takes the same branches."""
+        if len(self.capabilities) < 2 or self.backend is None or not _has_capability_test(fn) or self._splitting:
+            return None  # within a split, names are looked up once for every target (no split in a split)
+        key = ("per target", id(fn), name, frame.before_line, self.backend, frame.token)
+        if key in self._locals:
+            return self._locals[key]
+        self._splitting = True
+        try:
+            out = self._split_by_target(frame, fn, name, params)
+        finally:
+            self._splitting = False
+        if self._exhausted is None:
+            self._locals[key] = out
+        return out
+
+    def _split_by_target(self, frame: Frame, fn, name: str, params) -> Val | None:
+        from .flow import PARAM, reaching
+
+        groups: dict[tuple, tuple[tuple, list[int]]] = {}
+        for c in sorted(self.capabilities):
+            defs, alive = reaching(fn, name, frame.before_line, self._test_folder(frame, fn, c), name in params)
+            if alive:  # on another target the line does not run: no value there
+                groups.setdefault(tuple((id(d.value), d.line, d.kind, d.why) for d in defs), (defs, []))[1].append(c)
+        out: Val | None = None
+        if len(groups) > 1:
+            arms = []
+            for defs, caps in groups.values():
+                assigns = [_Assigned(d.value, d.line, d.why) for d in defs if d.kind != PARAM]
+                passed = any(d.kind == PARAM for d in defs)
+                if not assigns:
+                    v = self._param(frame, fn, name, params[name]) if passed else \
+                        self.global_name(frame.module, name, frame.depth)
+                else:
+                    v = self._assigned_value(frame, fn, name, assigns, passed, params)
+                arms.append((f"{CAPABILITY_LABEL}{'/'.join(map(str, caps))} ({name} per target)", v))
+            out = Arms(tuple(arms))
+        return out
 
     def _reaching(self, frame: Frame, fn, name: str, is_param: bool) -> tuple[list[_Assigned], bool]:
         """The assignments of ``name`` that reach ``frame.before_line`` (branches whose test
@@ -725,15 +819,18 @@ class Evaluator:
                 self._locals[key] = hit
         return hit
 
-    def _test_folder(self, frame: Frame, fn):
-        """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings)."""
+    def _test_folder(self, frame: Frame, fn, capability: int | None = None):
+        """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings);
+        with ``capability``, a test answered per target (:meth:`_per_target`) is that target's answer."""
         token = frame.token
 
         def test(node: ast.expr, line: int):
-            key = ("test", id(node), line, token)
+            key = ("test", id(node), line, token, capability)
             if key is not None and key in self._locals:
                 return self._locals[key]
             v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1, token), node)
+            if isinstance(v, Arms):  # per-target answers: that target's, or the one every target gives
+                v = _on_target(v, capability) if capability is not None else _on_every_target(v)
             out = bool(v.value) if isinstance(v, Lit) else None
             if key is not None and self._exhausted is None:
                 self._locals[key] = out
@@ -752,6 +849,20 @@ class Evaluator:
         if not any(isinstance(s, (ast.If, ast.While)) and s.lineno < frame.before_line for s in ast.walk(frame.func)):
             return True  # no branch above the line: it runs whenever the function does
         return reaching(frame.func, "\0", frame.before_line, self._test_folder(frame, frame.func), False)[1]
+
+    def reachable_targets(self, frame: Frame) -> frozenset | None:
+        """The targets' compute capabilities on which ``frame.before_line`` runs, when a
+        capability test decides it on some of them only (``if has_device_capability(90):
+        launch``); None when it runs on every target (or no target-dependent test is above it)."""
+        from .flow import reaching
+
+        fn = frame.func
+        if fn is None or frame.before_line is None or len(self.capabilities) < 2 or self.backend is None or \
+                not _has_capability_test(fn):
+            return None
+        on = frozenset(c for c in self.capabilities
+                       if reaching(fn, "\0", frame.before_line, self._test_folder(frame, fn, c), False)[1])
+        return None if on == frozenset(self.capabilities) else on
 
     def platform(self, node: ast.expr, frame: Frame) -> Val | None:
         """``is_hip()``, ``current_platform.is_rocm()``, ``torch.version.hip``, ``is_cuda()``:
@@ -776,6 +887,10 @@ class Evaluator:
         if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and self.capabilities and \
                 isinstance(node.func, ast.Attribute) and node.func.attr in _CAPABILITY_TESTS:
             return self._capability(node, frame)
+        if isinstance(node, ast.Call) and len(node.args) <= 1 and not node.keywords and self.capabilities and \
+                self.backend == "cuda" and (node.func.attr if isinstance(node.func, ast.Attribute) else
+                                            getattr(node.func, "id", "")) == "get_device_capability":
+            return self._capability_value(node, frame)
         if isinstance(node, ast.Attribute) and node.attr in ("hip", "cuda") and \
                 isinstance(node.value, ast.Attribute) and node.value.attr == "version" and \
                 isinstance(node.value.value, ast.Name) and node.value.value.id == "torch":
@@ -798,6 +913,21 @@ class Evaluator:
         test = {"has_device_capability": lambda c: c >= want, "is_device_capability": lambda c: c == want,
                 "is_device_capability_family": lambda c: c // 10 == want // 10}[node.func.attr]  # type: ignore
         return self._per_target(test, self.seg(frame.module, node), node, frame)
+
+    def _capability_value(self, node: ast.Call, frame: Frame) -> Val:
+        """``torch.cuda.get_device_capability(dev)`` (and vLLM's / SGLang's
+        ``get_device_capability()``): the target's ``(major, minor)``, one arm per target when they
+        differ, labelled as :meth:`_per_target` labels (``compute capability 86 (... = 8.6)``)."""
+        loc = self.loc(frame.module, node)
+        caps = sorted(self.capabilities)
+
+        def pair(c: int) -> Seq:
+            return Seq((Lit(c // 10, loc, f"compute capability {c}"), Lit(c % 10, loc, f"compute capability {c}")))
+
+        if len(caps) == 1:
+            return pair(caps[0])
+        text = " ".join(self.seg(frame.module, node).replace(",", " ").split())
+        return Arms(tuple((f"{CAPABILITY_LABEL}{c} ({text} = {c // 10}.{c % 10})", pair(c)) for c in caps))
 
     def _per_target(self, test, text: str, node: ast.expr, frame: Frame) -> Val:
         """A capability test's answer: folded when every target gives the same one, else one arm
@@ -998,40 +1128,13 @@ class Evaluator:
             if found:
                 return Lit(value, None, f"scenario {self.scenario.name}")
         if isinstance(node, ast.Subscript):
-            base = self._expr(frame, node.value)
-            index = self._expr(frame, node.slice)
-            if isinstance(base, DictVal) and isinstance(index, Lit):
-                got = base.get(index.value)
-                return got if got is not None else Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`")
-            if isinstance(base, Seq) and isinstance(index, Lit) and isinstance(index.value, int):
-                try:
-                    return base.items[index.value]
-                except IndexError:
-                    return Unknown(f"index {index.value} out of range")
-            if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, str) and \
-                    all(isinstance(arm, DictVal) for _, arm in branches(base)):
-                # `config["BLOCK_SIZE_M"]` of a config that is one of several dicts: the key of each
-                arms = [(lab, arm.get(index.value) or Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`"))
-                        for lab, arm in branches(base)]
-                return Arms(tuple(arms))
-            if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, int):
-                # a helper returning a tuple on each of its branches: the item of each
-                arms = []
-                for lab, arm in branches(base):
-                    item = arm.items[index.value] if isinstance(arm, Seq) and -len(arm.items) <= index.value < \
-                        len(arm.items) else arm if isinstance(arm, Unknown) else Unknown(f"`{self.seg(m, node)}` is not "
-                                                                                        "a static tuple")
-                    arms.append((lab, item))
-                return Arms(tuple(arms[:MAX_ARMS]))
-            if getattr(node, "_tilefit_unpacked", False) and isinstance(base, Unknown):
-                return Unknown(f"unpacked from `{self.seg(m, node.value)}`: {base.reason}")
-            rank = getattr(node, "_tilefit_rank", None)
-            if rank is not None:  # `t, h, d = q.shape`
-                return Unknown(f"unpacked from `{self.seg(m, node)}` (dimension {node.slice.value} of {rank}, "  # type: ignore
-                               "computed at run time)")
-            return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
+            out = self._or_asserted(frame, node, self._subscript(frame, node))
+            if type(out) is Unknown and self.scenario is not None and _key_in(node, self.scenario_keys):
+                # a shape another scenario binds (`buf.shape[1]` of the DSA index cache): not this model's
+                return Absent(f"scenario {self.scenario.name} has no value for `{self.seg(m, node)}` ({out.reason})")
+            return out
         if isinstance(node, ast.Attribute):
-            return self._attribute(frame, node)
+            return self._or_asserted(frame, node, self._attribute(frame, node))
         if isinstance(node, ast.Call):
             folded = self.platform(node, frame)
             if folded is not None:
@@ -1049,6 +1152,55 @@ class Evaluator:
         if isinstance(node, ast.JoinedStr):
             return Unknown("an f-string")
         return Unknown(f"`{self.seg(m, node)}` is computed at run time")
+
+    def _or_asserted(self, frame: Frame, node: ast.expr, out: Val) -> Val:
+        """``out``, or where it is unknown, what the function asserts ``node`` equal to above it
+        (``assert pool.index_page_size == BLOCK_SIZE_K``: :mod:`.asserted`)."""
+        if not isinstance(out, Unknown) or frame.func is None:
+            return out
+        hit = asserted_value(frame.func, node)
+        if hit is None:
+            return out
+        line, other = hit
+        got = self._expr(frame.child(before_line=line), other)
+        if isinstance(got, Lit):
+            return Lit(got.value, got.loc, f"asserted at line {line}")
+        return out
+
+    def _subscript(self, frame: Frame, node: ast.Subscript) -> Val:
+        m = frame.module
+        base = self._expr(frame, node.value)
+        index = self._expr(frame, node.slice)
+        if isinstance(base, DictVal) and isinstance(index, Lit):
+            got = base.get(index.value)
+            return got if got is not None else Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`")
+        if isinstance(base, Seq) and isinstance(index, Lit) and isinstance(index.value, int):
+            try:
+                return base.items[index.value]
+            except IndexError:
+                return Unknown(f"index {index.value} out of range")
+        if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, str) and \
+                all(isinstance(arm, DictVal) for _, arm in branches(base)):
+            # `config["BLOCK_SIZE_M"]` of a config that is one of several dicts: the key of each
+            arms = [(lab, arm.get(index.value) or Unknown(f"no key {index.value!r} in `{self.seg(m, node.value)}`"))
+                    for lab, arm in branches(base)]
+            return Arms(tuple(arms))
+        if isinstance(base, Arms) and isinstance(index, Lit) and isinstance(index.value, int):
+            # a helper returning a tuple on each of its branches: the item of each
+            arms = []
+            for lab, arm in branches(base):
+                item = arm.items[index.value] if isinstance(arm, Seq) and -len(arm.items) <= index.value < \
+                    len(arm.items) else arm if isinstance(arm, Unknown) else Unknown(f"`{self.seg(m, node)}` is not "
+                                                                                    "a static tuple")
+                arms.append((lab, item))
+            return Arms(tuple(arms[:MAX_ARMS]))
+        if getattr(node, "_tilefit_unpacked", False) and isinstance(base, Unknown):
+            return Unknown(f"unpacked from `{self.seg(m, node.value)}`: {base.reason}")
+        rank = getattr(node, "_tilefit_rank", None)
+        if rank is not None:  # `t, h, d = q.shape`
+            return Unknown(f"unpacked from `{self.seg(m, node)}` (dimension {node.slice.value} of {rank}, "  # type: ignore
+                           "computed at run time)")
+        return _first_unknown([base, index], f"`{self.seg(m, node)}` is computed at run time")
 
     def _device_name_test(self, node: ast.Compare, vals: list[Val]) -> Val | None:
         """``"H20" in torch.cuda.get_device_name(0)``: folded when every target device is a card
