@@ -78,3 +78,22 @@ def test_an_arch_the_release_s_probe_record_has_already_is_not_sent_to_probe_it_
     # a 3.1 table there is judged with 3.5 (3.1 cannot build the kernel on sm_110): the same answer
     assert "Triton 3.5's probe record has sm_110 already" in exact_hint(_Estimator(True), spec.with_(triton="3.1"),
                                                                         "sm_110")
+
+
+def test_a_release_calibrated_afresh_already_is_not_sent_to_calibrate_again(monkeypatch, engine_package_copy):
+    """Once the fresh calibration has run (the record has forms of its own beside its probe), a
+    path it proves nothing for on the arch is not sent round the same command again."""
+    import json
+
+    folder = engine_package_copy("fused_moe", "sglang", "0.5.23")
+    record = folder / "triton-3.5.json"
+    doc = json.loads(record.read_text())
+    assert not doc.get("formulas")  # the shipped record: a probe only (--no-fresh)
+    doc["formulas"] = {"tcgen05": {"int8_w8a8": "0"}}  # what a fresh calibration adds: its own forms
+    record.write_text(json.dumps(doc))
+    monkeypatch.setattr(versions, "installed_triton", lambda: "3.9.0")
+    spec = ec.Point(ec.Path("fused_moe", "int8_w8a16"), (256, 64, 128), 8, 3, "sm_110").spec().with_(
+        engine="sglang", triton="3.5")
+    hint = exact_hint(_Estimator(True), spec, "sm_110")
+    assert "calibration (probed from Triton 3.9, with forms of its own" in hint and "proves no form" in hint, hint
+    assert "tilefit calibrate smem" not in hint
