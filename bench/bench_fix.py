@@ -30,26 +30,14 @@ import platform
 import shutil
 import statistics
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
+from corpus_root import corpus_root
 from machine import cpu_name, load
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def corpus_root(tmp: Path) -> Path:
-    env = os.environ.get("TILEFIT_CORPUS")
-    if env:
-        return Path(env)
-    shared = REPO.parent / "shared" / "corpus"
-    if (shared / "README.md").is_file():
-        return shared
-    with tarfile.open(REPO / "tests" / "data" / "corpus.tar.xz") as tar:
-        tar.extractall(tmp / "extracted", filter="data")
-    return tmp / "extracted" / "corpus"
 
 
 def machine() -> str:

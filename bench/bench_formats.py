@@ -21,31 +21,16 @@ import resource
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from corpus_root import corpus_root  # noqa: E402
 from machine import cpu_name, load  # noqa: E402
 
 FORMATS = ("concise", "json", "sarif", "gitlab")  # the default set; --format picks others (concise always)
-
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-def corpus_root(tmp: Path) -> Path:
-    env = os.environ.get("TILEFIT_CORPUS")
-    if env:
-        return Path(env)
-    shared = REPO.parent / "shared" / "corpus"
-    if (shared / "README.md").is_file():
-        return shared
-    with tarfile.open(REPO / "tests" / "data" / "corpus.tar.xz") as tar:
-        tar.extractall(tmp / "extracted", filter="data")
-    return tmp / "extracted" / "corpus"
 
 
 def _children_cpu() -> float:

@@ -25,25 +25,17 @@ import json
 import sys
 import time
 
-
-class _Stop(Exception):
-    pass
+from prefetch_hook import add_check_arguments, no_time_budget, run_to_prefetch
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("tree")
-    ap.add_argument("--target", default="consumer")
-    ap.add_argument("--scenario", action="append", default=[])
+    add_check_arguments(ap)
     ap.add_argument("--json", help="write the counts as JSON")
     ap.add_argument("--top", type=int, default=12, help="kernels with the most jobs to list")
     ap.add_argument("--vary", type=int, default=0, help="for the N kernels with the most jobs, which arguments vary")
     args = ap.parse_args()
-    import tilefit.callsites.values as values
-
-    values.MAX_SECONDS = 1e9  # no wall-clock budget per site: a loaded machine decides nothing
-    import tilefit.cli as cli
-    import tilefit.callsites.prefetch as prefetch_mod
+    no_time_budget()
     from tilefit import kernels
     from tilefit.callsites.evaluate import CompileJob, config_cases, launch_cases, known_spec
     from tilefit.callsites.speckey import arg_key
@@ -55,8 +47,7 @@ def main() -> None:
     out: dict = {}
     t0 = time.perf_counter()
 
-    def counted(evaluator, sites, classes, pool=None, progress=None):
-        classes = [c for c in classes if c.first.smem_per_block_optin is not None]
+    def counted(evaluator, sites, classes):
         devices = [c.first for c in classes]
         origin: dict = {}  # identity -> {"launch", "autotune"}
         jobs: dict = {}
@@ -123,18 +114,8 @@ def main() -> None:
             "kernels": len({ident[0] for ident in jobs}),
             "top kernels by jobs": per_kernel.most_common(args.top),
         })
-        raise _Stop
 
-    prefetch_mod.prefetch = counted
-    import tilefit.pyengine as pyengine
-
-    pyengine.prefetch = counted  # noqa - imported inside check_python from the module
-    argv = ["check", args.tree, "--target", args.target, "--isolated", "--exit-zero", "--select",
-            "SMEM002,SMEM003,EST002", "--no-cache"] + [x for s in args.scenario for x in ("--scenario", s)]
-    try:
-        cli.cli.main(argv, prog_name="tilefit", standalone_mode=False)
-    except (_Stop, SystemExit):
-        pass
+    run_to_prefetch(args, counted)
     for k, v in out.items():
         print(f"{k}: {v}")
     if args.json:

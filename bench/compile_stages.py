@@ -19,28 +19,21 @@ import functools
 import sys
 import time
 
-
-class _Stop(Exception):
-    pass
+from prefetch_hook import add_check_arguments, no_time_budget, run_to_prefetch
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("tree")
-    ap.add_argument("--target", default="consumer")
+    add_check_arguments(ap)
     ap.add_argument("--limit", type=int, default=60)
     args = ap.parse_args()
-    import tilefit.callsites.values as values
-
-    values.MAX_SECONDS = 1e9
-    import tilefit.cli as cli
+    no_time_budget()
     import tilefit.callsites.prefetch as prefetch_mod
     from tilefit.callsites.evaluate import CompileJob
 
     got: list = []
 
-    def collect(evaluator, sites, classes, pool=None, progress=None):
-        classes = [c for c in classes if c.first.smem_per_block_optin is not None]
+    def collect(evaluator, sites, classes):
         seen = set()
         for case in prefetch_mod._cases(sites):
             for variant in evaluator.variants(case.kernel):
@@ -49,15 +42,8 @@ def main() -> None:
                     if isinstance(job, CompileJob) and job.identity not in seen and job.src.kind == "scratch":
                         seen.add(job.identity)
                         got.append((evaluator, job))
-        raise _Stop
 
-    prefetch_mod.prefetch = collect
-    argv = ["check", args.tree, "--target", args.target, "--isolated", "--exit-zero", "--select",
-            "SMEM002,SMEM003,EST002", "--no-cache"]
-    try:
-        cli.cli.main(argv, prog_name="tilefit", standalone_mode=False)
-    except (_Stop, SystemExit):
-        pass
+    run_to_prefetch(args, collect)
     # order: one specialisation's archs together, as a pool sharing stages would take them
     got.sort(key=lambda ej: (ej[1].identity[0], ej[1].key, ej[1].arch))
     got = got[:args.limit]

@@ -50,6 +50,31 @@ def noise(points):
             "max": spreads[-1]}
 
 
+def print_noise(points, rounds: str = "its rounds") -> None:
+    """The timing noise line a table of points starts with."""
+    n = noise(points)
+    print(f"noise (per config, (max-min)/median of {rounds}, {n['configs']} configs): median {n['median']:.2%}, "
+          f"p75 {n['p75']:.2%}, p90 {n['p90']:.2%}, max {n['max']:.1%}\n")
+
+
+def by_config(p: dict) -> dict:
+    """A point's speeds by config (what :func:`shape_table` reads) from its speeds by role."""
+    return {p["roles"][role]: s for role, s in p["speed"].items()}
+
+
+def tune_table(picks: str, gpu_digits: int) -> None:
+    """The tuner's picks (``picks``, a data file) beside the sweep's timings and GPU time."""
+    tune = json.loads((DATA / picks).read_text())
+    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
+    print()
+    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in tune.items():
+        sw = sweep[name]
+        print(f"| {name} | {r['timings']} | {r['gpu_s']:.{gpu_digits}f} | {sw['timings'] + sw.get('group_timings', 0)} | "
+              f"{sw['gpu_s']:.1f} | 1/{sw['gpu_s'] / r['gpu_s']:.1f} |")
+
+
 CHECK_ROLES = ("fixer_loso", "fixer", "fixer_before_bundled", "vllm_default", "naive", "tune", "tune_before")
 
 
@@ -57,9 +82,7 @@ def check() -> int:
     """The GPU check of the new picks (``h200_moe_check_*``): 5 interleaved rounds, every earlier
     finalist re-timed beside the new fixer (bundled, and per leave-one-shape-out fold) and tuner."""
     points = load("h200_moe_check_points.json")
-    n = noise(points)
-    print(f"noise (per config, (max-min)/median of its rounds, {n['configs']} configs): median {n['median']:.2%}, "
-          f"p75 {n['p75']:.2%}, p90 {n['p90']:.2%}, max {n['max']:.1%}\n")
+    print_noise(points)
     print("| shape / dtype | M | best µs | fixer, held out (LOSO) | fixer, bundled | fixer before | vLLM default | "
           "naive fix | tuner | tuner before |")
     print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|")
@@ -70,28 +93,8 @@ def check() -> int:
               f"{p['roles']['fixer']} {cell('fixer')} | {cell('fixer_before_bundled')} | {cell('vllm_default')} | "
               f"{cell('naive')} | {cell('tune')} | {cell('tune_before')} |")
     print()
-    print("| left-out shape | role | median | min | worst vs vLLM default | worst vs naive fix |")
-    print("|---|---|---:|---:|---:|---:|")
-    by_case: dict = {}
-    for p in points:
-        by_case.setdefault(p["combo"].split("/")[0], []).append(p)
-    for case, pts in by_case.items():
-        for role in CHECK_ROLES:
-            v = [p["speed"][role] for p in pts if role in p["speed"]]
-            if not v:
-                continue
-            dv = min(p["speed"][role] - p["speed"]["vllm_default"] for p in pts if role in p["speed"])
-            dn = min(p["speed"][role] - p["speed"]["naive"] for p in pts if role in p["speed"])
-            print(f"| {case} | {role} | {statistics.median(v):.3f} | {min(v):.3f} | {dv:+.3f} | {dn:+.3f} |")
-    tune = json.loads((DATA / "h200_moe_check_tune_picks.json").read_text())
-    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
-    print()
-    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, r in tune.items():
-        sw = sweep[name]
-        print(f"| {name} | {r['timings']} | {r['gpu_s']:.2f} | {sw['timings'] + sw.get('group_timings', 0)} | "
-              f"{sw['gpu_s']:.1f} | 1/{sw['gpu_s'] / r['gpu_s']:.1f} |")
+    shape_table(points, CHECK_ROLES, by_config)
+    tune_table("h200_moe_check_tune_picks.json", gpu_digits=2)
     return 0
 
 
@@ -142,9 +145,7 @@ def check3() -> int:
     (bundled and per leave-one-shape-out fold) and both searches of the tuner (GROUP_SIZE_M last,
     and main's before it) beside every config of the second check."""
     points = load("h200_moe_check3_points.json")
-    n = noise(points)
-    print(f"noise (per config, (max-min)/median of its rounds, {n['configs']} configs): median {n['median']:.2%}, "
-          f"p75 {n['p75']:.2%}, p90 {n['p90']:.2%}, max {n['max']:.1%}\n")
+    print_noise(points)
     print("| shape / dtype | M | best µs | fixer, held out (LOSO) | fixer, bundled | pass 2 held out | pass 2 bundled | "
           "vLLM default | naive fix | tuner, G last (not kept) | tuner as shipped (main's search) | tuner pass 2 |")
     print("|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|")
@@ -156,19 +157,7 @@ def check3() -> int:
               f"{cell('vllm_default')} | {cell('naive')} | {cell('tune')} | {cell('tune_classic')} | "
               f"{cell('tune_pass2')} |")
     print()
-    print("| left-out shape | role | median | min | worst vs vLLM default | worst vs naive fix |")
-    print("|---|---|---:|---:|---:|---:|")
-    by_case: dict = {}
-    for p in points:
-        by_case.setdefault(p["combo"].split("/")[0], []).append(p)
-    for case, pts in by_case.items():
-        for role in CHECK3_ROLES:
-            v = [p["speed"][role] for p in pts if role in p["speed"]]
-            if not v:
-                continue
-            dv = min(p["speed"][role] - p["speed"]["vllm_default"] for p in pts if role in p["speed"])
-            dn = min(p["speed"][role] - p["speed"]["naive"] for p in pts if role in p["speed"])
-            print(f"| {case} | {role} | {statistics.median(v):.3f} | {min(v):.3f} | {dv:+.3f} | {dn:+.3f} |")
+    shape_table(points, CHECK3_ROLES, by_config)
     print()
     pooled(points)
     sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
@@ -577,9 +566,7 @@ def main() -> int:
     if "--check" in sys.argv[1:]:
         return check()
     points = load()
-    n = noise(points)
-    print(f"noise (per config, (max-min)/median of 3 rounds, {n['configs']} configs): median {n['median']:.2%}, "
-          f"p75 {n['p75']:.2%}, p90 {n['p90']:.2%}, max {n['max']:.1%}\n")
+    print_noise(points, "3 rounds")
     print("| shape / dtype | M | best µs | fixer (bundled) | fixer (LOSO fit) | fixer, safe only | before #13 | "
           "vLLM default | naive fix | tuner |")
     print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
@@ -590,29 +577,8 @@ def main() -> int:
               f"{cell('fixer_installed')} | {cell('fixer')} | {cell('fixer_safe')} | {cell('fixer_before')} | "
               f"{cell('vllm_default')} | {cell('naive')} | {cell('tune')} |")
     print()
-    print("| left-out shape | role | median | min | worst vs vLLM default | worst vs naive fix |")
-    print("|---|---|---:|---:|---:|---:|")
-    by_case: dict = {}
-    for p in points:
-        by_case.setdefault(p["combo"].split("/")[0], []).append(p)
-    for case, pts in by_case.items():
-        for role in ROLES:
-            v = [p["speed"][role] for p in pts if role in p["speed"]]
-            if not v:
-                continue
-            dv = min(p["speed"][role] - p["speed"]["vllm_default"] for p in pts if role in p["speed"])
-            dn = min(p["speed"][role] - p["speed"]["naive"] for p in pts if role in p["speed"])
-            print(f"| {case} | {role} | {statistics.median(v):.3f} | {min(v):.3f} | {dv:+.3f} | {dn:+.3f} |")
-    tune = json.loads((DATA / "h200_moe_tune_picks.json").read_text())
-    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
-    print()
-    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, r in tune.items():
-        sw = sweep[name]
-        n_sweep = sw["timings"] + sw.get("group_timings", 0)
-        print(f"| {name} | {r['timings']} | {r['gpu_s']:.1f} | {n_sweep} | {sw['gpu_s']:.1f} | "
-              f"1/{sw['gpu_s'] / r['gpu_s']:.1f} |")
+    shape_table(points, ROLES, by_config)
+    tune_table("h200_moe_tune_picks.json", gpu_digits=1)
     return 0
 
 

@@ -17,6 +17,8 @@ import resource
 import sys
 import time
 
+from prefetch_hook import add_check_arguments, no_time_budget, run_to_prefetch
+
 
 def _rss_now() -> float:
     with open("/proc/self/status") as fh:
@@ -26,25 +28,17 @@ def _rss_now() -> float:
     return 0.0
 
 
-class _Stop(Exception):
-    pass
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("tree")
-    ap.add_argument("--target", default="consumer")
-    ap.add_argument("--scenario", action="append", default=[])
+    add_check_arguments(ap)
     ap.add_argument("--dump", help="write the sites and the distinct compile jobs, one a line, sorted (to diff two runs)")
     ap.add_argument("--no-time-budget", action="store_true",
                     help="no wall-clock budget per site (the step budget stays): runs on a loaded machine compare")
     args = ap.parse_args()
     if args.no_time_budget:
-        import tilefit.callsites.values as values
+        no_time_budget()
 
-        values.MAX_SECONDS = 1e9
-
-    import tilefit.cli as cli
     import tilefit.pyengine as pyengine
     import tilefit.callsites.prefetch as prefetch_mod
 
@@ -69,9 +63,8 @@ def main() -> None:
         mark(f"sites ({len(s.launches)} launch sites, {len(s.autotunes)} autotune lists)")
         return s
 
-    def counted(evaluator, sites, classes, pool=None, progress=None):
+    def counted(evaluator, sites, classes):
         stats = prefetch_mod.PrefetchStats()
-        classes = [c for c in classes if c.first.smem_per_block_optin is not None]
         cases = list(prefetch_mod._cases(sites))
         first = [(case, variant, c.first) for case in cases for variant in evaluator.variants(case.kernel)
                  for c in classes]
@@ -93,19 +86,10 @@ def main() -> None:
             lines.append(f"off_platform {sites.off_platform}")
             with open(args.dump, "w") as fh:
                 fh.write("\n".join(sorted(lines)) + "\n")
-        raise _Stop
 
     pyengine.Project.scan = timed_scan
     pyengine.build_scenario_sites = timed_sites
-    prefetch_mod.prefetch = counted
-    argv = ["check", args.tree, "--target", args.target, "--isolated", "--exit-zero", "--select",
-            "SMEM002,SMEM003,EST002", "--no-cache"] + [x for s in args.scenario for x in ("--scenario", s)]
-    try:
-        cli.cli.main(argv, prog_name="tilefit", standalone_mode=False)
-    except _Stop:
-        pass
-    except SystemExit:
-        pass
+    run_to_prefetch(args, counted)
     for name, cpu, wall, peak, now in marks:
         print(f"{name:70s} {cpu:7.1f} s CPU {wall:7.1f} s wall  peak {peak:6.0f} MB  now {now:6.0f} MB")
     for k, v in counts.items():

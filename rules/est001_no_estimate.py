@@ -106,7 +106,38 @@ def exact_hint(estimator, spec, arch: str | None = None) -> str:
     if spec.triton and installed and versions.major_minor(spec.triton) != versions.major_minor(installed):
         release = versions.major_minor(spec.triton)
         said = moved or f"the table is read under Triton {release} and Triton {versions.major_minor(installed)} is installed: "
+        probed, fresh = _probed_from(spec, release, arch)
+        if probed and fresh:  # calibrated afresh already: running it again gives the same forms
+            return (f"{said}Triton {release}'s calibration (probed from Triton {probed}, with forms of its own for "
+                    f"the groups that differ) has {arch} already and proves no form for this path there (the same "
+                    f"command gives the same forms; a larger --scale fits more points): the figure is an estimate "
+                    f"within its bound")
+        if probed:  # `--extend --no-fresh --arch` would be refused there: only a fresh calibration helps
+            return (f"{said}Triton {release}'s probe record has {arch} already and did not prove Triton "
+                    f"{probed}'s bytes for this path there (probing {arch} again, --extend --no-fresh, is refused): "
+                    f"calibrate that release afresh (tilefit calibrate smem --engine {engine} --kernel {spec.kernel} "
+                    f"--probe-from {probed} --triton-python <a venv with Triton {release}>: every arch probed again, "
+                    f"the groups that differ fitted for Triton {release})")
         return (f"{said}calibrate that release (tilefit calibrate smem --engine {engine} --probe-from "
                 f"{versions.major_minor(installed)} --triton-python <a venv with Triton {release}>)")
     return (f"{moved}{spec.engine}'s own kernel is not at hand to compile: give its source (--engine-kernels <tree>) "
             f"or calibrate it (tilefit calibrate smem --engine {engine})")
+
+
+def _probed_from(spec, release: str, arch: str | None) -> tuple[str | None, bool]:
+    """``(base release, fresh)`` of ``release``'s stored probe record of the engine's kernel when
+    that record has probed ``arch`` already (its first probe or an extension), ``fresh`` when the
+    groups that differed were calibrated afresh (the record has forms of its own); (None, False)
+    otherwise."""
+    if not arch:
+        return None, False
+    from tilefit.smem.engine_model import kernel_forms, pick_engine_version, triton_versions
+    from tilefit.smem.engine_probe_merge import probed_archs
+
+    ev = pick_engine_version(spec.kernel, spec.engine, None)
+    if ev is None or release not in triton_versions(spec.kernel, spec.engine, ev):
+        return None, False
+    record = kernel_forms(spec.kernel, spec.engine, ev, release)
+    if not record.reused_from or arch not in probed_archs(record.doc):
+        return None, False
+    return record.reused_from, bool(record.doc.get("formulas"))

@@ -14,18 +14,15 @@ import pytest
 
 triton = pytest.importorskip("triton")
 
-from tilefit.api import CheckOptions, build_engine, run_check  # noqa: E402
+from fixture_engine import ENGINE, PLAIN, engine_with, evaluated  # noqa: E402
+from tilefit.api import CheckOptions, run_check  # noqa: E402
 from tilefit.callsites.checks import SiteChecks  # noqa: E402
-from tilefit.callsites.evaluate import CallsiteEvaluator, CompileJob, launch_cases  # noqa: E402
+from tilefit.callsites.evaluate import CompileJob, launch_cases  # noqa: E402
 from tilefit.callsites.prefetch import prefetch  # noqa: E402
-from tilefit.callsites.project import Project  # noqa: E402
-from tilefit.callsites.sites import build_sites  # noqa: E402
 from tilefit.config import Settings  # noqa: E402
 from tilefit.smem import pool as pool_mod  # noqa: E402
 from tilefit.smem.pool import CompilePool, default_size  # noqa: E402
 
-ENGINE = Path(__file__).parent / "fixtures" / "callsites" / "engine"
-PLAIN = {"engine.ops.gemm_plain:matmul_plain_kernel": {"a_ptr,b_ptr": ["bf16"]}}
 FILES = [ENGINE / "ops" / n for n in ("launcher.py", "gemm_plain.py", "tiles.py")]
 
 
@@ -33,14 +30,6 @@ FILES = [ENGINE / "ops" / n for n in ("launcher.py", "gemm_plain.py", "tiles.py"
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path / "cache"
-
-
-def _setup(kernels=PLAIN, targets=("rtx4090",)):
-    engine = build_engine(Settings(kernels=kernels), CheckOptions(targets=list(targets)))
-    project = Project.scan([str(p) for p in FILES])
-    sites = build_sites(project)
-    evaluator = CallsiteEvaluator(project, kernels=kernels, mode=engine.estimator.mode, estimator=engine.estimator)
-    return engine, sites, evaluator, engine._targets(None)
 
 
 def test_default_size_follows_the_cores_and_the_environment(monkeypatch):
@@ -69,17 +58,9 @@ def second(x, y, z, M, N, K):
 
 
 def test_prefetch_compiles_each_specialisation_once_and_the_rules_compile_nothing(cache, tmp_path):
-    import shutil
-
-    copy = tmp_path / "engine"
-    shutil.copytree(ENGINE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "ops" / "twice.py").write_text(TWICE)
-    engine = build_engine(Settings(kernels=PLAIN), CheckOptions(targets=["rtx4090"]))
-    project = Project.scan([str(copy / "ops" / n) for n in ("twice.py", "gemm_plain.py")])
-    sites = build_sites(project)
+    copy = engine_with(tmp_path, "twice.py", TWICE)
+    engine, sites, ev, classes = evaluated([copy / "ops" / n for n in ("twice.py", "gemm_plain.py")])
     assert len(sites.launches) == 2
-    ev = CallsiteEvaluator(project, kernels=PLAIN, mode=engine.estimator.mode, estimator=engine.estimator)
-    classes = engine._targets(None)
     stats = prefetch(ev, sites, classes, pool=CompilePool(2))
     # two launches with the same constexprs, options and argument specialisation: one compile
     # (and one per num_stages level the fix search tries: 4 overflows, so 3 is compiled, ...)
@@ -102,7 +83,7 @@ def test_prefetch_compiles_each_specialisation_once_and_the_rules_compile_nothin
 
 
 def test_pool_results_equal_one_child_one_after_another(cache):
-    _, sites, ev, classes = _setup()
+    _, sites, ev, classes = evaluated(FILES)
     jobs = []
     for site in sites.launches:
         for case in launch_cases(site):
@@ -127,7 +108,7 @@ def test_pool_results_equal_one_child_one_after_another(cache):
 
 
 def test_a_recycled_child_still_answers(cache):
-    _, sites, ev, classes = _setup()
+    _, sites, ev, classes = evaluated(FILES)
     site = sites.launches[0]
     (case, *_) = launch_cases(site)
     job = ev.job(case, ev.variants(case.kernel)[0], classes[0].first)
@@ -157,7 +138,7 @@ def test_check_with_the_pool_gives_the_findings_of_the_serial_path(cache, monkey
 
 
 def test_a_child_past_the_memory_limit_is_replaced_and_its_answers_stand(cache):
-    _, sites, ev, classes = _setup()
+    _, sites, ev, classes = evaluated(FILES)
     (case, *_) = launch_cases(sites.launches[0])
     job = ev.job(case, ev.variants(case.kernel)[0], classes[0].first)
     assert ev.scratch_ready(job) is None

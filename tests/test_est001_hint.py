@@ -56,3 +56,44 @@ def test_a_release_that_cannot_build_the_kernel_there_names_the_release_judged_i
     assert "<a venv with Triton 3.5>" in hint and "<a venv with Triton 3.1>" not in hint
     # where 3.1 would build it (before sm_90) the table's own release is what to calibrate
     assert "<a venv with Triton 3.1>" in exact_hint(_Estimator(True), spec, "sm_89")
+
+
+def test_an_arch_the_release_s_probe_record_has_already_is_not_sent_to_probe_it_again(monkeypatch):
+    """SGLang's Triton 3.5 probe record has probed sm_110 and kept it apart (its bytes differ from
+    3.9's): ``--probe-from 3.9 --extend --no-fresh --arch sm_110`` is refused there ("probed
+    already"), so the hint names the fresh calibration of that release instead, for the kernel."""
+    from tilefit.smem.engine_model import kernel_forms
+    from tilefit.smem.engine_probe_merge import probed_archs
+
+    assert "sm_110" in probed_archs(kernel_forms("fused_moe", "sglang", "0.5.23", "3.5").doc)
+    monkeypatch.setattr(versions, "installed_triton", lambda: "3.9.0")
+    spec = ec.Point(ec.Path("fused_moe", "int8_w8a16"), (256, 64, 128), 8, 3, "sm_110").spec().with_(
+        engine="sglang", triton="3.5")
+    hint = exact_hint(_Estimator(True), spec, "sm_110")
+    assert "Triton 3.5's probe record has sm_110 already" in hint and "is refused" in hint, hint
+    command = hint.split("calibrate that release afresh (", 1)[1]
+    assert command.startswith("tilefit calibrate smem --engine sglang==0.5.23 --kernel fused_moe --probe-from 3.9 "
+                              "--triton-python <a venv with Triton 3.5>"), hint
+    assert "--extend" not in command and "--no-fresh" not in command and "--arch" not in command
+    # a 3.1 table there is judged with 3.5 (3.1 cannot build the kernel on sm_110): the same answer
+    assert "Triton 3.5's probe record has sm_110 already" in exact_hint(_Estimator(True), spec.with_(triton="3.1"),
+                                                                        "sm_110")
+
+
+def test_a_release_calibrated_afresh_already_is_not_sent_to_calibrate_again(monkeypatch, engine_package_copy):
+    """Once the fresh calibration has run (the record has forms of its own beside its probe), a
+    path it proves nothing for on the arch is not sent round the same command again."""
+    import json
+
+    folder = engine_package_copy("fused_moe", "sglang", "0.5.23")
+    record = folder / "triton-3.5.json"
+    doc = json.loads(record.read_text())
+    assert not doc.get("formulas")  # the shipped record: a probe only (--no-fresh)
+    doc["formulas"] = {"tcgen05": {"int8_w8a8": "0"}}  # what a fresh calibration adds: its own forms
+    record.write_text(json.dumps(doc))
+    monkeypatch.setattr(versions, "installed_triton", lambda: "3.9.0")
+    spec = ec.Point(ec.Path("fused_moe", "int8_w8a16"), (256, 64, 128), 8, 3, "sm_110").spec().with_(
+        engine="sglang", triton="3.5")
+    hint = exact_hint(_Estimator(True), spec, "sm_110")
+    assert "calibration (probed from Triton 3.9, with forms of its own" in hint and "proves no form" in hint, hint
+    assert "tilefit calibrate smem" not in hint

@@ -7,24 +7,15 @@ compile, with the same shared memory as each compiled alone. Skipped without Tri
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
 
 triton = pytest.importorskip("triton")
 
-from tilefit.api import CheckOptions, build_engine  # noqa: E402
-from tilefit.callsites.evaluate import CallsiteEvaluator, CompileJob, launch_cases  # noqa: E402
+from fixture_engine import engine_with, evaluated  # noqa: E402
+from tilefit.callsites.evaluate import CompileJob, launch_cases  # noqa: E402
 from tilefit.callsites.prefetch import prefetch  # noqa: E402
-from tilefit.callsites.project import Project  # noqa: E402
-from tilefit.callsites.sites import build_sites  # noqa: E402
 from tilefit.callsites.speckey import arg_key, int_class  # noqa: E402
-from tilefit.config import Settings  # noqa: E402
 from tilefit.smem.pool import CompilePool  # noqa: E402
-
-ENGINE = Path(__file__).parent / "fixtures" / "callsites" / "engine"
-PLAIN = {"engine.ops.gemm_plain:matmul_plain_kernel": {"a_ptr,b_ptr": ["bf16"]}}
 
 INTS = [1, 0, 2, 15, 16, 17, 32, 4096, 4097, 8192, -1, -16, -17, 2**31 - 16, 2**31 - 1, 2**31, 2**31 + 16,
         -2**31, -2**31 - 1, 2**63 - 16, 2**63, 2**64 - 16]
@@ -81,14 +72,8 @@ def third(a, b, c):
 
 
 def _jobs(tmp_path):
-    copy = tmp_path / "engine"
-    shutil.copytree(ENGINE, copy, ignore=shutil.ignore_patterns("__pycache__"))
-    (copy / "ops" / "two_values.py").write_text(TWO_VALUES)
-    engine = build_engine(Settings(kernels=PLAIN), CheckOptions(targets=["rtx4090"]))
-    project = Project.scan([str(copy / "ops" / n) for n in ("two_values.py", "gemm_plain.py")])
-    sites = build_sites(project)
-    ev = CallsiteEvaluator(project, kernels=PLAIN, mode=engine.estimator.mode, estimator=engine.estimator)
-    classes = engine._targets(None)
+    copy = engine_with(tmp_path, "two_values.py", TWO_VALUES)
+    _, sites, ev, classes = evaluated([copy / "ops" / n for n in ("two_values.py", "gemm_plain.py")])
     device = classes[0].first
     jobs = {}
     names = iter(("first", "second", "third"))

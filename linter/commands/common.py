@@ -1,4 +1,4 @@
-"""Helpers shared by commands: config loading with clean errors, and the usage-error exit."""
+"""Helpers shared by commands: config loading with clean errors, the usage-error exit, and where a report goes."""
 
 from __future__ import annotations
 
@@ -14,6 +14,20 @@ def fail(message: str, code: int = 2) -> None:
 
     click.echo(printable(f"error: {message}"), err=True)
     sys.exit(code)
+
+
+def emit(text: str, output_file: str | None) -> None:
+    """A command's report: written to ``output_file`` (atomically; one line and exit 2 when it
+    cannot be), else printed."""
+    if output_file:
+        from tilefit.reporters.html import write_page
+
+        try:
+            write_page(output_file, text)
+        except OSError as exc:
+            fail(f"cannot write {output_file}: {exc}")
+    else:
+        click.echo(text, nl=False)
 
 
 def settings_or_exit(config_file: str | None, isolated: bool) -> Settings:

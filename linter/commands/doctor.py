@@ -9,7 +9,7 @@ import click
 from tilefit.dtypes import KV_CACHE_NAMES
 from tilefit.estimate import MODES
 
-from .common import fail
+from .common import emit, fail
 
 FORMATS = ("text", "json", "html")
 ENGINES = ("sglang", "vllm", "all")
@@ -149,13 +149,5 @@ def doctor(model, shape, dtype, engines, engine_version, engine_path, allow_impo
         text = render_page(audit.to_json(), audit.title, generator=audit.meta["tool"])
     else:
         text = render_json(report) if output_format == "json" else render_text(report)
-    if output_file:
-        from tilefit.reporters.html import write_page
-
-        try:
-            write_page(output_file, text)
-        except OSError as exc:
-            fail(f"cannot write {output_file}: {exc}")
-    else:
-        click.echo(text, nl=False)
+    emit(text, output_file)
     sys.exit(report.exit_code)

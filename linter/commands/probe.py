@@ -9,7 +9,7 @@ import click
 
 from tilefit import kernels
 
-from .common import fail
+from .common import emit, fail
 
 
 class KernelName(click.Choice):
@@ -192,15 +192,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
         text = P.render_text(points, devices, req, mode, triton, engine_desc, local if launch else None)
         if output_format in ("html", "svg"):
             text = _sweep_page(points, devices, mode, triton, text, output_format)
-    if output_file:
-        from tilefit.reporters.html import write_page
-
-        try:
-            write_page(output_file, text)
-        except OSError as exc:
-            fail(f"cannot write {output_file}: {exc}")
-    else:
-        click.echo(text, nl=False)
+    emit(text, output_file)
     failed = [p for p in points if p.error]
     if failed:
         # the whole reason of each distinct failure (the table shows its first line)

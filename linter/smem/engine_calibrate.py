@@ -594,18 +594,9 @@ def load_points(doc_or_path) -> list[Designed]:
 
 
 def write_points(doc: Mapping, path: FsPath) -> None:
+    """:func:`tilefit.smem.calibrate.write_points` (one point per line), its folder made first."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    lines = ["{"]
-    for k, v in doc.items():
-        if k != "points":
-            lines.append(f"  {json.dumps(k)}: {json.dumps(v, separators=(',', ':'))},")
-    lines.append('  "points": [')
-    rows = doc.get("points", [])
-    for i, row in enumerate(rows):
-        lines.append("    " + json.dumps(row, separators=(",", ":")) + ("," if i + 1 < len(rows) else ""))
-    lines.append("  ]")
-    lines.append("}")
-    write_atomic(path, "\n".join(lines) + "\n")
+    cal.write_points(doc, path)
 
 
 def write_forms(doc: Mapping, path: FsPath) -> None:

@@ -137,6 +137,14 @@ def triton_chain(kernel: str, engine: str, engine_version: str, wanted: str | No
     return chain
 
 
+def _borrowed_bound(max_error: int, forms: "KernelForms", wanted: str | None) -> str:
+    """Why an answer borrowed from another release (``forms``) has the error bound it has: the
+    bound is what is known of the borrowed release's form; nothing of it measures ``wanted``."""
+    asked = f"Triton {versions.major_minor(wanted)}" if wanted else "the release asked for"
+    return (f"its error bound, {max_error} B, is that of Triton {forms.triton}'s form (the release borrowed), "
+            f"not a measure of {asked}")
+
+
 _GROUPS: dict[tuple[str, str], str] = {}  # (arch or arch family, dtype key) -> "family/dtype"
 
 
@@ -564,10 +572,14 @@ class EngineModel:
                 continue
             text, fn = hit
             proof = forms.proof(where, dtype, arch)
-            proven = bool(proof) and proof.get("points", 0) > 0 and proof.get("exact") == proof.get("points") \
-                and not proof.get("verdict_errors") and note is None and forms.reuses_on(family, dtype, arch)
+            proven_there = bool(proof) and proof.get("points", 0) > 0 and proof.get("exact") == proof.get("points") \
+                and not proof.get("verdict_errors") and forms.reuses_on(family, dtype, arch)
+            proven = proven_there and note is None  # a borrowed release's form is proven for that release only
             if proven:
                 detail = f"{who}: form proven exact on {proof['points']} held-out compiles on {arch}"
+            elif proven_there:
+                detail = (f"{who}: form proven exact on {proof['points']} held-out compiles on {arch} for Triton "
+                          f"{forms.triton}, the release borrowed")
             elif proof:
                 detail = (f"{who}: form exact on {proof.get('exact')}/{proof.get('points')} held-out compiles on "
                           f"{arch} (not proven)")
@@ -591,6 +603,8 @@ class EngineModel:
                 gap = forms.arch_max_difference(family, dtype, arch)
                 if gap is not None:
                     max_error = max(max_error or 0, gap)
+            if note and max_error is not None:
+                detail += f"; {_borrowed_bound(max_error, forms, spec.triton or self.triton)}"
             return fn, proven, detail, max_error
         return None
 
