@@ -137,9 +137,16 @@ def triton_chain(kernel: str, engine: str, engine_version: str, wanted: str | No
     return chain
 
 
-def _borrowed_bound(max_error: int, forms: "KernelForms", wanted: str | None) -> str:
+def _borrowed_bound(max_error: int, forms: "KernelForms", wanted: str | None,
+                    probed: "KernelForms | None" = None, own_error: int | None = None) -> str:
     """Why an answer borrowed from another release (``forms``) has the error bound it has: the
-    bound is what is known of the borrowed release's form; nothing of it measures ``wanted``."""
+    bound is what is known of the borrowed release's form, nothing of it measures ``wanted`` --
+    unless ``wanted``'s own probe (``probed``) compared the path and differed: the bound is then the
+    largest difference that probe saw (the borrowed form's own held-out error is ``own_error``)."""
+    if probed is not None:
+        return (f"its error bound, {max_error} B, is the largest difference Triton {probed.triton}'s probe saw "
+                f"from Triton {probed.reused_from} on this path (Triton {forms.triton}'s form's own: "
+                f"{own_error} B)")
     asked = f"Triton {versions.major_minor(wanted)}" if wanted else "the release asked for"
     return (f"its error bound, {max_error} B, is that of Triton {forms.triton}'s form (the release borrowed), "
             f"not a measure of {asked}")
@@ -314,6 +321,15 @@ class KernelForms:
         """The largest difference in bytes the probe saw on ``arch`` (an extension's ``not_reused_on``
         arch) between this release and the base release; None when the probe kept no such arch."""
         g = ((self.reused_groups.get(f"{family}/{dtype}") or {}).get("not_reused_on") or {}).get(arch)
+        if not g or not isinstance(g.get("max_difference"), (int, float)):
+            return None
+        return int(g["max_difference"])
+
+    def probe_max_difference(self, family: str, dtype: str) -> int | None:
+        """The largest difference in bytes this release's probe saw on a group it does not reuse
+        (``reused.differing``) between this release and the base release; None when the probe
+        kept no such group or no figure of it."""
+        g = ((self.doc.get("reused") or {}).get("differing") or {}).get(f"{family}/{dtype}")
         if not g or not isinstance(g.get("max_difference"), (int, float)):
             return None
         return int(g["max_difference"])
@@ -505,11 +521,13 @@ class EngineModel:
             return None
         own, own_note = chain[0]
         for forms, note in chain:
+            differed = None
             if forms is not own and own_note is None:  # the release's own file lacks this group
+                differed = own
                 gap = self._difference(own, spec, arch)
                 if gap:
                     note = f"{note} ({gap})"
-            got = self._answer(forms, note, spec, arch, forms_only)
+            got = self._answer(forms, note, spec, arch, forms_only, differed)
             if got is not None:
                 return got
         return None
@@ -525,7 +543,9 @@ class EngineModel:
         return None
 
     def _answer(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str,
-                forms_only: bool) -> Answer | None:
+                forms_only: bool, differed: KernelForms | None = None) -> Answer | None:
+        """``differed``: the release asked for, when its own file lacks the group (its probe may
+        have compared the group and differed: the answer's error bound is then that difference)."""
         base = self._base_model(forms)
         family = base.family_of(arch)
         if family is None:
@@ -543,11 +563,12 @@ class EngineModel:
         # the arch and the dtype path only: found once per such key (the planner asks for tens of
         # thousands of tiles of a few paths)
         dtypes = fam.form_dtypes(ref)
-        fkey = (forms, note, spec.engine, arch, family, dtypes)
+        fkey = (forms, note, spec.engine, arch, family, dtypes, differed)
         try:
             found = self._forms_found[fkey]
         except KeyError:
-            found = self._forms_found[fkey] = self._find_form(forms, note, spec, arch, family, dtypes, who)
+            found = self._forms_found[fkey] = self._find_form(forms, note, spec, arch, family, dtypes, who,
+                                                              differed)
         if found is None:
             return None
         fn, proven, detail, max_error = found
@@ -555,9 +576,10 @@ class EngineModel:
         return Answer(value, proven, detail, max_error)
 
     def _find_form(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str, family: str,
-                   dtypes: tuple, who: str) -> tuple | None:
+                   dtypes: tuple, who: str, differed: KernelForms | None = None) -> tuple | None:
         """(form function, proven, detail, max error) of the first dtype path of ``dtypes`` with a
-        form for ``arch`` (its own, else its family's); None when none has one."""
+        form for ``arch`` (its own, else its family's); None when none has one. ``differed``: the
+        release asked for, whose own file lacks the group (see :meth:`_answer`)."""
         for dtype in dtypes:
             where = arch  # a form of its own for this arch, else the arch family's
             hit = forms.form(arch, dtype)
@@ -603,10 +625,28 @@ class EngineModel:
                 gap = forms.arch_max_difference(family, dtype, arch)
                 if gap is not None:
                     max_error = max(max_error or 0, gap)
+            probed, own_error = None, max_error
+            if differed is not None and max_error is not None:
+                # the release asked for probed this path against its base release and differed (its
+                # own file has no form for it): the borrowed form's bound -- its own held-out error,
+                # 0 B say -- says nothing of that release; the probe's largest difference does
+                gap = self._probe_gap(differed, family, dtype, dtypes)
+                if gap is not None and gap > max_error:
+                    probed, max_error = differed, gap
             if note and max_error is not None:
-                detail += f"; {_borrowed_bound(max_error, forms, spec.triton or self.triton)}"
+                detail += f"; {_borrowed_bound(max_error, forms, spec.triton or self.triton, probed, own_error)}"
             return fn, proven, detail, max_error
         return None
+
+    @staticmethod
+    def _probe_gap(differed: KernelForms, family: str, dtype: str, dtypes: tuple) -> int | None:
+        """The largest difference ``differed``'s probe saw on the path answered (``dtype``), else on
+        any other dtype path of the spec's (the release's own file has a form for none of them)."""
+        gap = differed.probe_max_difference(family, dtype)
+        if gap is not None:
+            return gap
+        gaps = [g for g in (differed.probe_max_difference(family, d) for d in dtypes) if g is not None]
+        return max(gaps) if gaps else None
 
     def compile_failure(self, spec: KernelSpec, arch: str) -> str | None:
         """The compiler's words when the engine's kernel is known not to compile ``spec`` on ``arch``
