@@ -152,6 +152,12 @@ def _borrowed_bound(max_error: int, forms: "KernelForms", wanted: str | None,
             f"not a measure of {asked}")
 
 
+def _max_difference(probed: Mapping | None) -> int | None:
+    """A probe record's largest difference in bytes (``max_difference``); None when not recorded."""
+    got = (probed or {}).get("max_difference")
+    return int(got) if isinstance(got, (int, float)) else None
+
+
 _GROUPS: dict[tuple[str, str], str] = {}  # (arch or arch family, dtype key) -> "family/dtype"
 
 
@@ -320,19 +326,14 @@ class KernelForms:
     def arch_max_difference(self, family: str, dtype: str, arch: str) -> int | None:
         """The largest difference in bytes the probe saw on ``arch`` (an extension's ``not_reused_on``
         arch) between this release and the base release; None when the probe kept no such arch."""
-        g = ((self.reused_groups.get(f"{family}/{dtype}") or {}).get("not_reused_on") or {}).get(arch)
-        if not g or not isinstance(g.get("max_difference"), (int, float)):
-            return None
-        return int(g["max_difference"])
+        apart = (self.reused_groups.get(f"{family}/{dtype}") or {}).get("not_reused_on") or {}
+        return _max_difference(apart.get(arch))
 
     def probe_max_difference(self, family: str, dtype: str) -> int | None:
         """The largest difference in bytes this release's probe saw on a group it does not reuse
         (``reused.differing``) between this release and the base release; None when the probe
         kept no such group or no figure of it."""
-        g = ((self.doc.get("reused") or {}).get("differing") or {}).get(f"{family}/{dtype}")
-        if not g or not isinstance(g.get("max_difference"), (int, float)):
-            return None
-        return int(g["max_difference"])
+        return _max_difference(((self.doc.get("reused") or {}).get("differing") or {}).get(f"{family}/{dtype}"))
 
     def probe_difference(self, family: str, dtype: str) -> str | None:
         """The probe's figures of a group this release does not reuse and has no form for."""
