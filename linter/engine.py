@@ -116,6 +116,7 @@ class Engine:
         self._class_ids: dict[tuple, int] = {}
         self._file_targets_memo: dict[tuple, tuple] = {}
         self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
+        self._class_rule_memo: dict[tuple, tuple] = {}  # see _class_rules()
         self._device_sets: dict[tuple, tuple] = {}  # (class list id, class indices) -> Engine._device_set
         self._identities: dict[int, str] = {}
         if self.root is None:
@@ -274,7 +275,7 @@ class Engine:
             if found is None:
                 dev = dclass.first
                 unrunnable = bool(flags[i]) if flags else False
-                rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
+                rules = self._class_rules(meta.family, target_rules, ck, dev, unrunnable)
                 vkey = (eid, launch_arch_key(dev.arch), dev.vendor)
                 variants = self._variant_memo.get(vkey)
                 if variants is None:
@@ -283,8 +284,7 @@ class Engine:
                 tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
                                      self.estimator, extra_unrunnable=unrunnable)
                 found = []
-                for rule in rules:
-                    facts = rule.device_facts(dev)
+                for rule, facts in rules:
                     if facts is None:
                         found.extend((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                         continue
@@ -309,6 +309,17 @@ class Engine:
             once = (rule.code, finding.identity, keys) if getattr(rule, "once_per_file", False) else None
             out.append(MergedFinding(rule, finding, keys, archs, message, once))
         hit = self._merged_memo[mkey] = tuple(out)
+        return hit
+
+    def _class_rules(self, family: str, target_rules: list, ck: int, dev, unrunnable: bool) -> tuple:
+        """``(rule, Rule.device_facts)`` of the target rules (those of the config family ``family``)
+        that judge a device class (``ck``: its id; of a class of extra targets that cannot run the
+        kernel, the rules that judge such targets): found once per (family, class), not per entry."""
+        key = (family, ck)
+        hit = self._class_rule_memo.get(key)
+        if hit is None:
+            rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
+            hit = self._class_rule_memo[key] = tuple((rule, rule.device_facts(dev)) for rule in rules)
         return hit
 
     def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:
