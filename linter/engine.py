@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from .jsonpos import pointer_to_str, pointer_within
-from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of
+from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of, new_diagnostic
 from .paths import project_path
 from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key
@@ -156,7 +156,7 @@ class Engine:
                     if identity is None:
                         identity = json.dumps(entry, sort_keys=True, default=str)
                         identities[eid] = identity
-            out.append(Diagnostic(
+            out.append(new_diagnostic(
                 code=code,
                 message=message or finding.message,
                 path=table.path,

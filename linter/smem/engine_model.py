@@ -24,6 +24,7 @@ from .. import versions
 from ..formula import compile_formula
 from ..kernels import registry
 from ..kernels.spec import KernelSpec
+from ..model import build_frozen
 
 _DIR_PREFIXES = ("vllm-", "sglang-")
 
@@ -566,7 +567,8 @@ class EngineModel:
             return None
         fn, proven, detail, max_error = found
         value = int(round(fn(**base.variables(ref, family, arch))))
-        return Answer(value, proven, detail, max_error)
+        return build_frozen(Answer, {"shared_bytes": value, "proven": proven, "detail": detail, "max_error": max_error,
+                                     "compiled": False})
 
     def _find_form(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str, family: str,
                    dtypes: tuple, who: str) -> tuple | None:
