@@ -109,7 +109,7 @@ class Engine:
                 self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
-        self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts) -> findings
+        self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts, unrunnable) -> findings
         self._variant_memo: dict[tuple, tuple] = {}
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}
@@ -288,8 +288,9 @@ class Engine:
                     if facts is None:
                         found.extend((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                         continue
-                    # a rule that reads less of the device than its class: once per (entry, those facts)
-                    rkey = (eid, rule.code, facts)
+                    # a rule that reads less of the device than its class: once per (entry, those facts,
+                    # whether the class is of extra targets that cannot run the kernel)
+                    rkey = (eid, rule.code, facts, unrunnable)
                     shared = self._rule_memo.get(rkey)
                     if shared is None:
                         shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f))
