@@ -116,7 +116,7 @@ class Engine:
         self._class_ids: dict[tuple, int] = {}
         self._file_targets_memo: dict[tuple, tuple] = {}
         self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
-        self._class_rule_memo: dict[tuple, tuple] = {}  # see _class_rules()
+        self._class_plans: dict[tuple, tuple] = {}  # see _class_plan()
         self._device_sets: dict[tuple, tuple] = {}  # (class list id, class indices) -> Engine._device_set
         self._identities: dict[int, str] = {}
         if self.root is None:
@@ -269,20 +269,20 @@ class Engine:
             return hit
         meta = table.meta
         merged: dict[tuple, list] = {}
-        for i, (dclass, ck) in enumerate(zip(classes, class_ids)):
+        tctx_entry = ectx
+        for i, ck, dev, devices, unrunnable, rules, vkind in self._class_plan(meta.family, target_rules, targets_id,
+                                                                              classes, class_ids, flags):
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
             if found is None:
-                dev = dclass.first
-                unrunnable = bool(flags[i]) if flags else False
-                rules = self._class_rules(meta.family, target_rules, ck, dev, unrunnable)
-                vkey = (eid, launch_arch_key(dev.arch), dev.vendor)
+                vkey = (eid, *vkind)
                 variants = self._variant_memo.get(vkey)
                 if variants is None:
                     variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
                     self._variant_memo[vkey] = variants
-                tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
-                                     self.estimator, extra_unrunnable=unrunnable)
+                if tctx_entry is None:
+                    tctx_entry = EntryContext(fctx, key, entry)
+                tctx = TargetContext(tctx_entry, dev, devices, variants, self.estimator, extra_unrunnable=unrunnable)
                 found = []
                 for rule, facts in rules:
                     if facts is None:
@@ -312,15 +312,22 @@ class Engine:
         hit = self._merged_memo[mkey] = tuple(out)
         return hit
 
-    def _class_rules(self, family: str, target_rules: list, ck: int, dev, unrunnable: bool) -> tuple:
-        """``(rule, Rule.device_facts)`` of the target rules (those of the config family ``family``)
-        that judge a device class (``ck``: its id; of a class of extra targets that cannot run the
-        kernel, the rules that judge such targets): found once per (family, class), not per entry."""
-        key = (family, ck)
-        hit = self._class_rule_memo.get(key)
+    def _class_plan(self, family: str, target_rules: list, targets_id: int, classes, class_ids, flags) -> tuple:
+        """Per device class of a file's class list: ``(index, class id, first device, devices,
+        whether they are extra targets that cannot run the kernel, (rule, Rule.device_facts) of the
+        target rules (those of the config family ``family``) that judge it, what its variants are
+        memoised by besides the entry)``. Found once per (family, class list), not per entry."""
+        key = (family, targets_id)
+        hit = self._class_plans.get(key)
         if hit is None:
-            rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
-            hit = self._class_rule_memo[key] = tuple((rule, rule.device_facts(dev)) for rule in rules)
+            plan = []
+            for i, (dclass, ck) in enumerate(zip(classes, class_ids)):
+                dev = dclass.first
+                unrunnable = bool(flags[i]) if flags else False
+                rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
+                plan.append((i, ck, dev, dclass.devices, unrunnable, tuple((r, r.device_facts(dev)) for r in rules),
+                             (launch_arch_key(dev.arch), dev.vendor)))
+            hit = self._class_plans[key] = tuple(plan)
         return hit
 
     def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:
