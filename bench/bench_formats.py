@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from machine import cpu_name, load  # noqa: E402
 
-FORMATS = ("concise", "json", "sarif", "full", "html", "gitlab")  # the default set; --format picks some (concise always)
+FORMATS = ("concise", "json", "sarif", "full", "html", "gitlab")  # the default; --format picks some (concise always)
 
 
 REPO = Path(__file__).resolve().parents[1]

@@ -109,6 +109,12 @@ def cfg_key(entry: Mapping) -> tuple:
             entry.get("num_warps"), entry.get("num_stages"))
 
 
+def kernel_key(meta) -> tuple:
+    """What of a table's name decides its kernels (the planner's memo keys' kernel part)."""
+    return (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+            meta.triton_folder)
+
+
 def smem_key(family: str, entry: Mapping) -> tuple:
     """What of an entry decides its shared memory under the search estimator (the planner's
     ``need`` memo key): :func:`cfg_key` without the GROUP_SIZE_M value, which only says whether
@@ -248,7 +254,8 @@ class FixPlanner:
         self._plan_memo: dict[tuple, object] = {}
         self._sig_memo: dict[tuple, frozenset] = {}
         self._coeff_memo: dict[str, object] = {}
-        self._fit_memo: dict[tuple, bool] = {}
+        self._fit_memo: dict[tuple, bool] = {}  # (fit id, config) -> fits every group
+        self._fit_ids: dict[tuple, int] = {}  # (kernel key, fit groups) -> its fit id
         self._by_fix: dict[int, EntryPlan] = {}
         self._tables: dict[str, TablePlan] = {}  # path -> the plan attach made, until stored_plans() takes it
         # path -> (the table's bytes, the plans restore() read back for them)
@@ -365,10 +372,12 @@ class FixPlanner:
             fit_groups.append(FitGroup(arch, vendor, tuple(d.key for d in devs), min(limits) if limits else None,
                                        min(threads) if threads else None,
                                        max((d.warp_size or 32) for d in devs)))
-        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-                      meta.triton_folder)
-        return _TableContext(meta=meta, kernel_key=kernel_key, named=named, devices=tuple(devices), groups=tuple(fit_groups),
-                             ranking=ranking_devices(named, devices, meta),
+        kernel = kernel_key(meta)
+        fit_groups = tuple(fit_groups)
+        # the fit memo's key: one number per (kernel, target groups), not the groups hashed at each ask
+        fit_id = self._fit_ids.setdefault((kernel, fit_groups), len(self._fit_ids))
+        return _TableContext(meta=meta, kernel_key=kernel, fit_id=fit_id, named=named, devices=tuple(devices),
+                             groups=fit_groups, ranking=ranking_devices(named, devices, meta),
                              values=table_values(table.value.values() if isinstance(table.value, dict) else ()))
 
     def forget(self) -> None:
@@ -392,8 +401,12 @@ class FixPlanner:
         # arch) and the config without its GROUP_SIZE_M value (smem_key): the search asks for one
         # tile under many group sizes (the refinement, the ranking's predictions), and the bytes
         # do not depend on it.
-        k = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-             meta.triton_folder, arch, vendor) + smem_key(meta.family, entry)
+        return self._need(meta, kernel_key(meta), smem_key(meta.family, entry), entry, arch, vendor)
+
+    def _need(self, meta, kernel: tuple, skey: tuple, entry: Mapping, arch: str, vendor: str) -> int | None:
+        """:meth:`need` with its memo key's parts given (``kernel_key(meta)``, ``smem_key``): the
+        fit check asks for one config on every target arch."""
+        k = (kernel, arch, vendor, skey)
         try:
             return self._need_memo[k]
         except KeyError:
@@ -423,7 +436,7 @@ class FixPlanner:
 
     def fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
         """Whether ``entry`` fits every target group (shared memory with the margin, threads)."""
-        k = (ctx.kernel_key, ctx.groups, cfg_key(entry))
+        k = (ctx.fit_id, cfg_key(entry))
         hit = self._fit_memo.get(k)
         if hit is None:
             hit = self._fits(ctx, entry)
@@ -440,8 +453,9 @@ class FixPlanner:
                 warps, _ = effective_launch(entry, g.vendor)
                 if not is_int(warps) or warps > g.max_threads:
                     return False
+        skey = smem_key(ctx.meta.family, entry)
         for g in ctx.by_limit:
-            need = self.need(ctx.meta, entry, g.arch, g.vendor)
+            need = self._need(ctx.meta, ctx.kernel_key, skey, entry, g.arch, g.vendor)
             if need is not None and need + self.margin > g.limit:
                 return False
         return True
@@ -791,6 +805,7 @@ class FixPlanner:
 class _TableContext:
     meta: object
     kernel_key: tuple
+    fit_id: int  # names (kernel_key, groups) in the fit memo
     named: object
     devices: tuple
     groups: tuple[FitGroup, ...]
