@@ -111,3 +111,21 @@ def test_the_bytes_do_not_depend_on_group_size_m(corpus):
                     assert _worst(engine, table.meta, bad, arch, vendor) is None
                     assert planner.need(table.meta, bad, arch, vendor) is None
     assert checked > 1000
+
+
+def test_a_table_plans_the_same_after_a_twin_of_another_triton_folder(corpus):
+    """The planner's predictions were memoised per (shape, device, config), and a prediction
+    reads the config's shared memory: SGLang's triton_3_2_0 and triton_3_7_1 tables of one
+    shape need different bytes, so the 3.7.1 table planned after its 3.2.0 twin ranked with the
+    twin's figures (two entries got other fixes than when checked alone)."""
+    folder = "sglang-0.5.23/sglang/srt/layers/moe/moe_runner/triton_utils/configs/"
+    late = str(corpus / folder / "triton_3_7_1" / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3.json")
+    early = str(corpus / folder / "triton_3_2_0" / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3.json")
+
+    def fixes(paths):
+        result = run_check(paths, CheckOptions(targets=["consumer"], estimator="analytic", use_cache=False, fix=True))
+        return [(d.pointer, d.fix.title) for d in result.diagnostics if d.path == late and d.fix is not None]
+
+    alone = fixes([late])
+    assert len(alone) > 5
+    assert fixes([early, late]) == alone

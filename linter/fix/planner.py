@@ -668,7 +668,7 @@ class FixPlanner:
         (memoised per shape, ranking and config: the ranking asks for each candidate on every
         device, and again in later searches of the same batch size)."""
         shape = ctx.shape(key, M)
-        k = (shape, ctx.ranking_keys, cfg_key(entry))
+        k = (ctx.kernel_key, shape, ctx.ranking_keys, cfg_key(entry))
         hit = self._log_memo.get(k)
         if hit is None:
             hit = self._log_memo[k] = tuple(math.log(self._predict(ctx, key, M, entry, dev)) for dev, _ in ctx.ranking)
@@ -702,9 +702,11 @@ class FixPlanner:
 
     # -- ranking -------------------------------------------------------------------------------
     def _predict(self, ctx, key, M, entry, dev) -> float:
-        """Predicted microseconds (memoised)."""
+        """Predicted microseconds, memoised per (kernel, shape, device, config): the kernel too,
+        since the prediction reads the config's shared memory, which one shape's tables of other
+        kernels (SGLang's triton_X_Y_Z folders) need differently."""
         shape = ctx.shape(key, M)
-        k = (shape, dev.key, cfg_key(entry))
+        k = (ctx.kernel_key, shape, dev.key, cfg_key(entry))
         hit = self._pred_memo.get(k)
         if hit is None:
             from tilefit.perf import predict_time
