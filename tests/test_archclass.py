@@ -130,3 +130,28 @@ def test_a_split_the_reads_predict_shows_in_the_bytes(evaluator, monkeypatch):
     (variant,) = ev.variants(case.kernel)
     a, b = (ev.run(case, variant, db.get(arch)) for arch in ("sm_110", "sm_120"))
     assert a.ok and b.ok and a.shared != b.shared, (a, b)
+
+
+def test_engine_kernel_points_of_one_class_share_a_compile(tmp_path, monkeypatch):
+    """A table's engine-kernel points (tilefit.smem.engine_kernels) on sm_120 and sm_121: one
+    compile, kept under sm_120, answers both; with the classes off each arch compiles, alike."""
+    triton = pytest.importorskip("triton")
+    if triton.__version__ not in _release()["triton"]:
+        pytest.skip(f"the classes were derived for {_release()['triton']}, not Triton {triton.__version__}")
+    from tilefit.kernels.spec import make_spec
+    from tilefit.smem.engine_kernels import EngineKernels
+
+    engine = Path(__file__).parent / "fixtures" / "engine_kernels"
+    spec = make_spec("fused_moe", "bf16", dict(BLOCK_SIZE_M=64, BLOCK_SIZE_N=128, BLOCK_SIZE_K=64, GROUP_SIZE_M=1),
+                     num_warps=4, num_stages=3)
+    shared = EngineKernels(str(engine), cache_dir=tmp_path / "on")
+    got = shared.many([(spec, "sm_120"), (spec, "sm_121")], jobs=1)
+    assert shared.stats["compiles"] == 1
+    assert [p.name for p in (tmp_path / "on").glob("engine/*/triton-*/*")] == ["sm_120"]
+    monkeypatch.setenv("TILEFIT_ARCH_CLASSES", "0")
+    apart = EngineKernels(str(engine), cache_dir=tmp_path / "off")
+    alone = apart.many([(spec, "sm_120"), (spec, "sm_121")], jobs=1)
+    assert apart.stats["compiles"] == 2
+    assert sorted(p.name for p in (tmp_path / "off").glob("engine/*/triton-*/*")) == ["sm_120", "sm_121"]
+    assert got[(spec, "sm_121")].shared_bytes == alone[(spec, "sm_121")].shared_bytes > 0
+    assert got[(spec, "sm_121")] == alone[(spec, "sm_121")] and got[(spec, "sm_120")] == alone[(spec, "sm_120")]

@@ -340,12 +340,12 @@ class CallsiteEvaluator:
         self.compile_seconds = 0.0
 
     def _triton_version(self) -> str | None:
-        """The installed Triton release (the arch classes are per release)."""
+        """The Triton release the compiles are made with (the arch classes are per release)."""
         version = getattr(self, "_version", _MISSING)
         if version is _MISSING:
-            from tilefit import versions
+            from tilefit.smem.interpreter import compile_triton_version
 
-            version = self._version = versions.installed_triton()
+            version = self._version = compile_triton_version()
         return version
 
     # -- per kernel --------------------------------------------------------------------------
