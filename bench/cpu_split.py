@@ -35,6 +35,9 @@ def main() -> None:
         cli.cli.main(argv, prog_name="tilefit", standalone_mode=False)
     except SystemExit:
         pass
+    import atexit
+
+    atexit._run_exitfuncs()  # the compile children still running are stopped and waited for here
     wall = time.perf_counter() - t0
     me = resource.getrusage(resource.RUSAGE_SELF)
     kids = resource.getrusage(resource.RUSAGE_CHILDREN)
