@@ -116,13 +116,21 @@ def classes(triton: str | None) -> dict:
     return out
 
 
+@lru_cache(maxsize=1024)
+def _text_names(source: str) -> tuple[bool, bool]:
+    """(names an fp8 type, is a Gluon kernel) of a kernel's text: read once per text (a run asks
+    for every (case, variant, arch) of a kernel, tens of thousands of times)."""
+    text = source.lower()
+    return any(w in text for w in _FP8_WORDS), any(w in text for w in _GLUON_WORDS)
+
+
 def fp8_free(key: str, source: str | None) -> bool:
     """No fp8 type can enter a compile whose launch key and kernel text name none (a pointer's
     element type, a dtype constexpr, a ``tl.float8e5`` cast in the kernel or a helper)."""
-    if source is None:
+    if source is None or _text_names(source)[0]:
         return False
-    key, source = key.lower(), source.lower()
-    return not any(w in key or w in source for w in _FP8_WORDS)
+    key = key.lower()
+    return not any(w in key for w in _FP8_WORDS)
 
 
 def compile_arch(arch: str, triton: str | None, key: str, source: str | None) -> str:
@@ -132,7 +140,7 @@ def compile_arch(arch: str, triton: str | None, key: str, source: str | None) ->
     if os.environ.get("TILEFIT_ARCH_CLASSES", "1") == "0":  # every arch compiled (A/B runs)
         return arch
     found = classes(triton).get(arch)
-    if found is None or source is None or any(w in source.lower() for w in _GLUON_WORDS):
+    if found is None or source is None or _text_names(source)[1]:
         return arch
     first, when = found
     if when == "no_fp8" and not fp8_free(key, source):
