@@ -2,7 +2,8 @@
 
 Runs the real command in this process up to the compile prefetch (like ``pipeline_profile.py``),
 compiles nothing, and sorts the first wave's distinct compile jobs (``CompileJob.identity``: kernel
-source hash, the plan's key with the launch's raw values, arch) by what could answer them:
+source hash, the plan's specialisation key, the arch compiled: ``CompileJob.target``, the first of
+its arch class) by what could answer them (``TILEFIT_ARCH_CLASSES=0``: every arch on its own):
 
 * **same specialisation**: jobs of one kernel (the raw-value count is what the prefetch compiled before
   ``CompileJob.key`` was keyed by :mod:`tilefit.callsites.speckey`) that differ only in the raw values of non-constexpr
