@@ -14,7 +14,7 @@ its arch class) by what could answer them (``TILEFIT_ARCH_CLASSES=0``: every arc
   closed form for the arch (the engine calibration's held-out proof);
 * **autotune expansions**: jobs that only autotune configs ask for (no plain launch does);
 * **archs**: the jobs if every arch were merged (an upper bound), and the compiles with the arch
-  classes proven per Triton release (:mod:`tilefit.callsites.archclass`, what a run compiles).
+  classes proven per Triton release (:mod:`tilefit.smem.archclass`, what a run compiles).
 
     python bench/compile_census.py /work/engines/src/vllm-0.33.0/vllm [--json out.json]
 """

@@ -1,4 +1,4 @@
-"""Arch classes (tilefit.callsites.archclass): archs that compile alike up to the allocation.
+"""Arch classes (tilefit.smem.archclass): archs that compile alike up to the allocation.
 
 The classes are checked against the compute-capability reads listed with them, and, on the
 Triton release they were derived for, compiled: a sample of launches (our fixture GEMM, a
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tilefit.callsites import archclass
+from tilefit.smem import archclass
 
 FIXTURES = Path(__file__).parent / "fixtures" / "callsites" / "engine"
 

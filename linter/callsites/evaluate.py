@@ -43,7 +43,7 @@ from .kernelinfo import KernelInfo, analyze
 from .project import Project
 from tilefit.pysource.scan import KernelDef
 from .sites import AutotuneConfig, AutotuneSite, Instance, LaunchSite, heuristics_of
-from .archclass import compile_arch
+from tilefit.smem.archclass import compile_arch
 from .speckey import arg_key
 from .values import DictVal, Frame, Lit, Ref, Unknown, Val, arch_capability, branches, label_capabilities
 
@@ -289,12 +289,12 @@ class CompileJob:
     arch: str
     key: str  # the plan's cache key (JSON text)
     bound: tuple[str, ...] = ()  # Outcome.bound
-    compile_arch: str = ""  # the arch compiled for ``arch`` (tilefit.callsites.archclass), "" = arch
+    compile_arch: str = ""  # the arch compiled for ``arch`` (tilefit.smem.archclass), "" = arch
 
     @property
     def target(self) -> str:
         """The arch the compile runs for and its result is kept under: the first arch of
-        ``arch``'s class where one compile answers the class (:mod:`tilefit.callsites.archclass`)."""
+        ``arch``'s class where one compile answers the class (:mod:`tilefit.smem.archclass`)."""
         return self.compile_arch or self.arch
 
     @property

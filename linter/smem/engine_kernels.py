@@ -400,9 +400,9 @@ class EngineKernels:
 
     def _target(self, spec: KernelSpec, arch: str, scratch, plan: LaunchPlan) -> str:
         """The arch compiled for ``arch``: the first arch of its class
-        (:mod:`tilefit.callsites.archclass`) where the engine's launch there is this same plan
+        (:mod:`tilefit.smem.archclass`) where the engine's launch there is this same plan
         of this same kernel, else ``arch``. Its compile, and its cache record, answer both."""
-        from ..callsites.archclass import compile_arch
+        from .archclass import compile_arch
         from .interpreter import compile_triton_version
 
         key = repr((plan.function, plan.args, plan.num_warps, plan.num_stages, plan.options))
