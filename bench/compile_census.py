@@ -2,7 +2,8 @@
 
 Runs the real command in this process up to the compile prefetch (like ``pipeline_profile.py``),
 compiles nothing, and sorts the first wave's distinct compile jobs (``CompileJob.identity``: kernel
-source hash, the plan's key with the launch's raw values, arch) by what could answer them:
+source hash, the plan's specialisation key, the arch compiled: ``CompileJob.target``, the first of
+its arch class) by what could answer them (``TILEFIT_ARCH_CLASSES=0``: every arch on its own):
 
 * **same specialisation**: jobs of one kernel (the raw-value count is what the prefetch compiled before
   ``CompileJob.key`` was keyed by :mod:`tilefit.callsites.speckey`) that differ only in the raw values of non-constexpr
@@ -12,7 +13,8 @@ source hash, the plan's key with the launch's raw values, arch) by what could an
   (``fused_moe_kernel``, ``_fwd_grouped_kernel_stage1``, ...), with and without a proven
   closed form for the arch (the engine calibration's held-out proof);
 * **autotune expansions**: jobs that only autotune configs ask for (no plain launch does);
-* **archs**: the jobs if archs were merged (not done: earlier sections found archs differing).
+* **archs**: the jobs if every arch were merged (an upper bound), and the compiles with the arch
+  classes proven per Triton release (:mod:`tilefit.smem.archclass`, what a run compiles).
 
     python bench/compile_census.py /work/engines/src/vllm-0.33.0/vllm [--json out.json]
 """
@@ -105,6 +107,10 @@ def main() -> None:
             "distinct jobs (the launch's raw values)": len(raw),
             "distinct jobs (identity)": len(jobs),
             "distinct specialisations (same compile)": len(spec_groups),
+            "compiles with the arch classes (CompileJob.target)": len(
+                {(ident[0], specialisation_key(job), job.target) for ident, (job, _, _) in jobs.items()}),
+            "per compiled arch (classes)": dict(collections.Counter(
+                j.target for j in {(i[0], specialisation_key(j), j.target): j for i, (j, _, _) in jobs.items()}.values())),
             "specialisations if archs were merged": len(no_arch),
             "jobs only autotune configs ask for": only_autotune,
             "specialisations only autotune configs ask for": sum(

@@ -286,10 +286,12 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
     progress = opts.progress
     # a large cold run: the files the cache misses checked in forked workers (tilefit.parallel)
     shared = None
-    if cache is not None and planner is None:
+    # (a planner whose plans the workers cannot hand back -- one without stored_plans/restore --
+    # plans in the serial loop)
+    if cache is not None and (planner is None or (hasattr(planner, "stored_plans") and hasattr(planner, "restore"))):
         from .parallel import precheck
 
-        shared = precheck(engine, found.files, cache, settings.max_file_size)
+        shared = precheck(engine, found.files, cache, settings.max_file_size, planner)
     if progress is not None:
         progress.set_total(len(found.files), "files")
     for path, meta in found.files:
@@ -318,15 +320,22 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                                 if opts.parse_hits else ConfigTable(path, meta, data))
                 diagnostics.extend(hit)
                 continue
-            if outcome is not None:  # a worker's check of this file (only without a planner)
+            if outcome is not None and outcome[3] is not None and planner is not None:
+                # a worker planned this file's fixes: the plans behind them bound to the fixes
+                # (what a cache hit's restore does), else the serial loop checks and plans it
+                if not planner.restore(ConfigTable(path, meta, data), outcome[0], outcome[3]):
+                    outcome = None
+            if outcome is not None:  # a worker's check of this file
                 tables[path] = (read_table(path, meta=meta, data=data, limit=settings.max_file_size)
                                 if opts.parse_hits else ConfigTable(path, meta, data))
-                found_here, deferred_here, error = outcome
+                found_here, deferred_here, error, plans, plan_error = outcome
                 if error is not None:
                     errors.append(error)
                     continue
+                if plan_error is not None:
+                    errors.append(plan_error)
                 if not deferred_here and not any(timed_out(d) for d in found_here):
-                    cache.put(path, digest, found_here)
+                    cache.put(path, digest, found_here, plans=plans)
                 diagnostics.extend(found_here)
                 continue
         table = read_table(path, meta=meta, data=data, limit=settings.max_file_size)

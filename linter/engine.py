@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from .jsonpos import pointer_to_str, pointer_within
-from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of
+from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of, new_diagnostic
 from .paths import project_path
 from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key
@@ -109,13 +109,14 @@ class Engine:
                 self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
-        self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts) -> findings
+        self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts, unrunnable) -> findings
         self._variant_memo: dict[tuple, tuple] = {}
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}
         self._class_ids: dict[tuple, int] = {}
         self._file_targets_memo: dict[tuple, tuple] = {}
         self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
+        self._class_plans: dict[tuple, tuple] = {}  # see _class_plan()
         self._device_sets: dict[tuple, tuple] = {}  # (class list id, class indices) -> Engine._device_set
         self._identities: dict[int, str] = {}
         if self.root is None:
@@ -155,7 +156,7 @@ class Engine:
                     if identity is None:
                         identity = json.dumps(entry, sort_keys=True, default=str)
                         identities[eid] = identity
-            out.append(Diagnostic(
+            out.append(new_diagnostic(
                 code=code,
                 message=message or finding.message,
                 path=table.path,
@@ -268,28 +269,28 @@ class Engine:
             return hit
         meta = table.meta
         merged: dict[tuple, list] = {}
-        for i, (dclass, ck) in enumerate(zip(classes, class_ids)):
+        tctx_entry = ectx
+        for i, ck, dev, devices, unrunnable, rules, vkind in self._class_plan(meta.family, target_rules, targets_id,
+                                                                              classes, class_ids, flags):
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
             if found is None:
-                dev = dclass.first
-                unrunnable = bool(flags[i]) if flags else False
-                rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
-                vkey = (eid, launch_arch_key(dev.arch), dev.vendor)
+                vkey = (eid, *vkind)
                 variants = self._variant_memo.get(vkey)
                 if variants is None:
                     variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
                     self._variant_memo[vkey] = variants
-                tctx = TargetContext(ectx or EntryContext(fctx, key, entry), dev, dclass.devices, variants,
-                                     self.estimator, extra_unrunnable=unrunnable)
+                if tctx_entry is None:
+                    tctx_entry = EntryContext(fctx, key, entry)
+                tctx = TargetContext(tctx_entry, dev, devices, variants, self.estimator, extra_unrunnable=unrunnable)
                 found = []
-                for rule in rules:
-                    facts = rule.device_facts(dev)
+                for rule, facts in rules:
                     if facts is None:
                         found.extend((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                         continue
-                    # a rule that reads less of the device than its class: once per (entry, those facts)
-                    rkey = (eid, rule.code, facts)
+                    # a rule that reads less of the device than its class: once per (entry, those facts,
+                    # whether the class is of extra targets that cannot run the kernel)
+                    rkey = (eid, rule.code, facts, unrunnable)
                     shared = self._rule_memo.get(rkey)
                     if shared is None:
                         shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f))
@@ -309,6 +310,24 @@ class Engine:
             once = (rule.code, finding.identity, keys) if getattr(rule, "once_per_file", False) else None
             out.append(MergedFinding(rule, finding, keys, archs, message, once))
         hit = self._merged_memo[mkey] = tuple(out)
+        return hit
+
+    def _class_plan(self, family: str, target_rules: list, targets_id: int, classes, class_ids, flags) -> tuple:
+        """Per device class of a file's class list: ``(index, class id, first device, devices,
+        whether they are extra targets that cannot run the kernel, (rule, Rule.device_facts) of the
+        target rules (those of the config family ``family``) that judge it, what its variants are
+        memoised by besides the entry)``. Found once per (family, class list), not per entry."""
+        key = (family, targets_id)
+        hit = self._class_plans.get(key)
+        if hit is None:
+            plan = []
+            for i, (dclass, ck) in enumerate(zip(classes, class_ids)):
+                dev = dclass.first
+                unrunnable = bool(flags[i]) if flags else False
+                rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
+                plan.append((i, ck, dev, dclass.devices, unrunnable, tuple((r, r.device_facts(dev)) for r in rules),
+                             (launch_arch_key(dev.arch), dev.vendor)))
+            hit = self._class_plans[key] = tuple(plan)
         return hit
 
     def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:

@@ -27,6 +27,7 @@ from typing import Callable
 from . import versions
 from .smem.analytic import AnalyticModel, Estimate, ModelError, load_model
 from .kernels.spec import KernelSpec
+from .model import build_frozen
 
 MODES = ("auto", "analytic", "exact")
 DEFAULT_MARGIN = 4096
@@ -167,8 +168,9 @@ class Estimator:
         if answer is not None:
             if answer.compiled:  # the engine's kernel's compiled figure (stored by the calibration)
                 return Estimate(answer.shared_bytes, "exact", arch, "exact", answer.detail)
-            est = Estimate(answer.shared_bytes, "analytic", arch, "calibrated" if answer.proven else "uncalibrated",
-                           answer.detail, answer.max_error)
+            est = build_frozen(Estimate, {"shared_bytes": answer.shared_bytes, "estimator": "analytic", "arch": arch,
+                                          "status": "calibrated" if answer.proven else "uncalibrated",
+                                          "detail": answer.detail, "max_error": answer.max_error})
             if not answer.proven and answer.max_error is None:
                 est = None  # a form with no held-out compile on this arch: no error bound, no answer
             elif self.mode == "analytic" or (answer.proven and self.mode != "exact"):

@@ -29,9 +29,12 @@ _COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
 _WS = re.compile(r"[ \t\r\n]*")
 _SCALAR = re.compile(_STRING + r'|[^\s,\]}]+')
 # A member whose value holds no nested container: the whole member is matched in C.
-_FLAT_MEMBER = re.compile(
-    '"(' + _STRING_BODY + r')"[ \t\r\n]*:[ \t\r\n]*'
-    r'(\{[^{}\[\]"]*(?:' + _STRING + r'[^{}\[\]"]*)*\}|' + _STRING + r'|[^\s,{}\[\]]+)')
+_MEMBER_VALUE = (r'[ \t\r\n]*:[ \t\r\n]*'
+                 r'(\{[^{}\[\]"]*(?:' + _STRING + r'[^{}\[\]"]*)*\}|' + _STRING + r'|[^\s,{}\[\]]+)')
+_FLAT_MEMBER = re.compile('"(' + _STRING_BODY + ')"' + _MEMBER_VALUE)
+# a flat entry's member of one name (see JsonDocument._flat_search): name -> its pattern
+_MEMBER_NAMED: dict[str, re.Pattern] = {}
+_SEARCHED: dict = {}  # the marker of a flat entry searched member by member
 _SEPARATOR = re.compile(r"[ \t\r\n]*,?[ \t\r\n]*")
 _ELEMENT_TOKENS = re.compile(_STRING + r'|[\[\]{},]')
 # Non-ASCII text: a byte offset is kept for every _MARK-th character.
@@ -125,7 +128,8 @@ class JsonDocument:
     """One parsed JSON file: ``value`` plus positions of every key and value."""
 
     __slots__ = ("data", "text", "value", "has_duplicates", "_ascii", "_line_starts", "_index", "_containers",
-                 "_container_ends", "_members", "_children", "_elements", "_byte_marks", "_flat", "_flat_inner")
+                 "_container_ends", "_members", "_children", "_elements", "_byte_marks", "_flat", "_flat_inner",
+                 "_flat_searched")
 
     def __init__(self, data: bytes, text: str, value: Any, has_duplicates: bool = False):
         self.has_duplicates = has_duplicates  # some object repeats a key
@@ -143,6 +147,7 @@ class JsonDocument:
         self._byte_marks: list[int] | None = None  # byte offset of every _MARK-th character
         self._flat: dict[str, tuple[int, int, int, int]] | None = None  # key -> key and value spans
         self._flat_inner: dict[str, dict[str, tuple[int, int, int, int]]] = {}
+        self._flat_searched: dict[str, dict] = {}  # entry -> member -> spans or None (see _flat_search)
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -256,16 +261,40 @@ class JsonDocument:
             return top
         inner = self._flat_inner.get(pointer[0])
         if inner is None:
-            inner = {}
             vs, ve = top[2], top[3]
             if self.text[vs] != "{":
                 return None
-            for m in _FLAT_MEMBER.finditer(self.text, vs + 1, ve - 1):
-                raw = m.group(1)
-                key = json.loads('"' + raw + '"') if "\\" in raw else raw
-                inner[key] = (m.start(), m.start(1) + len(raw) + 1, m.start(2), m.end(2))
-            self._flat_inner[pointer[0]] = inner
-        return inner.get(pointer[1])
+            # an entry without escapes is searched for the member asked for only (an entry's
+            # findings name one or two of its members); with escapes, its members are indexed
+            inner = self._flat_inner[pointer[0]] = {} if "\\" in self.text[vs:ve] else _SEARCHED
+            if inner is not _SEARCHED:
+                for m in _FLAT_MEMBER.finditer(self.text, vs + 1, ve - 1):
+                    raw = m.group(1)
+                    key = json.loads('"' + raw + '"') if "\\" in raw else raw
+                    inner[key] = (m.start(), m.start(1) + len(raw) + 1, m.start(2), m.end(2))
+        if inner is not _SEARCHED:
+            return inner.get(pointer[1])
+        return self._flat_search(pointer[0], top, pointer[1])
+
+    def _flat_search(self, top_key: str, top: tuple[int, int, int, int], key) -> tuple[int, int, int, int] | None:
+        """The member ``key`` of the flat entry ``top_key`` (spans ``top``, no escapes in its text):
+        in an object of scalars a quoted name followed by a colon is a member's key (a string
+        value is followed by a comma or the brace, and holds no quote), so the member is the last
+        such match of the name (the one json.load keeps), as indexing every member finds it."""
+        memo = self._flat_searched.setdefault(top_key, {})
+        try:
+            return memo[key]
+        except KeyError:
+            pass
+        hit = None
+        if type(key) is str and '"' not in key and "\\" not in key:
+            pattern = _MEMBER_NAMED.get(key)
+            if pattern is None:
+                pattern = _MEMBER_NAMED[key] = re.compile('"(' + re.escape(key) + ')"' + _MEMBER_VALUE)
+            for m in pattern.finditer(self.text, top[2] + 1, top[3] - 1):
+                hit = (m.start(), m.end(1) + 1, m.start(2), m.end(2))
+        memo[key] = hit
+        return hit
 
     # -- structural index ---------------------------------------------------------------------
     def _build_index(self) -> None:

@@ -11,7 +11,8 @@ diagnostics, whether it asked for a deferred compile, and their counts; the call
 its usual loop over the files in their order, taking these results instead of checking again,
 so the output is the serial run's. A worker that fails leaves its share to the serial loop.
 
-Workers are used only with the result cache on and no fix planner (the caller's conditions), by
+Workers are used only with the result cache on (the caller's condition; a fix planner, when there
+is one, plans in the workers too, and its plans come back as the result cache stores them), by
 an estimator that compiles nothing itself (``analytic``, or ``auto`` deferring its compiles), and
 where ``os.fork`` exists, as many as there are idle cores (:func:`idle_cores`), at most
 :data:`MAX_JOBS`. ``$TILEFIT_JOBS`` sets the number of workers (``1``: none).
@@ -63,10 +64,14 @@ def idle_cores() -> int:
     return max(1, cores - busy)
 
 
-def precheck(engine, files: Sequence, cache, limit: int | None) -> dict | None:
+def precheck(engine, files: Sequence, cache, limit: int | None, planner=None) -> dict | None:
     """``{path: [data, digest, cached diagnostics or None, outcome or None]}`` for every file
-    (``outcome``: ``(diagnostics, deferred a compile, error text or None)`` of a file a worker
-    checked), or None when the run is not split (then nothing was read)."""
+    (``outcome``: ``(diagnostics, deferred a compile, error text or None, plans, planning error
+    text or None)`` of a file a worker checked), or None when the run is not split (then nothing
+    was read). With a fix ``planner`` (:class:`tilefit.fix.FixPlanner`) each worker plans the
+    fixes of its files too, as the serial loop does: the diagnostics come back with their fixes
+    and ``plans`` is the planner's record of them (``stored_plans``, JSON data: what the result
+    cache keeps and ``restore`` binds to the fixes again); None without a planner."""
     est = engine.estimator
     if not (getattr(est, "mode", None) == "analytic" or (getattr(est, "mode", None) == "auto"
                                                           and getattr(est, "defer", False))):
@@ -94,7 +99,7 @@ def precheck(engine, files: Sequence, cache, limit: int | None) -> dict | None:
     last_jobs = jobs
     if jobs <= 1:
         return out
-    for path, result in _run_workers(engine, _shares(misses, jobs), limit).items():
+    for path, result in _run_workers(engine, _shares(misses, jobs), limit, planner).items():
         out[path][3] = result
     return out
 
@@ -118,7 +123,7 @@ def _shares(items: list, jobs: int) -> list[list]:
     return [s for s in shares if s]
 
 
-def _check_share(engine, share: list, limit: int | None) -> tuple[dict, list, tuple]:
+def _check_share(engine, share: list, limit: int | None, planner=None) -> tuple[dict, list, tuple]:
     from .tables import read_table
 
     est = engine.estimator
@@ -132,16 +137,24 @@ def _check_share(engine, share: list, limit: int | None) -> tuple[dict, list, tu
         try:
             found = engine.check_table(table)
         except Exception as exc:  # noqa: BLE001 - as the serial loop: the other files' results stand
-            results[path] = ([], False, f"internal error while checking {path}: {type(exc).__name__}: {exc}")
+            results[path] = ([], False, f"internal error while checking {path}: {type(exc).__name__}: {exc}", None,
+                             None)
             continue
+        plans = plan_error = None
+        if planner is not None:
+            try:
+                found = planner.attach(table, found)
+            except Exception as exc:  # noqa: BLE001 - as the serial loop: the diagnostics stay, without fixes
+                plan_error = f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}"
+            plans = planner.stored_plans(path)
         grew = deferred is not None and len(deferred) != pending
-        results[path] = (found, grew, None)
+        results[path] = (found, grew, None, plans, plan_error)
     seen = set(before)
     new = [k for k in (deferred or ()) if k not in seen]
     return results, new, (engine.stats.files - files0, engine.stats.entries - entries0)
 
 
-def _run_workers(engine, shares: list[list], limit: int | None) -> dict:
+def _run_workers(engine, shares: list[list], limit: int | None, planner=None) -> dict:
     import pickle
 
     children = []
@@ -152,7 +165,8 @@ def _run_workers(engine, shares: list[list], limit: int | None) -> dict:
             code = 0
             try:
                 os.close(r)
-                payload = pickle.dumps(_check_share(engine, share, limit), protocol=pickle.HIGHEST_PROTOCOL)
+                args = (engine, share, limit) if planner is None else (engine, share, limit, planner)
+                payload = pickle.dumps(_check_share(*args), protocol=pickle.HIGHEST_PROTOCOL)
                 with os.fdopen(w, "wb") as fh:
                     fh.write(payload)
             except BaseException:  # noqa: BLE001 - the parent checks this share itself

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from .atomicfile import write_atomic
 from .cachedir import cache_root
-from .model import Applicability, Diagnostic, Edit, Fix, Position, Severity, Span
+from .model import Applicability, Diagnostic, Edit, Fix, Position, Severity, Span, new_diagnostic
 from .readfile import read_bytes
 
 FORMAT = 3
@@ -276,9 +276,9 @@ class ResultCache:
                 span = spans.get(where)
                 if span is None:
                     span = spans[where] = Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7])
-                out.append(Diagnostic(code=r[0], message=values[r[1]], path=path, span=span,
-                                      severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
-                                      data=_fresh(values[r[11]]), fingerprint=r[12], fix=fix))
+                out.append(new_diagnostic(code=r[0], message=values[r[1]], path=path, span=span,
+                                          severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
+                                          data=_fresh(values[r[11]]), fingerprint=r[12], fix=fix))
             return out
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):  # a damaged fix: a miss
             return None

@@ -203,9 +203,10 @@ class Rule:
 
     def device_facts(self, device) -> tuple | None:
         """TARGET rules: the facts of a target device that this rule's findings depend on (besides
-        the entry), when they are fewer than a device class's (the vendor alone, the thread
-        limits): device classes with equal facts then share the rule's findings for an entry
-        (the engine checks the entry once, not once per class). None: the whole class."""
+        the entry and ``TargetContext.extra_unrunnable``), when they are fewer than a device
+        class's (the vendor alone, the thread limits, the fp8 types): device classes with equal
+        facts then share the rule's findings for an entry (the engine checks the entry once, not
+        once per class). None: the whole class."""
         return None
 
     @classmethod

@@ -44,6 +44,9 @@ class DEV002(Rule):
 
     judges_unrunnable_targets = True
 
+    def device_facts(self, device) -> tuple:
+        return (device.triton_fp8_dtypes,)  # what check reads of the device
+
     def check(self, ctx: TargetContext):
         missing = missing_fp8_type(dtype_path(ctx.meta), ctx.device.triton_fp8_dtypes)
         if missing is None:

@@ -425,3 +425,39 @@ def test_write_atomic_leaves_the_old_file_and_no_temporary_on_failure(tmp_path, 
     atomicfile.write_atomic(target, "new", mode=0o640)
     assert target.read_text() == "new" and (target.stat().st_mode & 0o777) == 0o640
     assert os.listdir(tmp_path) == ["table.json"]
+
+
+def test_apply_fixes_takes_the_fixes_the_all_pairs_check_takes():
+    """apply_fixes checks a fix's ranges against the few taken ranges near them, not all taken
+    ones (the all-pairs check was quadratic in a table's fixed entries): on random fix sets,
+    insertions, touching ranges and fixes whose own edits overlap included, it takes the very
+    fixes, and gives the very bytes, of the all-pairs check (``_overlaps`` against every taken
+    range, the rule of ruff's isolation of overlapping fixes)."""
+    import random
+
+    from tilefit.fix.edits import _overlaps, apply_fixes
+    from tilefit.model import Edit, Fix
+
+    def all_pairs(fixes):
+        taken, chosen = [], []
+        for fix in sorted(fixes, key=lambda f: min((e.start_offset for e in f.edits), default=0)):
+            ranges = [(e.start_offset, e.end_offset) for e in fix.edits]
+            if not any(_overlaps(r, t) for r in ranges for t in taken):
+                taken.extend(ranges)
+                chosen.append(fix)
+        return chosen
+
+    rng = random.Random(19)
+    data = bytes(range(48, 88))
+    for _ in range(1000):
+        fixes = []
+        for n in range(rng.randint(0, 12)):
+            edits = []
+            for _ in range(rng.randint(1, 3)):
+                a = rng.randint(0, 36)
+                edits.append(Edit(a, a if rng.random() < 0.3 else a + rng.randint(1, 4), str(n)))
+            fixes.append(Fix(f"fix {n}", tuple(edits), Applicability.SAFE))
+        want = all_pairs(fixes)
+        new, chosen = apply_fixes(data, fixes)
+        assert [id(f) for f in chosen] == [id(f) for f in want]
+        assert new == apply_edits(data, [e for f in want for e in f.edits])[0]

@@ -69,3 +69,50 @@ def test_few_files_or_one_job_stay_serial(monkeypatch):
     assert parallel.jobs_for(10 * parallel.MIN_FILES) == 4
     monkeypatch.setenv(parallel.ENV, "1")
     assert parallel.jobs_for(10 * parallel.MIN_FILES) == 1
+
+
+def test_workers_plan_the_fixes_as_the_serial_loop_does(corpus, tmp_path, monkeypatch):
+    """With the fix planner (``--output-format json``, ``full``, ``html``) the workers plan their
+    files' fixes too: the same fixes on the same diagnostics, and the planner's plans behind them
+    (bound to the fixes as a cache hit's are), as the serial run's."""
+    from tilefit.app import run_check as app_check
+    from tilefit.fix.stored import table_record
+
+    root = (corpus / "sglang-0.5.23" / "sglang" / "srt" / "layers" / "moe" / "moe_runner" / "triton_utils" / "configs"
+            / "triton_3_4_0")  # 33 tables (split from 4 files on: the test's size, not the CLI's)
+    monkeypatch.setattr(parallel, "MIN_FILES", 4)
+    calls = []
+    real = parallel._run_workers
+    monkeypatch.setattr(parallel, "_run_workers", lambda *a: calls.append(len(a[1])) or real(*a))
+
+    def check(cache_dir, jobs):
+        monkeypatch.setenv("TILEFIT_CACHE_DIR", str(cache_dir))
+        monkeypatch.setenv(parallel.ENV, jobs)
+        opts = CheckOptions(targets=["rtx4090"], estimator="analytic", fix=True, cache_fixes=True, cache_plans=True)
+        return app_check([str(root)], opts, Settings())
+
+    def plans(result):
+        out = {}
+        for d in result.diagnostics:
+            if d.fix is not None:
+                plan = result.planner.plan_for(d.fix)
+                assert plan is not None, d
+                out.setdefault(plan.path, {})[plan.key] = plan
+        return {path: table_record(_table_plan(path, by_key)) for path, by_key in out.items()}
+
+    serial = check(tmp_path / "serial", "1")
+    split = check(tmp_path / "split", "2")
+    assert calls == [2], "the run was not split over two workers"
+    assert sum(d.fix is not None for d in serial.diagnostics) >= 20
+    assert _rows(split) == _rows(serial)
+    assert plans(split) == plans(serial)
+    assert not split.errors
+    # the workers' plans went into the result cache: a warm run restores them, unchanged
+    warm = check(tmp_path / "split", "2")
+    assert _rows(warm) == _rows(serial) and plans(warm) == plans(serial)
+
+
+def _table_plan(path, by_key):
+    from tilefit.fix.planner import TablePlan
+
+    return TablePlan(path, plans=dict(sorted(by_key.items())))

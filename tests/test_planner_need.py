@@ -20,10 +20,10 @@ TABLE = ("sglang-0.5.23/sglang/kernels/ops/gemm/configs/"
          "N=1536,K=1536,device_name=NVIDIA_A100-SXM4-80GB,dtype=int8_w8a8,block_shape=[128, 128].json")
 
 
-def _worst(engine, meta, entry, arch):
+def _worst(engine, meta, entry, arch, vendor="NVIDIA"):
     """The estimator's own answer, uncalibrated forms at their upper bound (as the planner counts)."""
     worst = None
-    for v in kernel_variants(meta, entry, arch, "NVIDIA", meta.engine):
+    for v in kernel_variants(meta, entry, arch, vendor, meta.engine):
         est = engine.estimator.estimate(v.spec, arch)
         need = est.shared_bytes + ((est.max_error or 0) if est.status == "uncalibrated" else 0)
         worst = need if worst is None else max(worst, need)
@@ -63,3 +63,69 @@ def test_fix_titles_quote_the_target_arch_own_bytes(checked, corpus):
         key = d.pointer.split("/")[1]
         chosen = d.fix.expected[f"/{key}"]
         assert f"({_worst(engine, table.meta, chosen, 'sm_89')} of 101376 bytes on sm_89)" in d.fix.title
+
+
+# One table of each kind the planner searches with GROUP_SIZE_M: vLLM's fused MoE (int8_w8a16
+# feeds two kernels, one the wNa16 kernel), SGLang's with USE_TMA, a ROCm table, block GEMMs.
+GROUPED_TABLES = (
+    "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs/E=1,N=1792,device_name=NVIDIA_H100_80GB_HBM3,"
+    "dtype=int8_w8a16.json",
+    "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs/E=128,N=1024,device_name=AMD_Instinct_MI300X,"
+    "dtype=fp8_w8a8.json",
+    "sglang-0.5.23/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_7_1/E=256,N=512,"
+    "device_name=NVIDIA_H200_down.json",
+    "vllm-0.33.0/vllm/model_executor/layers/quantization/utils/configs/N=10240,K=5120,device_name=NVIDIA_L40S,"
+    "dtype=fp8_w8a8,block_shape=[128,128].json",
+    TABLE,
+)
+
+
+def test_the_bytes_do_not_depend_on_group_size_m(corpus):
+    """The planner's shared-memory memo drops GROUP_SIZE_M's value (``smem_key``): on every entry
+    of these tables, on the file's arch and the consumer archs, every in-domain GROUP_SIZE_M gives
+    the estimator's figure of the entry's own; an out-of-domain one gives none, even after an
+    in-domain one was asked."""
+    from tilefit.fix.planner import smem_key
+
+    paths = [str(corpus / t) for t in GROUPED_TABLES]
+    result = run_check(paths, CheckOptions(targets=["rtx4090", "rtx5090", "rtx3090"], estimator="analytic",
+                                           use_cache=False))
+    engine = result.engine
+    checked = 0
+    for path in paths:
+        table = result.tables[path]
+        vendor = "AMD" if "AMD" in path else "NVIDIA"
+        archs = ("gfx942",) if vendor == "AMD" else ("sm_80", "sm_86", "sm_89", "sm_90", "sm_120")
+        for arch in archs:
+            planner = make_planner(engine)
+            for _key, entry in table.entries():
+                own = _worst(engine, table.meta, entry, arch, vendor)
+                for g in (1, 7, 64, 2**31 - 1):
+                    other = dict(entry, GROUP_SIZE_M=g)
+                    assert smem_key(table.meta.family, other) == smem_key(table.meta.family, entry)
+                    assert _worst(engine, table.meta, other, arch, vendor) == own, (path, arch, entry, g)
+                    assert planner.need(table.meta, other, arch, vendor) == own
+                    checked += 1
+                for g in (0, 2**31):
+                    bad = dict(entry, GROUP_SIZE_M=g)
+                    assert _worst(engine, table.meta, bad, arch, vendor) is None
+                    assert planner.need(table.meta, bad, arch, vendor) is None
+    assert checked > 1000
+
+
+def test_a_table_plans_the_same_after_a_twin_of_another_triton_folder(corpus):
+    """The planner's predictions were memoised per (shape, device, config), and a prediction
+    reads the config's shared memory: SGLang's triton_3_2_0 and triton_3_7_1 tables of one
+    shape need different bytes, so the 3.7.1 table planned after its 3.2.0 twin ranked with the
+    twin's figures (two entries got other fixes than when checked alone)."""
+    folder = "sglang-0.5.23/sglang/srt/layers/moe/moe_runner/triton_utils/configs/"
+    late = str(corpus / folder / "triton_3_7_1" / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3.json")
+    early = str(corpus / folder / "triton_3_2_0" / "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3.json")
+
+    def fixes(paths):
+        result = run_check(paths, CheckOptions(targets=["consumer"], estimator="analytic", use_cache=False, fix=True))
+        return [(d.pointer, d.fix.title) for d in result.diagnostics if d.path == late and d.fix is not None]
+
+    alone = fixes([late])
+    assert len(alone) > 5
+    assert fixes([early, late]) == alone

@@ -79,16 +79,23 @@ class NeedTable:
         self.store = store
         self._variants: dict[tuple, tuple] = {}
         self._meta_text: dict[int, tuple] = {}  # id(meta) -> (meta, its repr): the store's key part
+        self._key_prefix: dict[tuple, tuple] = {}  # (id(meta), id(entry)) -> (meta, entry, needstore.key_prefix)
 
     def need(self, kernel_key, config_key, meta, entry: Mapping, device) -> Need:
         skey = None
         if self.store is not None:
-            from .needstore import need_key
+            from .needstore import key_of, key_prefix
 
             hit = self._meta_text.get(id(meta))
             if hit is None or hit[0] is not meta:
                 hit = self._meta_text[id(meta)] = (meta, repr(meta))
-            skey = need_key(hit[1], entry, device.key)
+            # the key's JSON up to the device, once per (table name, entry): an entry is judged on
+            # every device class
+            pk = (id(meta), id(entry))
+            prefix = self._key_prefix.get(pk)
+            if prefix is None or prefix[0] is not meta or prefix[1] is not entry:
+                prefix = self._key_prefix[pk] = (meta, entry, key_prefix(hit[1], entry))
+            skey = key_of(prefix[2], device.key)
             stored = self.store.get(skey) if skey is not None else None
             if stored is not None:
                 return stored

@@ -24,13 +24,30 @@ FORMAT = 1
 _STORED = (FITS, OVER, UNCERTAIN, NOT_APPLICABLE)
 
 
+# json.dumps(..., allow_nan=False) with one encoder for all (json.dumps builds an encoder per call
+# when given an option; a warm html run names tens of thousands of verdicts)
+_KEY_ENCODER = json.JSONEncoder(allow_nan=False)
+
+
 def need_key(meta_text: str, entry, device_key: str) -> str | None:
     """The stored verdict's name; None for an entry JSON cannot write (never stored)."""
+    return key_of(key_prefix(meta_text, entry), device_key)
+
+
+def key_prefix(meta_text: str, entry) -> str | None:
+    """What :func:`need_key` hashes before the device key (the JSON of ``[meta_text, entry, ``:
+    the same for each device class an entry is judged on); None for an entry JSON cannot write."""
     try:
-        text = json.dumps([meta_text, entry, device_key], allow_nan=False)
+        return "[" + _KEY_ENCODER.encode(meta_text) + ", " + _KEY_ENCODER.encode(entry) + ", "
     except (TypeError, ValueError):
         return None
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def key_of(prefix: str | None, device_key: str) -> str | None:
+    """:func:`need_key` from its :func:`key_prefix` (the JSON list ``[meta_text, entry, device_key]``)."""
+    if prefix is None:
+        return None
+    return hashlib.sha256((prefix + _KEY_ENCODER.encode(device_key) + "]").encode()).hexdigest()[:24]
 
 
 def _valid(value) -> bool:

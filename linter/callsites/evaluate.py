@@ -43,6 +43,7 @@ from .kernelinfo import KernelInfo, analyze
 from .project import Project
 from tilefit.pysource.scan import KernelDef
 from .sites import AutotuneConfig, AutotuneSite, Instance, LaunchSite, heuristics_of
+from tilefit.smem.archclass import compile_arch
 from .speckey import arg_key
 from .values import DictVal, Frame, Lit, Ref, Unknown, Val, arch_capability, branches, label_capabilities
 
@@ -288,11 +289,19 @@ class CompileJob:
     arch: str
     key: str  # the plan's cache key (JSON text)
     bound: tuple[str, ...] = ()  # Outcome.bound
+    compile_arch: str = ""  # the arch compiled for ``arch`` (tilefit.smem.archclass), "" = arch
+
+    @property
+    def target(self) -> str:
+        """The arch the compile runs for and its result is kept under: the first arch of
+        ``arch``'s class where one compile answers the class (:mod:`tilefit.smem.archclass`)."""
+        return self.compile_arch or self.arch
 
     @property
     def identity(self) -> tuple:
-        """Equal for launches with the same specialisation of the same kernel source."""
-        return (self.src.hash or (self.src.module, self.src.function), self.key, self.arch)
+        """Equal for launches with the same specialisation of the same kernel source, on archs
+        that compile alike."""
+        return (self.src.hash or (self.src.module, self.src.function), self.key, self.target)
 
 
 class CallsiteEvaluator:
@@ -329,6 +338,15 @@ class CallsiteEvaluator:
         self._lock = threading.RLock()
         self.compiles = 0
         self.compile_seconds = 0.0
+
+    def _triton_version(self) -> str | None:
+        """The Triton release the compiles are made with (the arch classes are per release)."""
+        version = getattr(self, "_version", _MISSING)
+        if version is _MISSING:
+            from tilefit.smem.interpreter import compile_triton_version
+
+            version = self._version = compile_triton_version()
+        return version
 
     # -- per kernel --------------------------------------------------------------------------
     def info(self, kernel: KernelDef) -> KernelInfo:
@@ -504,7 +522,10 @@ class CallsiteEvaluator:
                 # launches that differ only in an int's value of the same class compile once
                 key = json.dumps([src.function, [(a.name, a.kind, _jsonable(arg_key(a.kind, a.value))) for a in args],
                                   num_warps, num_stages, [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
-                return CompileJob(src, case, tuple(args), num_warps, num_stages, options, arch, key, bound)
+                text = src.scratch.source if src.kind == "scratch" else None
+                target = compile_arch(arch, self._triton_version(), key, text)
+                return CompileJob(src, case, tuple(args), num_warps, num_stages, options, arch, key, bound,
+                                  "" if target == arch else target)
             reason = src.reason
         else:
             reason = "Triton is not installed (pip install 'tilefit[triton]')"
@@ -636,7 +657,7 @@ class CallsiteEvaluator:
         if hit is not None:
             return hit
         if self.cache is not None and job.src.hash:
-            hit = self.cache.get(job.src.hash, job.key, job.arch)
+            hit = self.cache.get(job.src.hash, job.key, job.target)
         return hit
 
     def scratch_ready(self, job: "CompileJob") -> "Outcome | None":
@@ -670,7 +691,7 @@ class CallsiteEvaluator:
             self._results[job.identity] = result
         if self.cache is not None and job.src.hash and result.error_stage not in ("timeout", "crash", "setup",
                                                                                   "blocked"):
-            self.cache.put(job.src.hash, job.key, job.arch, result, kernel=job.case.kernel.key)
+            self.cache.put(job.src.hash, job.key, job.target, result, kernel=job.case.kernel.key)
 
     def _compile(self, job: "CompileJob") -> Outcome:
         from tilefit.smem.worker import compile_plan_limited
@@ -684,7 +705,7 @@ class CallsiteEvaluator:
 
             t0 = time.perf_counter()
             try:
-                result = compile_plan_limited(self.plan_of(job), job.arch, source=job.src.scratch)
+                result = compile_plan_limited(self.plan_of(job), job.target, source=job.src.scratch)
             except Exception as exc:  # noqa: BLE001 - unsupported arch, bad plan: data, not a crash
                 return Outcome("failed", estimator="exact", detail=f"{type(exc).__name__}: {exc}")
             finally:

@@ -70,7 +70,7 @@ def _run(evaluator: CallsiteEvaluator, jobs: list[CompileJob], pool, stats: Pref
     if not ready:
         return
     # each result is kept (and written to the disk cache) as it arrives
-    pool.compile_plans([(evaluator.plan_of(j), j.arch, j.src.scratch) for j in ready], progress,
+    pool.compile_plans([(evaluator.plan_of(j), j.target, j.src.scratch) for j in ready], progress,
                        on_result=lambda i, result: evaluator.store(ready[i], result))
     evaluator.compiles += len(ready)
     stats.compiled += len(ready)

@@ -109,6 +109,41 @@ def cfg_key(entry: Mapping) -> tuple:
             entry.get("num_warps"), entry.get("num_stages"))
 
 
+def kernel_key(meta) -> tuple:
+    """What of a table's name decides its kernels (the planner's memo keys' kernel part)."""
+    return (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+            meta.triton_folder)
+
+
+def smem_key(family: str, entry: Mapping) -> tuple:
+    """What of an entry decides its shared memory under the search estimator (the planner's
+    ``need`` memo key): :func:`cfg_key` without the GROUP_SIZE_M value, which only says whether
+    the value is in the family's domain (outside it, no variant is built). GROUP_SIZE_M is a
+    constexpr of the launch that only reorders the programs: no variable of the analytic forms
+    (``tilefit.smem.analytic.VARIABLES``: its ``G`` is the wNa16 weight group), no coordinate of
+    a calibration point (``spec_point``: BM, BN, BK, warps, stages) and no variable of the
+    engines' compile-failure rules reads it. ``tests/test_planner_need.py`` checks the claim on
+    the corpus."""
+    group = entry.get("GROUP_SIZE_M")
+    return (entry["BLOCK_SIZE_M"], entry["BLOCK_SIZE_N"], entry["BLOCK_SIZE_K"], entry.get("num_warps"),
+            entry.get("num_stages"), entry.get("USE_TMA"), _group_in_domain(family, group))
+
+
+_GROUP_DOMAIN: dict[tuple, bool] = {}
+
+
+def _group_in_domain(family: str, group) -> bool:
+    """Whether ``in_domain`` accepts ``GROUP_SIZE_M=group`` (a value that is no integer: it is
+    VAL002's, never a domain problem), memoised per (family, value)."""
+    try:
+        return _GROUP_DOMAIN[(family, group, type(group))]
+    except KeyError:
+        hit = _GROUP_DOMAIN[(family, group, type(group))] = in_domain(family, {"GROUP_SIZE_M": group})
+        return hit
+    except TypeError:  # unhashable
+        return in_domain(family, {"GROUP_SIZE_M": group})
+
+
 def describe(entry: Mapping) -> str:
     """``BM/BN/BK/G/w/s`` in perf_reference.md's notation (absent launch options as ``-``)."""
     g = entry.get("GROUP_SIZE_M", "-")
@@ -215,10 +250,12 @@ class FixPlanner:
         self.coefficients = coefficients
         self._need_memo: dict[tuple, int | None] = {}
         self._pred_memo: dict[tuple, object] = {}
+        self._log_memo: dict[tuple, tuple] = {}  # (shape, ranking, config) -> log times (_log_times)
         self._plan_memo: dict[tuple, object] = {}
         self._sig_memo: dict[tuple, frozenset] = {}
         self._coeff_memo: dict[str, object] = {}
-        self._fit_memo: dict[tuple, bool] = {}
+        self._fit_memo: dict[tuple, bool] = {}  # (fit id, config) -> fits every group
+        self._fit_ids: dict[tuple, int] = {}  # (kernel key, fit groups) -> its fit id
         self._by_fix: dict[int, EntryPlan] = {}
         self._tables: dict[str, TablePlan] = {}  # path -> the plan attach made, until stored_plans() takes it
         # path -> (the table's bytes, the plans restore() read back for them)
@@ -335,10 +372,12 @@ class FixPlanner:
             fit_groups.append(FitGroup(arch, vendor, tuple(d.key for d in devs), min(limits) if limits else None,
                                        min(threads) if threads else None,
                                        max((d.warp_size or 32) for d in devs)))
-        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-                      meta.triton_folder)
-        return _TableContext(meta=meta, kernel_key=kernel_key, named=named, devices=tuple(devices), groups=tuple(fit_groups),
-                             ranking=ranking_devices(named, devices, meta),
+        kernel = kernel_key(meta)
+        fit_groups = tuple(fit_groups)
+        # the fit memo's key: one number per (kernel, target groups), not the groups hashed at each ask
+        fit_id = self._fit_ids.setdefault((kernel, fit_groups), len(self._fit_ids))
+        return _TableContext(meta=meta, kernel_key=kernel, fit_id=fit_id, named=named, devices=tuple(devices),
+                             groups=fit_groups, ranking=ranking_devices(named, devices, meta),
                              values=table_values(table.value.values() if isinstance(table.value, dict) else ()))
 
     def forget(self) -> None:
@@ -346,7 +385,7 @@ class FixPlanner:
         of the first pass may rest on figures awaiting a compile)."""
         from dataclasses import replace
 
-        for memo in (self._need_memo, self._pred_memo, self._plan_memo, self._sig_memo, self._fit_memo,
+        for memo in (self._need_memo, self._pred_memo, self._log_memo, self._plan_memo, self._sig_memo, self._fit_memo,
                      self._by_fix, self._tables, self._restored):
             memo.clear()
         self.checker = replace(self.checker)
@@ -359,9 +398,15 @@ class FixPlanner:
         # The memo is read before the entry's kernel variants are built: building them was most
         # of a json run's planning time (the search asks for the same configs again and again).
         # Keyed by the arch itself (the variants and the engine's known compile failures are per
-        # arch) and the whole config (an engine spec carries GROUP_SIZE_M).
-        k = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-             meta.triton_folder, arch, vendor, cfg_key(entry), entry.get("USE_TMA"))
+        # arch) and the config without its GROUP_SIZE_M value (smem_key): the search asks for one
+        # tile under many group sizes (the refinement, the ranking's predictions), and the bytes
+        # do not depend on it.
+        return self._need(meta, kernel_key(meta), smem_key(meta.family, entry), entry, arch, vendor)
+
+    def _need(self, meta, kernel: tuple, skey: tuple, entry: Mapping, arch: str, vendor: str) -> int | None:
+        """:meth:`need` with its memo key's parts given (``kernel_key(meta)``, ``smem_key``): the
+        fit check asks for one config on every target arch."""
+        k = (kernel, arch, vendor, skey)
         try:
             return self._need_memo[k]
         except KeyError:
@@ -391,7 +436,7 @@ class FixPlanner:
 
     def fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
         """Whether ``entry`` fits every target group (shared memory with the margin, threads)."""
-        k = (ctx.kernel_key, ctx.groups, cfg_key(entry))
+        k = (ctx.fit_id, cfg_key(entry))
         hit = self._fit_memo.get(k)
         if hit is None:
             hit = self._fits(ctx, entry)
@@ -408,8 +453,9 @@ class FixPlanner:
                 warps, _ = effective_launch(entry, g.vendor)
                 if not is_int(warps) or warps > g.max_threads:
                     return False
+        skey = smem_key(ctx.meta.family, entry)
         for g in ctx.by_limit:
-            need = self.need(ctx.meta, entry, g.arch, g.vendor)
+            need = self._need(ctx.meta, ctx.kernel_key, skey, entry, g.arch, g.vendor)
             if need is not None and need + self.margin > g.limit:
                 return False
         return True
@@ -615,7 +661,18 @@ class FixPlanner:
     def _model_log_time(self, ctx, key, M, entry) -> float:
         """The ranking devices' weighted mean log predicted time (no priors, no trust region)."""
         total = sum(w for _, w in ctx.ranking)
-        return sum(w * math.log(self._predict(ctx, key, M, entry, dev)) for dev, w in ctx.ranking) / total
+        return sum(w * t for (_dev, w), t in zip(ctx.ranking, self._log_times(ctx, key, M, entry))) / total
+
+    def _log_times(self, ctx, key, M, entry) -> tuple[float, ...]:
+        """The log predicted time of ``entry`` on each ranking device, in ``ctx.ranking``'s order
+        (memoised per shape, ranking and config: the ranking asks for each candidate on every
+        device, and again in later searches of the same batch size)."""
+        shape = ctx.shape(key, M)
+        k = (ctx.kernel_key, shape, ctx.ranking_keys, cfg_key(entry))
+        hit = self._log_memo.get(k)
+        if hit is None:
+            hit = self._log_memo[k] = tuple(math.log(self._predict(ctx, key, M, entry, dev)) for dev, _ in ctx.ranking)
+        return hit
 
     def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
         g = space.graph()
@@ -645,13 +702,15 @@ class FixPlanner:
 
     # -- ranking -------------------------------------------------------------------------------
     def _predict(self, ctx, key, M, entry, dev) -> float:
-        """Predicted microseconds (memoised)."""
-        from tilefit.perf import predict_time
-
+        """Predicted microseconds, memoised per (kernel, shape, device, config): the kernel too,
+        since the prediction reads the config's shared memory, which one shape's tables of other
+        kernels (SGLang's triton_X_Y_Z folders) need differently."""
         shape = ctx.shape(key, M)
-        k = (shape, dev.key, cfg_key(entry))
+        k = (ctx.kernel_key, shape, dev.key, cfg_key(entry))
         hit = self._pred_memo.get(k)
         if hit is None:
+            from tilefit.perf import predict_time
+
             smem = self.need(ctx.meta, entry, dev.arch, dev.vendor)
             hit = predict_time(entry, shape, dev, self._coeffs(dev), smem_bytes=smem or 0)
             self._pred_memo[k] = hit
@@ -692,20 +751,18 @@ class FixPlanner:
             return sorted(((c, float(depth_of[cfg_key(c)])) for c in candidates), key=lambda r: r[1])
         total = sum(w for _, w in ctx.ranking)
         named = ctx.named.key if ctx.named is not None else None
-        base = {dev.key: math.log(self._predict(ctx, key, M, original, dev)) for dev, _ in ctx.ranking
-                if dev.key == named}
-        default = cfg_key(ctx.default) if ctx.default is not None else None
+        # per ranking device, the original's log time where it is the file's own device, else None
+        base = tuple(t if dev.key == named else None
+                     for (dev, _), t in zip(ctx.ranking, self._log_times(ctx, key, M, original)))
+        weights = tuple(w for _, w in ctx.ranking)
 
         def predicted(cand) -> float:
             s = 0.0
-            for dev, w in ctx.ranking:
-                t = math.log(self._predict(ctx, key, M, cand, dev))
-                b = base.get(dev.key)
+            for w, t, b in zip(weights, self._log_times(ctx, key, M, cand), base):
                 if b is not None and t < b:
                     t = b + TUNED_PRIOR * (t - b)
                 s += w * t
             return s / total
-
 
         out = []
         for cand in candidates:
@@ -750,6 +807,7 @@ class FixPlanner:
 class _TableContext:
     meta: object
     kernel_key: tuple
+    fit_id: int  # names (kernel_key, groups) in the fit memo
     named: object
     devices: tuple
     groups: tuple[FitGroup, ...]
@@ -761,6 +819,14 @@ class _TableContext:
     naive: Mapping | None = None  # the naive fix of the entry being planned
     bucketed: bool = False  # plan per batch-size bucket (a table of over LARGE_TABLE_ENTRIES entries)
     _shapes: dict = field(default_factory=dict)
+
+    @property
+    def ranking_keys(self) -> tuple[str, ...]:
+        """The ranking devices' keys (with ``ranking``'s order, what a log-time memo is keyed by)."""
+        hit = self.__dict__.get("_ranking_keys")
+        if hit is None:
+            hit = self.__dict__["_ranking_keys"] = tuple(d.key for d, _ in self.ranking)
+        return hit
 
     @property
     def by_limit(self) -> tuple[FitGroup, ...]:

@@ -6,12 +6,16 @@ from .common import Needs, RenderContext, Reporter, fixable_mark, printable
 
 
 def render(diagnostics, stream, ctx: RenderContext) -> None:
+    split: dict[str, list[str] | None] = {}  # path -> its lines, split once (a table has many diagnostics)
     for d in diagnostics:
         s, e = d.span.start, d.span.end
         stream.write(ctx.location(d, printable) + " " + printable(f"{fixable_mark(d, ctx)}{d.message}") + "\n")
-        text = ctx.sources.get(d.path)
-        if text is not None:
-            lines = text.splitlines()
+        try:
+            lines = split[d.path]
+        except KeyError:
+            text = ctx.sources.get(d.path)
+            lines = split[d.path] = text.splitlines() if text is not None else None
+        if lines is not None:
             if 0 < s.line <= len(lines):
                 line = lines[s.line - 1]
                 width = max(1, (e.column - s.column) if e.line == s.line else len(line) - s.column + 1)

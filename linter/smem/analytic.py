@@ -195,6 +195,7 @@ class EpilogueTables:
         self._default: dict[str, str] = dict(data.get("family_default") or {})
         self._path_arch: dict[str, dict[str, str]] = {a: dict(per) for a, per in (data.get("path_arch") or {}).items()
                                                       if isinstance(per, Mapping)}  # besides its "note"
+        self._looked_up: dict[tuple, int] = {}  # see lookup()
 
     def table_arch(self, arch: str | None, family: str | None, path: str | None = None) -> str | None:
         if path is not None and arch in self._path_arch:
@@ -215,7 +216,16 @@ class EpilogueTables:
     def lookup(self, arch: str | None, family: str | None, c: float, bm: int, bn: int, w: int,
                path: str | None = None) -> int:
         """The table's value, or the full tile ``bm*bn*c`` (an upper bound) outside it. ``path``:
-        the dtype path (``int8_w8a8``), for ``path_arch``."""
+        the dtype path (``int8_w8a8``), for ``path_arch``. Memoised (every form's answer asks; a
+        check's tens of thousands of answers ask a few hundred distinct questions)."""
+        key = (arch, family, c, bm, bn, w, path)
+        hit = self._looked_up.get(key)
+        if hit is None:
+            hit = self._looked_up[key] = self._lookup(arch, family, c, bm, bn, w, path)
+        return hit
+
+    def _lookup(self, arch: str | None, family: str | None, c: float, bm: int, bn: int, w: int,
+                path: str | None) -> int:
         if not self.covers(arch, family, c, bm, bn, w, path):
             return int(bm * bn * c)
         ibm, ibn, iw = self._index

@@ -398,6 +398,23 @@ class EngineKernels:
         return (self._cache_root / f"triton-{compile_triton_version() or 'none'}" / arch / digest[:20]
                 / f"{key}.json")
 
+    def _target(self, spec: KernelSpec, arch: str, scratch, plan: LaunchPlan) -> str:
+        """The arch compiled for ``arch``: the first arch of its class
+        (:mod:`tilefit.smem.archclass`) where the engine's launch there is this same plan
+        of this same kernel, else ``arch``. Its compile, and its cache record, answer both."""
+        from .archclass import compile_arch
+        from .interpreter import compile_triton_version
+
+        key = repr((plan.function, plan.args, plan.num_warps, plan.num_stages, plan.options))
+        target = compile_arch(arch, compile_triton_version(), key, scratch.source)
+        if target == arch:
+            return arch
+        try:
+            other, other_plan, _m = self.plan(spec, target)
+        except Exception:  # noqa: BLE001 - no launch there: compile for the arch asked
+            return arch
+        return target if other.hash == scratch.hash and other_plan == plan else arch
+
     def _cache_get(self, path: Path | None, spec: KernelSpec) -> EngineCompile | None:
         if path is None:
             return None
@@ -441,7 +458,8 @@ class EngineKernels:
             scratch, _plan, _meta = self.plan(spec, arch)
         except (EngineKernelError, ValueError, KeyError):
             return None
-        hit = self._cache_get(self._cache_path(scratch.hash, arch, spec, _plan), spec)
+        target = self._target(spec, arch, scratch, _plan)
+        hit = self._cache_get(self._cache_path(scratch.hash, target, spec, _plan), spec)
         if hit is not None:
             self.stats["hits"] += 1
             with self._lock:
@@ -462,10 +480,11 @@ class EngineKernels:
             return EngineCompile(None, str(exc), source=self.source)
         except Exception as exc:  # noqa: BLE001 - a launch the engine never makes, a broken scratch module
             return EngineCompile(None, f"{type(exc).__name__}: {exc}", source=self.source)
-        path = self._cache_path(scratch.hash, arch, spec, plan)
+        target = self._target(spec, arch, scratch, plan)
+        path = self._cache_path(scratch.hash, target, spec, plan)
         result = self._cache_get(path, spec)
         if result is None:
-            result = _compile_loaded(scratch, plan, arch, self.stop, meta)
+            result = _compile_loaded(scratch, plan, target, self.stop, meta)
             self.stats["compiles"] += 1
             if result.error is None or result.failed_to_compile:
                 self._cache_put(path, spec, result)
@@ -481,7 +500,9 @@ class EngineKernels:
         (``jobs`` processes, default all cores). ``progress(done, total)`` after every point."""
         unique = list(dict.fromkeys(items))
         out: dict[Item, EngineCompile] = {}
-        todo: list[tuple[Item, object, LaunchPlan, dict, Path | None]] = []
+        # one compile per (spec, kernel, plan, arch class): the points it also answers
+        todo: list[tuple[Item, object, LaunchPlan, dict, Path | None, str]] = []
+        same: dict[tuple, list[Item]] = {}
         done = 0
         for item in unique:
             spec, arch = item
@@ -495,10 +516,15 @@ class EngineKernels:
                 except Exception as exc:  # noqa: BLE001
                     hit = EngineCompile(None, f"{type(exc).__name__}: {exc}", source=self.source)
                 else:
-                    path = self._cache_path(scratch.hash, arch, spec, plan)
+                    target = self._target(spec, arch, scratch, plan)
+                    path = self._cache_path(scratch.hash, target, spec, plan)
                     hit = self._cache_get(path, spec)
                     if hit is None:
-                        todo.append((item, scratch, plan, meta, path))
+                        group = (spec, scratch.hash, repr(plan), target)
+                        if group not in same:
+                            same[group] = []
+                            todo.append((item, scratch, plan, meta, path, target))
+                        same[group].append(item)
                         continue
                     self.stats["hits"] += 1
             out[item] = hit
@@ -511,21 +537,22 @@ class EngineKernels:
 
         def finished(entry, result: EngineCompile) -> None:
             nonlocal done
-            item, _s, _p, _m, path = entry
+            item, scratch, plan, _m, path, target = entry
             self.stats["compiles"] += 1
             if result.error is None or result.failed_to_compile:
                 self._cache_put(path, item[0], result)
-            with self._lock:
-                self._memo[item] = result
-            out[item] = result
-            done += 1
-            if progress:
-                progress(done, len(unique))
+            for answered in same[(item[0], scratch.hash, repr(plan), target)]:
+                with self._lock:
+                    self._memo[answered] = result
+                out[answered] = result
+                done += 1
+                if progress:
+                    progress(done, len(unique))
 
         if workers <= 1:
             for entry in todo:
-                _item, scratch, plan, meta, _path = entry
-                finished(entry, _compile_loaded(scratch, plan, _item[1], self.stop, meta))
+                _item, scratch, plan, meta, _path, target = entry
+                finished(entry, _compile_loaded(scratch, plan, target, self.stop, meta))
             return out
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -533,8 +560,8 @@ class EngineKernels:
 
         ctx = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-            futures = {pool.submit(_engine_compile_worker, scratch, plan, item[1], self.stop, meta):
-                       (item, scratch, plan, meta, path) for item, scratch, plan, meta, path in todo}
+            futures = {pool.submit(_engine_compile_worker, scratch, plan, target, self.stop, meta):
+                       (item, scratch, plan, meta, path, target) for item, scratch, plan, meta, path, target in todo}
             try:
                 for fut in as_completed(futures):
                     entry = futures[fut]

@@ -24,6 +24,7 @@ from .. import versions
 from ..formula import compile_formula
 from ..kernels import registry
 from ..kernels.spec import KernelSpec
+from ..model import build_frozen
 
 _DIR_PREFIXES = ("vllm-", "sglang-")
 
@@ -158,6 +159,7 @@ def _max_difference(probed: Mapping | None) -> int | None:
     return int(got) if isinstance(got, (int, float)) else None
 
 
+_MISSING = object()
 _GROUPS: dict[tuple[str, str], str] = {}  # (arch or arch family, dtype key) -> "family/dtype"
 
 
@@ -452,6 +454,9 @@ class EngineModel:
         self._forms_found: dict[tuple, tuple | None] = {}
         self._bases: dict[str, object] = {}
         self._points: dict[KernelSpec, tuple | None] = {}
+        self._moves: dict[tuple, tuple[str | None, str]] = {}  # see runnable()
+        self._failure_forms: dict[tuple, KernelForms | None] = {}  # see _compile_failure()
+        self._answer_bases: dict[tuple, tuple] = {}  # see _answer()
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
         """The first file of :meth:`forms_chain` (the release's own when it has one)."""
@@ -501,6 +506,17 @@ class EngineModel:
         under the Triton it runs with, so the installed release (the model's) is judged instead."""
         if not (spec.engine and spec.triton and release_cannot_build(spec.kernel, spec.engine, spec.triton, arch)):
             return spec, None
+        # where it moves depends on the kernel, engine, release and arch only: found once per such key
+        # (every answer and failure look-up of a table in such a folder asks)
+        mkey = (spec.kernel, spec.engine, spec.triton, arch)
+        move = self._moves.get(mkey)
+        if move is None:
+            move = self._moves[mkey] = self._move(spec, arch)
+        return spec.evolve(triton=move[0]), move[1]
+
+    def _move(self, spec: KernelSpec, arch: str) -> tuple[str | None, str]:
+        """(the release that builds the engine's kernel on ``arch`` in place of ``spec.triton``'s,
+        None for the installed one; the note saying so)."""
         asked = versions.major_minor(spec.triton)
         ev = pick_engine_version(spec.kernel, spec.engine, self.engine_versions.get(spec.engine))
         because = ("no point of its calibration compiles there" if asked in triton_versions(spec.kernel, spec.engine, ev)
@@ -509,8 +525,8 @@ class EngineModel:
         # the nearest release that builds it, a newer one first (the engine outgrew the old release)
         for tv in nearest_first(triton_versions(spec.kernel, spec.engine, ev), asked, newer_first=True):
             if not release_cannot_build(spec.kernel, spec.engine, tv, arch):
-                return spec.evolve(triton=tv), f"{why}: judged with Triton {tv}, the nearest release that builds it"
-        return spec.evolve(triton=None), f"{why}: judged with the installed Triton's forms"
+                return tv, f"{why}: judged with Triton {tv}, the nearest release that builds it"
+        return None, f"{why}: judged with the installed Triton's forms"
 
     def _answer_chain(self, spec: KernelSpec, arch: str, forms_only: bool) -> Answer | None:
         spec, moved = self.runnable(spec, arch)
@@ -547,17 +563,23 @@ class EngineModel:
                 forms_only: bool, differed: KernelForms | None = None) -> Answer | None:
         """``differed``: the release asked for, when its own file lacks the group (its probe may
         have compared the group and differed: the answer's error bound is then that difference)."""
-        base = self._base_model(forms)
-        family = base.family_of(arch)
+        # the analytic model, the arch's family and the kernel family: found once per (forms, arch, kernel)
+        akey = (forms, arch, spec.kernel)
+        found_base = self._answer_bases.get(akey)
+        if found_base is None:
+            base = self._base_model(forms)
+            family = base.family_of(arch)
+            found_base = self._answer_bases[akey] = (base, family,
+                                                     None if family is None else registry.get(spec.kernel))
+        base, family, fam = found_base
         if family is None:
             return None
-        fam = registry.get(spec.kernel)
         ref = spec.reference
-        who = f"{spec.engine} {forms.engine_version} {forms.function}"
         if note is None and not forms_only:
             pt = self._point(ref)
             got = pt and forms.compiled(arch, *pt)
             if got:
+                who = f"{spec.engine} {forms.engine_version} {forms.function}"
                 return Answer(got, True, f"{who}: compiled for {arch} by the calibration (Triton {forms.triton})", None,
                               compiled=True)
         # which form answers, and what its answer says besides the bytes, depend on the release,
@@ -568,13 +590,15 @@ class EngineModel:
         try:
             found = self._forms_found[fkey]
         except KeyError:
-            found = self._forms_found[fkey] = self._find_form(forms, note, spec, arch, family, dtypes, who,
+            found = self._forms_found[fkey] = self._find_form(forms, note, spec, arch, family, dtypes,
+                                                              f"{spec.engine} {forms.engine_version} {forms.function}",
                                                               differed)
         if found is None:
             return None
         fn, proven, detail, max_error = found
         value = int(round(fn(**base.variables(ref, family, arch))))
-        return Answer(value, proven, detail, max_error)
+        return build_frozen(Answer, {"shared_bytes": value, "proven": proven, "detail": detail, "max_error": max_error,
+                                     "compiled": False})
 
     def _find_form(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str, family: str,
                    dtypes: tuple, who: str, differed: KernelForms | None = None) -> tuple | None:
@@ -665,10 +689,18 @@ class EngineModel:
         return out
 
     def _compile_failure(self, spec: KernelSpec, arch: str) -> str | None:
-        spec, _moved = self.runnable(spec, arch)
-        forms, note = self.forms_for(spec)
-        if forms is None or note is not None or not forms.failures.get(arch):
-            return None  # failures are facts of the release they were compiled with
+        # whether the release judged has failures on ``arch`` at all depends on the kernel, engine,
+        # release and arch only: most look-ups end there, found once per such key
+        fkey = (spec.kernel, spec.engine, spec.triton, arch)
+        forms = self._failure_forms.get(fkey, _MISSING)
+        if forms is _MISSING:
+            judged, _moved = self.runnable(spec, arch)
+            forms, note = self.forms_for(judged)
+            if forms is None or note is not None or not forms.failures.get(arch):
+                forms = None  # failures are facts of the release they were compiled with
+            self._failure_forms[fkey] = forms
+        if forms is None:
+            return None
         pt = self._point(spec.reference)
         if pt is None:
             return None
