@@ -180,6 +180,22 @@ class Project:
                     out.add(scope.name)
         return out
 
+    def release_bodies(self) -> int:
+        """Between two phases of a run (the sites built, the compiles done): empty again the
+        function bodies that a read parsed again (callers, helpers, kernels:
+        :meth:`~tilefit.pysource.lazybody.LazyBody.release`), after the value evaluator has
+        forgotten its memos of function frames, which key nodes of those bodies by ``id``. Modules
+        of the second pass that nothing read stay as they are. How many bodies were emptied."""
+        from tilefit.pysource.lazybody import release_filled
+
+        self.evaluator.forget_functions()
+        count = 0
+        for m in self.all_modules():
+            if not m.__dict__.get("materialised", True):
+                continue  # a DeferredModule without its AST
+            count += release_filled(m)
+        return count
+
     def all_modules(self) -> list[ModuleScan]:
         return list(self.by_path.values())
 

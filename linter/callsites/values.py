@@ -561,6 +561,13 @@ class Evaluator:
         # configs the engine launches on them (tilefit.callsites.moeconfigs)
         self.devices: tuple = ()
 
+    def forget_functions(self) -> None:
+        """Drop the memos of function frames and of source segments (they key nodes of function
+        bodies by ``id``): before :meth:`Project.release_bodies` frees those bodies. Module-level
+        names stay memoised."""
+        self._locals.clear()
+        self._segs.clear()
+
     # -- the budget of one launch site (bounded evaluation) ----------------------------------
     def begin_site(self) -> None:
         """Start the budget of one launch site: :data:`MAX_STEPS` expressions and

@@ -31,6 +31,9 @@ import re
 _LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # the line ends ast counts (not \x0c)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MIN_LINES = 4  # a shorter function is not worth the bookkeeping
+# what the scan sets on a function (not computed from its body), and a kernel's parameter roles
+# (tilefit.callsites.kernelinfo: names only): kept when the body is released
+_KEEP_ATTRS = frozenset({"_tilefit_top", "_tilefit_outer", "_tilefit_info"})
 
 
 def _where(node) -> tuple:
@@ -42,21 +45,22 @@ def _count(nodes) -> int:
 
 
 class LazyBody(list):
-    """The body of ``fn``: empty until read, then the statements of a parse of its lines."""
+    """The body of ``fn``: empty until read, then the statements of a parse of its lines;
+    :meth:`release` empties it again (the next read parses it again)."""
 
-    __slots__ = ("_fn", "_text", "_records", "_size")
+    __slots__ = ("_fn", "_text", "_records", "_size", "_filled")
 
     def __init__(self, fn, text: str, records: list, size: int):
         super().__init__()
         # records: (CallRecord, its node's position, its scope's position or None for fn itself)
-        self._fn, self._text, self._records, self._size = fn, text, records, size
+        self._fn, self._text, self._records, self._size, self._filled = fn, text, records, size, False
 
     def fill(self) -> None:
         """Parse the body again (once) and point the call records inside it at its nodes."""
-        fn = self._fn
-        if fn is None:
+        if self._filled:
             return
-        self._fn = None
+        self._filled = True
+        fn = self._fn
         new = _reparse(fn, self._text, self._size)
         list.extend(self, new.body)
         _mark_outer(fn, new.body)
@@ -72,7 +76,26 @@ class LazyBody(list):
                 if node is None or scope is None:
                     raise RuntimeError(f"{fn.name} at line {fn.lineno}: its body parsed again lacks a call")
                 rec._node, rec._scope, rec.lazy = node, scope, None
-        self._text = self._records = None
+
+    @property
+    def filled(self) -> bool:
+        return self._filled
+
+    def release(self) -> None:
+        """Empty a filled body again: its call records keep only their positions, and what the
+        call-site evaluation cached on ``fn`` from its statements (``_tilefit_locals``, ...) is
+        dropped, so nothing holds the nodes of this parse. Only between phases: a cache keyed by
+        the ``id`` of a node of the body must not outlive it (:meth:`Project.release_bodies`)."""
+        if not self._filled:
+            return
+        list.clear(self)
+        for rec, _, _ in self._records:
+            rec._node = rec._scope = None
+            rec.lazy = self
+        attrs = self._fn.__dict__
+        for name in [a for a in attrs if a.startswith("_tilefit_") and a not in _KEEP_ATTRS]:
+            del attrs[name]
+        self._filled = False
 
     # every read fills first; after that it is an ordinary list
     def __iter__(self):
@@ -187,26 +210,35 @@ def _reparse(fn, text: str, size: int):
     return new
 
 
+def _candidates(tree) -> list:
+    """The module-level functions and the methods of module-level classes."""
+    out = []
+    for stmt in tree.body:
+        if isinstance(stmt, _FUNCS):
+            out.append(stmt)
+        elif isinstance(stmt, ast.ClassDef):
+            out.extend(s for s in stmt.body if isinstance(s, _FUNCS))
+    return out
+
+
 def release_bodies(module) -> None:
-    """Replace the bodies no launch or kernel is in by :class:`LazyBody` (see the module text)."""
+    """Replace the bodies no launch and no other kernel is in by :class:`LazyBody` (see the
+    module text); a kernel's own body is one of them (its analysis and its extraction read it)."""
     tree = module.source.tree
     text = module.source.text
     if tree is None or not text or os.environ.get("TILEFIT_KEEP_BODIES") == "1":
         return
-    keep = [launch.node.lineno for launch in module.launches] + [k.node.lineno for k in module.all_kernels]
-    candidates = []
-    for stmt in tree.body:
-        if isinstance(stmt, _FUNCS):
-            candidates.append(stmt)
-        elif isinstance(stmt, ast.ClassDef):
-            candidates.extend(s for s in stmt.body if isinstance(s, _FUNCS))
+    candidates = _candidates(tree)
     if not candidates:
         return
+    launches = [launch.node.lineno for launch in module.launches]
+    kernels = [k.node for k in module.all_kernels]
     records = {id(rec._node): rec for recs in module.calls.values() for rec in recs}
     for fn in candidates:
         first, last = fn.lineno, fn.end_lineno
         if last - first + 1 < _MIN_LINES or isinstance(fn.body, LazyBody) or \
-                any(first <= line <= last for line in keep):
+                any(first <= line <= last for line in launches) or \
+                any(k is not fn and first <= k.lineno <= last for k in kernels):
             continue
         size, inside = 0, []
         for top in fn.body:
@@ -221,3 +253,18 @@ def release_bodies(module) -> None:
             rec._node = rec._scope = None  # the position is enough until the body is read
             rec.lazy = body
         fn.body = body
+
+
+def release_filled(module) -> int:
+    """Empty again the bodies of ``module`` that a read filled (:meth:`LazyBody.release`);
+    how many."""
+    tree = module.source.tree
+    if tree is None:
+        return 0
+    count = 0
+    for fn in _candidates(tree):
+        body = fn.__dict__.get("body")
+        if isinstance(body, LazyBody) and body.filled:
+            body.release()
+            count += 1
+    return count
