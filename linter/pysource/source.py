@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import array
 import ast
 import io
 import re
@@ -38,7 +39,7 @@ class SourceFile:
     text: str = ""
     tree: ast.Module | None = None
     error: str | None = None  # why the file could not be read or parsed
-    _line_starts: list[int] = field(default_factory=list, repr=False)
+    _line_starts: "array.array[int]" = field(default_factory=lambda: array.array("q"), repr=False)
     _noqa: dict[int, Noqa] | None = field(default=None, repr=False)
 
     @classmethod
@@ -76,10 +77,11 @@ class SourceFile:
 
     # -- positions ---------------------------------------------------------------------------
     @property
-    def line_starts(self) -> list[int]:
-        """Byte offset of the start of each line (index 0 is line 1), counting a BOM."""
+    def line_starts(self) -> "array.array[int]":
+        """Byte offset of the start of each line (index 0 is line 1), counting a BOM: machine
+        ints (a whole engine's files have millions of lines)."""
         if not self._line_starts:
-            starts = [3 if self.data.startswith(_BOM) else 0]
+            starts = array.array("q", [3 if self.data.startswith(_BOM) else 0])
             find = self.data.find
             i = find(b"\n", starts[0])
             while i != -1:
