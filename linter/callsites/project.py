@@ -183,17 +183,18 @@ class Project:
     def release_bodies(self) -> int:
         """Between two phases of a run (the sites built, the compiles done): empty again the
         function bodies that a read parsed again (callers, helpers, kernels:
-        :meth:`~tilefit.pysource.lazybody.LazyBody.release`), after the value evaluator has
-        forgotten its memos of function frames, which key nodes of those bodies by ``id``. Modules
-        of the second pass that nothing read stay as they are. How many bodies were emptied."""
-        from tilefit.pysource.lazybody import release_filled
+        :meth:`~tilefit.pysource.lazybody.LazyBody.release`) and hold the launchers' bodies as
+        text too, after the value evaluator has forgotten its memos of function frames, which
+        key nodes of those bodies by ``id``. Modules of the second pass that nothing read stay as
+        they are. How many bodies were emptied."""
+        from tilefit.pysource.lazybody import release_bodies, release_filled
 
         self.evaluator.forget_functions()
         count = 0
         for m in self.all_modules():
             if not m.__dict__.get("materialised", True):
                 continue  # a DeferredModule without its AST
-            count += release_filled(m)
+            count += release_filled(m) + release_bodies(m, launchers=True)
         return count
 
     def all_modules(self) -> list[ModuleScan]:

@@ -40,6 +40,12 @@ def _where(node) -> tuple:
     return (type(node), node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)
 
 
+def _at(node) -> int:
+    """A call's or a function's position as one int (a body's records keep only these; a call
+    and a function never share all four numbers)."""
+    return (((node.lineno << 32 | node.col_offset) << 32 | node.end_lineno) << 32) | node.end_col_offset
+
+
 def _count(nodes) -> int:
     return sum(1 for top in nodes for _ in ast.walk(top))
 
@@ -52,7 +58,7 @@ class LazyBody(list):
 
     def __init__(self, fn, text: str, records: list, size: int):
         super().__init__()
-        # records: (CallRecord, its node's position, its scope's position or None for fn itself)
+        # records, flat: CallRecord, its node's position (_at), its scope's position or None for fn itself, ...
         self._fn, self._text, self._records, self._size, self._filled = fn, text, records, size, False
 
     def fill(self) -> None:
@@ -69,13 +75,18 @@ class LazyBody(list):
             for top in new.body:
                 for node in ast.walk(top):
                     if isinstance(node, (ast.Call, *_FUNCS)):
-                        found[_where(node)] = node
-            for rec, node_at, scope_at in self._records:
+                        found[_at(node)] = node
+            records = self._records
+            for i in range(0, len(records), 3):
+                rec, node_at, scope_at = records[i:i + 3]
                 node = found.get(node_at)
                 scope = fn if scope_at is None else found.get(scope_at)
                 if node is None or scope is None:
                     raise RuntimeError(f"{fn.name} at line {fn.lineno}: its body parsed again lacks a call")
-                rec._node, rec._scope, rec.lazy = node, scope, None
+                if hasattr(rec, "grid"):  # a LaunchCall: the launch of the new parse
+                    rec.node, rec.callee, rec.grid, rec.scope = node, node.func.value, node.func.slice, scope
+                else:
+                    rec._node, rec._scope, rec.lazy = node, scope, None
 
     @property
     def filled(self) -> bool:
@@ -89,9 +100,10 @@ class LazyBody(list):
         if not self._filled:
             return
         list.clear(self)
-        for rec, _, _ in self._records:
-            rec._node = rec._scope = None
-            rec.lazy = self
+        for rec in self._records[::3]:
+            if not hasattr(rec, "grid"):  # a LaunchCall keeps its nodes (of the launch only) until the next fill
+                rec._node = rec._scope = None
+                rec.lazy = self
         attrs = self._fn.__dict__
         for name in [a for a in attrs if a.startswith("_tilefit_") and a not in _KEEP_ATTRS]:
             del attrs[name]
@@ -221,23 +233,28 @@ def _candidates(tree) -> list:
     return out
 
 
-def release_bodies(module) -> None:
+def release_bodies(module, launchers: bool = False) -> int:
     """Replace the bodies no launch and no other kernel is in by :class:`LazyBody` (see the
-    module text); a kernel's own body is one of them (its analysis and its extraction read it)."""
+    module text); a kernel's own body is one of them (its analysis and its extraction read it).
+    ``launchers``: the bodies with launches too (once the sites are built: a fill points each
+    :class:`~tilefit.pysource.scan.LaunchCall` at the new parse's launch). How many."""
     tree = module.source.tree
     text = module.source.text
     if tree is None or not text or os.environ.get("TILEFIT_KEEP_BODIES") == "1":
-        return
+        return 0
     candidates = _candidates(tree)
     if not candidates:
-        return
-    launches = [launch.node.lineno for launch in module.launches]
+        return 0
+    launches = {id(launch.node): launch for launch in module.launches}
     kernels = [k.node for k in module.all_kernels]
-    records = {id(rec._node): rec for recs in module.calls.values() for rec in recs}
+    records = {id(rec._node): rec for recs in module.calls.values() for rec in recs if rec.lazy is None}
+    if launchers:
+        records.update(launches)
+    count = 0
     for fn in candidates:
         first, last = fn.lineno, fn.end_lineno
         if last - first + 1 < _MIN_LINES or isinstance(fn.body, LazyBody) or \
-                any(first <= line <= last for line in launches) or \
+                not launchers and any(first <= launch.node.lineno <= last for launch in launches.values()) or \
                 any(k is not fn and first <= k.lineno <= last for k in kernels):
             continue
         size, inside = 0, []
@@ -246,13 +263,16 @@ def release_bodies(module) -> None:
                 size += 1
                 rec = records.get(id(node)) if isinstance(node, ast.Call) else None
                 if rec is not None:
-                    scope = rec._scope
-                    inside.append((rec, _where(node), None if scope is fn else _where(scope)))
+                    scope = rec.scope if hasattr(rec, "grid") else rec._scope
+                    inside += (rec, _at(node), None if scope is fn else _at(scope))
         body = LazyBody(fn, text, inside, size)
-        for rec, _, _ in inside:
-            rec._node = rec._scope = None  # the position is enough until the body is read
-            rec.lazy = body
+        for rec in inside[::3]:
+            if not hasattr(rec, "grid"):
+                rec._node = rec._scope = None  # the position is enough until the body is read
+                rec.lazy = body
         fn.body = body
+        count += 1
+    return count
 
 
 def release_filled(module) -> int:
