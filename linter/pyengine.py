@@ -126,6 +126,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                     fingerprint=fingerprint_of(rule.code, engine.project_path(path), site.identity, target,
                                                finding.identity or finding.message),
                 ))
+        checks.forget(site)  # its rules are done
     # launches `name[grid](...)` whose kernel could not be found (imported from outside the
     # scanned tree, a folder the import does not reach): rules that report them say so
     if classes:
