@@ -154,8 +154,11 @@ def _block_dv(tmp_path, monkeypatch, keep, again=False):
             decode = project.by_path[str(tmp_path / "lk.py")].functions["decode"]
             # a second build reads the launcher again: its launch is the one of the new parse
             assert launch.scope is decode and any(n is launch.node for n in ast.walk(decode))
-            assert project.release_bodies() >= 2  # _block, the launcher decode(), the caller forward()
+            user = project.by_path[str(tmp_path / "user.py")]  # a second-pass module: read by the caller search
+            assert user.materialised
+            assert project.release_bodies() >= 3  # _block, the launcher decode(), the caller's module
             assert not helper.__dict__["body"].filled and not decode.__dict__["body"].filled
+            assert not user.materialised and "source" not in user.__dict__
     assert all(r == rounds[0] for r in rounds), rounds
     return released, rounds[0]
 
