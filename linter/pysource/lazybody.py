@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import weakref
 
 _LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # the line ends ast counts (not \x0c)
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -54,7 +55,7 @@ class LazyBody(list):
     """The body of ``fn``: empty until read, then the statements of a parse of its lines;
     :meth:`release` empties it again (the next read parses it again)."""
 
-    __slots__ = ("_fn", "_text", "_records", "_size", "_filled")
+    __slots__ = ("_fn", "_text", "_records", "_size", "_filled", "__weakref__")
 
     def __init__(self, fn, text: str, records: list, size: int):
         super().__init__()
@@ -66,6 +67,7 @@ class LazyBody(list):
         if self._filled:
             return
         self._filled = True
+        _RECENT[id(self)] = self
         fn = self._fn
         new = _reparse(fn, self._text, self._size)
         list.extend(self, new.body)
@@ -167,6 +169,21 @@ class LazyBody(list):
     def copy(self):
         self.fill()
         return list(self)
+
+
+# bodies filled since the last release_recent(), by id (a body is a list: unhashable)
+_RECENT: "weakref.WeakValueDictionary[int, LazyBody]" = weakref.WeakValueDictionary()
+
+
+def release_recent() -> int:
+    """Release every body filled since the last call (:meth:`LazyBody.release`); how many.
+    Between two launches' evaluations (:func:`tilefit.callsites.sites.build_sites`): the memos
+    of the evaluation key functions and nodes by what stays the same across parses."""
+    bodies = list(_RECENT.values())
+    _RECENT.clear()
+    for body in bodies:
+        body.release()
+    return len(bodies)
 
 
 def _writer(name):
