@@ -1,23 +1,31 @@
 """Function bodies held as source text until something reads them (issue 18 item 5, memory).
 
 A whole engine's parsed modules are most of the parent's memory (vLLM 0.33.0: 770 of 1008 MB
-are ``ast`` objects), yet the call-site evaluation reads only the bodies of launchers (kept),
-of callers found by a caller search and of the few helpers a launch's values are computed
-by. After :func:`tilefit.pysource.scan.scan_source` has taken what the scan needs (kernels,
-launches, bindings, calls by name), :func:`release_bodies` replaces the body of each module-level
-function and of each method of a module-level class that holds no launch and no kernel by a
-:class:`LazyBody`: an empty list that parses the function's lines again (from the text the
+are ``ast`` objects), yet the call-site evaluation reads only the bodies of launchers, of
+callers found by a caller search, of the few helpers a launch's values are computed by, and
+of the kernels it analyses and extracts. After :func:`tilefit.pysource.scan.scan_source` has
+taken what the scan needs (kernels, launches, bindings, calls by name), :func:`release_bodies`
+replaces the body of each module-level function and of each method of a module-level class
+that holds no launch and no other kernel (a kernel's own body is one) by a :class:`LazyBody`:
+an empty list that parses the function's lines again (from the text the
 :class:`~tilefit.pysource.source.SourceFile` already holds) on the first read of any kind.
 
 What stays the same: the ``FunctionDef`` node itself (its identity, name, arguments,
 decorators, positions, the attributes the scan set), so bindings, ``functions`` and launch
 scopes keep pointing at it. A call record inside a released body holds only its position
 (and ``lazy``, the body): reading its ``node`` or ``scope`` fills the body and points the
-record at the new nodes, so no node of the first parse is ever seen after the release (no
-cache keyed by ``id`` can meet a reused ``id``). Nested functions get their enclosing
-function (``_tilefit_outer``) as the scan set it. A re-parse whose node count
-differs from the first parse's falls back to parsing the whole module and taking the function
-at the same position.
+record at the new nodes. Nested functions get their enclosing function (``_tilefit_outer``)
+as the scan set it. A re-parse whose node count differs from the first parse's falls back to
+parsing the whole module and taking the function at the same position.
+
+A filled body can be released again (:meth:`LazyBody.release`): between two modules' launches
+(:func:`release_recent`, from :func:`tilefit.callsites.sites.build_sites`) and between the
+phases of a run (:meth:`tilefit.callsites.project.Project.release_bodies`, which also holds the
+launchers' bodies as text once the sites are built: a fill points each ``LaunchCall`` at the
+new parse's launch). What the evaluation cached on the function from its statements
+(``_tilefit_locals``, ...) goes with them; its memos key functions and nodes by what every
+parse shares (:func:`tilefit.callsites.values.fn_key`, ``node_at``), never by ``id``, so a
+memo entry still hits after a release and no reused ``id`` can meet one.
 
 ``TILEFIT_KEEP_BODIES=1`` keeps every body (for measuring the difference).
 """
