@@ -16,7 +16,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from tilefit.pysource.lazybody import release_recent
 from tilefit.pysource.scan import Binding, KernelDef, ModuleScan, may_matter, module_name, scan_source
 from tilefit.pysource.source import SourceFile
 from tilefit.readfile import read_bytes
@@ -143,7 +142,6 @@ class Project:
                 deferred.append(path)
             del data
         wrappers = project.wrapper_names()
-        release_recent()  # the launchers' bodies wrapper_names read
         if wrappers and deferred:
             pattern = re.compile(rb"\b(?:" + b"|".join(re.escape(w.encode()) for w in sorted(wrappers)) + rb")\s*\(")
             for path in deferred:

@@ -424,7 +424,7 @@ def scan_source(source: SourceFile, name: str | None = None, is_package: bool | 
     tree = source.parse()
     if tree is not None:
         _Scanner(module).scan(tree)
-        release_bodies(module, launchers=True)  # every body but those with a nested kernel: parsed again when read
+        release_bodies(module)  # bodies no launch or kernel is in: parsed again when read
     return module
 
 
