@@ -75,6 +75,9 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                                   allow_import=options.allow_import, estimator=engine.estimator,
                                   scenarios=options.scenarios)
     evaluator.register_sites(sites)  # the names launches pass may key [tool.tilefit.kernels]
+    # memory (issue 18 item 5): the bodies and second-pass modules the sites' evaluation read
+    keep = [s.module for s in list(sites.launches) + list(sites.autotunes)]
+    project.release_bodies(keep)
     checks = SiteChecks(evaluator, classes)
     if classes:  # the compiles the rules will ask for, in a pool of children (one per core)
         from tilefit.callsites.prefetch import prefetch
@@ -83,6 +86,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
         if bar is not None:
             bar.phase("compiling kernel call sites", compiles=True)
         prefetch(evaluator, sites, classes, progress=bar.update if bar is not None else None)
+        project.release_bodies(keep)  # the kernels' bodies their extraction read
     from tilefit.rules.base import CallsiteContext, Planner
 
     out: list[Diagnostic] = []
@@ -124,6 +128,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
                     fingerprint=fingerprint_of(rule.code, engine.project_path(path), site.identity, target,
                                                finding.identity or finding.message),
                 ))
+        checks.forget(site)  # its rules are done
     # launches `name[grid](...)` whose kernel could not be found (imported from outside the
     # scanned tree, a folder the import does not reach): rules that report them say so
     if classes:

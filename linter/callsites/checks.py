@@ -88,6 +88,16 @@ class SiteChecks:
             self._configs[key] = self.verdicts(config_cases(site, config)) if self.classes else []
         return self._configs[key]
 
+    def forget(self, site) -> None:
+        """Drop the verdicts kept for ``site`` once its rules are done (a whole engine's sites
+        hold a case and a verdict per variant and target); asked for again, they are built again
+        from the evaluator's memo, the same."""
+        if isinstance(site, AutotuneSite):
+            for config in site.configs:
+                self._configs.pop((id(site), config.index), None)
+        else:
+            self._launch.pop(id(site), None)
+
     # -- fixes ---------------------------------------------------------------------------------
     def fits_with(self, case: Case, name: str, value: int, pairs: list[tuple[Variant, Any]]) -> tuple[bool, dict]:
         trial = case.with_value(name, value)

@@ -126,8 +126,10 @@ def coverage(sites: Sites, checks: SiteChecks) -> Coverage:
             continue  # judged with its autotune list
         cov.launches += 1
         cov.launches_evaluated += count(checks.launch(site))
+        checks.forget(site)
     for site in sites.autotunes:
         cov.autotunes += 1
         verdicts = [v for c in site.configs for v in checks.config(site, c)]
         cov.autotunes_evaluated += count(verdicts, site.problem or ("" if site.configs else "no static configs"))
+        checks.forget(site)
     return cov

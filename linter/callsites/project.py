@@ -82,6 +82,14 @@ class DeferredModule(ModuleScan):
             return getattr(self.materialise(), attr)
         raise AttributeError(attr)
 
+    def dematerialise(self) -> None:
+        """Drop the AST again (a phase of the run is over): the next read parses the file again."""
+        if self.materialised:
+            for f in ("source", "aliases", "bindings", "functions"):
+                self.__dict__.pop(f, None)
+            self.calls = _DeferredCalls(self)  # type: ignore[assignment]
+            self.materialised = False
+
     def materialise(self) -> "DeferredModule":
         if not self.materialised:
             fresh = scan_source(SourceFile.read(self.path), self.name, self.is_package)
@@ -179,6 +187,29 @@ class Project:
                 if is_param or used & params:
                     out.add(scope.name)
         return out
+
+    def release_bodies(self, keep: Iterable[ModuleScan] = ()) -> int:
+        """Between two phases of a run (the sites built, the compiles done): empty again the
+        function bodies that a read parsed again (callers, helpers, kernels:
+        :meth:`~tilefit.pysource.lazybody.LazyBody.release`) and hold the launchers' bodies as
+        text too; modules of the second pass that a caller search or an import read go back to
+        their name and calls (:meth:`DeferredModule.dematerialise`), except those in ``keep``
+        (the modules the sites are in). First the value evaluator forgets its memos of function
+        frames, which key nodes of those bodies by ``id``. How many bodies and modules."""
+        from tilefit.pysource.lazybody import release_bodies, release_filled
+
+        self.evaluator.forget_functions()
+        kept = {id(m) for m in keep}
+        count = 0
+        for m in self.all_modules():
+            if not m.__dict__.get("materialised", True):
+                continue  # a DeferredModule without its AST
+            if isinstance(m, DeferredModule) and id(m) not in kept:
+                m.dematerialise()
+                count += 1
+                continue
+            count += release_filled(m) + release_bodies(m, launchers=True)
+        return count
 
     def all_modules(self) -> list[ModuleScan]:
         return list(self.by_path.values())

@@ -20,6 +20,7 @@ import ast
 from dataclasses import dataclass, field
 
 from tilefit.model import Span
+from tilefit.pysource.lazybody import release_recent
 from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan, is_top_level_def
 
 from .project import Project
@@ -158,7 +159,7 @@ def _callers(project: Project, fn, owner: ModuleScan, cache: dict) -> list[tuple
         for rec in m.calls.get(fn.name, ()):
             if not rec.module_func:  # `a.b.name(...)`, `f().name(...)`: never a function of a module
                 continue
-            key = id(rec.node)
+            key = rec  # (a record outlives a release of its body: tilefit.pysource.lazybody)
             callee = cache.get(key)
             if callee is None:
                 # every definition of the name, not only those the parameters' defaults let
@@ -490,8 +491,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
-    caller_cache: dict[int, list] = {}
-    callee_cache: dict[int, Val] = {}
+    caller_cache: dict[object, list] = {}  # launcher -> its callers
+    callee_cache: dict[CallRecord, Val] = {}
     off_platform = 0
     for module in project.primary_modules():
         for launch in module.launches:
@@ -520,10 +521,9 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
             callers = []
             if scope is not None and any(isinstance(v, Unknown) for _, v in branches(callee)) or \
                     scope is not None and _uses_params(project, launch, scope):
-                key = id(scope)
-                if key not in caller_cache:
-                    caller_cache[key] = _callers(project, scope, module, callee_cache)
-                callers = caller_cache[key]
+                if scope not in caller_cache:
+                    caller_cache[scope] = _callers(project, scope, module, callee_cache)
+                callers = caller_cache[scope]
             kernels = _kernels_of(callee)
             default_sigs: dict[int, tuple] = {}
             through_callers: set[int] = set()  # kernels whose launch is judged at its callers only
@@ -579,6 +579,7 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
                 unresolved.append((launch, reason))
+        release_recent()  # memory: the bodies this module's launches read (parsed again when read)
     ev.end_site()
     autotunes = [_autotune_site(project, k, launches) for m in project.primary_modules() for k in m.all_kernels
                  if k.autotune is not None]
@@ -599,10 +600,11 @@ def _outer_callers(project: Project, rec: CallRecord, bindings: dict, caller_cac
     if not any(isinstance(x, Unknown) and not isinstance(x, Absent) and mark in x.reason
                for v in bindings.values() for _, x in branches(v)):
         return []
-    key = id(scope)
-    if key not in caller_cache:
-        caller_cache[key] = _callers(project, scope, None, callee_cache)
-    return [c for c in caller_cache[key] if c[1] is not rec][:_MAX_OUTER]
+    if not is_top_level_def(scope):
+        return []  # (as _callers answers) a nested function: released with its body, never keyed
+    if scope not in caller_cache:
+        caller_cache[scope] = _callers(project, scope, None, callee_cache)
+    return [c for c in caller_cache[scope] if c[1] is not rec][:_MAX_OUTER]
 
 
 def _needs_caller(kernel: KernelDef, instances: list[Instance], scope) -> bool:

@@ -413,6 +413,24 @@ class _Assigned:
     why: str = ""
 
 
+def fn_key(fn) -> tuple:
+    """A function in a memo key: itself when it is never inside a body that may be released and
+    parsed again (a module-level def, a method), else its outermost enclosing function and its
+    position (the same for every parse of that body)."""
+    top = fn
+    outer = getattr(top, "_tilefit_outer", None)
+    while outer is not None:
+        top = outer
+        outer = getattr(top, "_tilefit_outer", None)
+    return (fn,) if top is fn else (top, fn.name, fn.lineno, fn.col_offset)
+
+
+def node_at(node: ast.AST) -> tuple:
+    """A node in a memo key: its type and span (the same for every parse of its function)."""
+    return (type(node), getattr(node, "lineno", None), getattr(node, "col_offset", None),
+            getattr(node, "end_lineno", None), getattr(node, "end_col_offset", None))
+
+
 def local_assignments(fn) -> dict[str, list[_Assigned]]:
     """Every assignment to a plain name in ``fn`` (not in nested functions)."""
     cache = getattr(fn, "_tilefit_locals", None)
@@ -567,8 +585,12 @@ class Evaluator:
     def __init__(self, project):
         self.project = project
         self._globals: dict[tuple[int, str], Val] = {}  # module-level names do not depend on the frame
-        self._locals: dict[tuple, Val] = {}  # locals of frames without explicit bindings
-        self._segs: dict[int, tuple] = {}  # id(node) -> (node, its source text): labels and reasons
+        # locals of frames without explicit bindings; keyed by fn_key and node positions, not by
+        # id: a body held as text (tilefit.pysource.lazybody) may be emptied and parsed again between
+        # two launches, and its memo entries must hit (the same values, the same steps) and never
+        # meet a reused id
+        self._locals: dict[tuple, Val] = {}
+        self._segs: dict[tuple, str] = {}  # (module, node type and span) -> its source text: labels and reasons
         self.max_steps = MAX_STEPS
         self.max_seconds = MAX_SECONDS
         # sites stopped by the clock (not the step count) in this run: the machine's load decided them
@@ -603,6 +625,13 @@ class Evaluator:
         # device-database records of the targets: a fused-MoE launcher's `config` is bound to the
         # configs the engine launches on them (tilefit.callsites.moeconfigs)
         self.devices: tuple = ()
+
+    def forget_functions(self) -> None:
+        """Drop the memos of function frames and of source segments (they key nodes of function
+        bodies by ``id``): before :meth:`Project.release_bodies` frees those bodies. Module-level
+        names stay memoised."""
+        self._locals.clear()
+        self._segs.clear()
 
     # -- the budget of one launch site (bounded evaluation) ----------------------------------
     def begin_site(self) -> None:
@@ -643,11 +672,11 @@ class Evaluator:
         return Loc(module.path, module.source.span(node))
 
     def seg(self, module, node: ast.AST) -> str:
-        key = id(node)
+        key = (id(module), *node_at(node))
         hit = self._segs.get(key)
-        if hit is None or hit[0] is not node:
-            hit = self._segs[key] = (node, module.source.segment(node, 60))
-        return hit[1]
+        if hit is None:
+            hit = self._segs[key] = module.source.segment(node, 60)
+        return hit
 
     # -- names -------------------------------------------------------------------------------
     def name(self, frame: Frame, name: str, node: ast.AST | None = None) -> Val:
@@ -718,7 +747,7 @@ class Evaluator:
                     return self.global_name(frame.module, name, frame.depth)
             if len(assigns) > MAX_ARMS:
                 return Unknown(f"{name} is assigned {len(assigns)} times in {fn.name}()")
-            memo_key = (id(fn), name, frame.before_line, frame.token)
+            memo_key = (fn_key(fn), name, frame.before_line, frame.token)
             if memo_key is not None and memo_key in self._locals:
                 return self._locals[memo_key]
             if assigns:
@@ -764,7 +793,7 @@ class Evaluator:
         capability test or every target takes the same branches."""
         if len(self.capabilities) < 2 or self.backend is None or not _has_capability_test(fn) or self._splitting:
             return None  # within a split, names are looked up once for every target (no split in a split)
-        key = ("per target", id(fn), name, frame.before_line, self.backend, frame.token)
+        key = ("per target", fn_key(fn), name, frame.before_line, self.backend, frame.token)
         if key in self._locals:
             return self._locals[key]
         self._splitting = True
@@ -805,7 +834,7 @@ class Evaluator:
         from .flow import PARAM, Definition, reaching
 
         test = self._test_folder(frame, fn)
-        key = ("reach", id(fn), name, frame.before_line, self.backend, frame.token)
+        key = ("reach", fn_key(fn), name, frame.before_line, self.backend, frame.token)
         hit = self._locals.get(key) if key is not None else None
         if hit is None:
             fast = _straight_line(fn, name, frame.before_line)
@@ -823,9 +852,10 @@ class Evaluator:
         """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings);
         with ``capability``, a test answered per target (:meth:`_per_target`) is that target's answer."""
         token = frame.token
+        where = fn_key(fn)
 
         def test(node: ast.expr, line: int):
-            key = ("test", id(node), line, token, capability)
+            key = ("test", where, *node_at(node), line, token, capability)
             if key is not None and key in self._locals:
                 return self._locals[key]
             v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1, token), node)

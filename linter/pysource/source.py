@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import array
 import ast
 import io
 import re
@@ -34,12 +35,20 @@ class Noqa:
 @dataclass
 class SourceFile:
     path: str
-    data: bytes
+    _raw: bytes | None  # the file's bytes; None when they are the text's (ASCII, after a BOM if any)
     text: str = ""
     tree: ast.Module | None = None
     error: str | None = None  # why the file could not be read or parsed
-    _line_starts: list[int] = field(default_factory=list, repr=False)
+    _line_starts: "array.array[int]" = field(default_factory=lambda: array.array("q"), repr=False)
     _noqa: dict[int, Noqa] | None = field(default=None, repr=False)
+    _bom: int = field(default=0, repr=False)  # 3 when the file starts with a UTF-8 BOM
+
+    @property
+    def data(self) -> bytes:
+        """The file's bytes (an ASCII file holds only its text: a byte offset is a character's)."""
+        if self._raw is None:
+            return (_BOM if self._bom else b"") + self.text.encode("ascii")
+        return self._raw
 
     @classmethod
     def read(cls, path: str, parse: bool = True) -> "SourceFile":
@@ -54,12 +63,15 @@ class SourceFile:
     @classmethod
     def from_bytes(cls, path: str, data: bytes, parse: bool = True) -> "SourceFile":
         src = cls(path, data)
-        body = data[3:] if data.startswith(_BOM) else data
+        bom = data.startswith(_BOM)
+        body = data[3:] if bom else data
         try:
             src.text = body.decode("utf-8")
         except UnicodeDecodeError as exc:
             src.error = f"not UTF-8: {exc}"
             return src
+        if src.text.isascii():  # most source files: the text is the bytes (a whole engine's twice otherwise)
+            src._raw, src._bom = None, 3 if bom else 0
         if parse:
             src.parse()
         return src
@@ -76,15 +88,21 @@ class SourceFile:
 
     # -- positions ---------------------------------------------------------------------------
     @property
-    def line_starts(self) -> list[int]:
-        """Byte offset of the start of each line (index 0 is line 1), counting a BOM."""
+    def line_starts(self) -> "array.array[int]":
+        """Byte offset of the start of each line (index 0 is line 1), counting a BOM: machine
+        ints (a whole engine's files have millions of lines)."""
         if not self._line_starts:
-            starts = [3 if self.data.startswith(_BOM) else 0]
-            find = self.data.find
-            i = find(b"\n", starts[0])
+            if self._raw is None:  # ASCII: offsets in the text, after the BOM
+                base, buf, nl = self._bom, self.text, "\n"
+            else:
+                base, buf, nl = (3 if self._raw.startswith(_BOM) else 0), self._raw, b"\n"
+            starts = array.array("q", [base])
+            shift = base if self._raw is None else 0
+            find = buf.find
+            i = find(nl, 0 if self._raw is None else base)
             while i != -1:
-                starts.append(i + 1)
-                i = find(b"\n", i + 1)
+                starts.append(i + 1 + shift)
+                i = find(nl, i + 1)
             self._line_starts = starts
         return self._line_starts
 
@@ -98,8 +116,12 @@ class SourceFile:
         """(1-based line and character column, byte offset) of ``ast``'s (lineno, col_offset)."""
         starts = self.line_starts
         line = max(1, min(line, len(starts)))
-        raw = self._line_bytes(line)
-        col_chars = len(raw[:col_bytes].decode("utf-8", "replace"))
+        if self._raw is None:  # ASCII: a byte is a character
+            end = starts[line] if line < len(starts) else self._bom + len(self.text)
+            col_chars = max(0, min(col_bytes, end - starts[line - 1]))
+        else:
+            raw = self._line_bytes(line)
+            col_chars = len(raw[:col_bytes].decode("utf-8", "replace"))
         return Position(line, col_chars + 1), starts[line - 1] + col_bytes
 
     def span(self, node: ast.AST) -> Span:
@@ -115,7 +137,10 @@ class SourceFile:
         """The source text of ``node`` on one line, shortened to ``limit`` characters."""
         try:
             span = self.span(node)
-            text = self.data[span.start_offset:span.end_offset].decode("utf-8", "replace")
+            if self._raw is None and span.start_offset >= self._bom:  # ASCII: the text's characters
+                text = self.text[span.start_offset - self._bom:max(span.end_offset - self._bom, 0)]
+            else:
+                text = self.data[span.start_offset:span.end_offset].decode("utf-8", "replace")
         except (AttributeError, IndexError, TypeError):
             text = ""
         text = " ".join((text or ast.unparse(node)).split())
