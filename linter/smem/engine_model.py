@@ -143,11 +143,12 @@ def _borrowed_bound(max_error: int, forms: "KernelForms", wanted: str | None,
     """Why an answer borrowed from another release (``forms``) has the error bound it has: the
     bound is what is known of the borrowed release's form, nothing of it measures ``wanted`` --
     unless ``wanted``'s own probe (``probed``) compared the path and differed: the bound is then the
-    largest difference that probe saw (the borrowed form's own held-out error is ``own_error``)."""
+    largest difference that probe saw plus the borrowed form's own held-out error (``own_error``)."""
     if probed is not None:
+        own = own_error or 0
         return (f"its error bound, {max_error} B, is the largest difference Triton {probed.triton}'s probe saw "
-                f"from Triton {probed.reused_from} on this path (Triton {forms.triton}'s form's own: "
-                f"{own_error} B)")
+                f"from Triton {probed.reused_from} on this path ({max_error - own} B) plus Triton "
+                f"{forms.triton}'s form's own ({own} B)")
     asked = f"Triton {versions.major_minor(wanted)}" if wanted else "the release asked for"
     return (f"its error bound, {max_error} B, is that of Triton {forms.triton}'s form (the release borrowed), "
             f"not a measure of {asked}")
@@ -644,20 +645,20 @@ class EngineModel:
                 detail += f"; {note}"
             max_error = None if proven else (proof or {}).get("max_error")
             if not proven and reuse:
-                # the base release's form on an arch where this release's probe differed: its error
-                # bound there is at least the largest difference the probe saw (the base's own
-                # held-out error, 0 say, says nothing about this release)
+                # the base release's form on an arch where this release's probe differed: the form
+                # is within its own held-out error of the base release, which is within the probe's
+                # largest difference of this release there (the triangle bound: their sum)
                 gap = forms.arch_max_difference(family, dtype, arch)
                 if gap is not None:
-                    max_error = max(max_error or 0, gap)
+                    max_error = (max_error or 0) + gap
             probed, own_error = None, max_error
             if differed is not None and max_error is not None:
                 # the release asked for probed this path against its base release and differed (its
                 # own file has no form for it): the borrowed form's bound -- its own held-out error,
                 # 0 B say -- says nothing of that release; the probe's largest difference does
                 gap = self._probe_gap(differed, family, dtype, dtypes)
-                if gap is not None and gap > max_error:
-                    probed, max_error = differed, gap
+                if gap:  # the form within its own error of its release, that within the probe's gap
+                    probed, max_error = differed, max_error + gap
             if note and max_error is not None:
                 detail += f"; {_borrowed_bound(max_error, forms, spec.triton or self.triton, probed, own_error)}"
             return fn, proven, detail, max_error
