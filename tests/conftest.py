@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
-import tarfile
 from pathlib import Path
 
 import pytest
@@ -13,22 +13,16 @@ REPO = Path(__file__).resolve().parents[1]
 os.environ.setdefault("TILEFIT_ISOLATED_PERF", "1")
 # ... and with the bundled shared-memory model: no user data folder (tests that need one set it).
 os.environ["TILEFIT_DATA_DIR"] = ""
-ARCHIVE = REPO / "tests" / "data" / "corpus.tar.xz"
 
 
 def _corpus_root(tmp_factory) -> Path:
     """The unmodified SGLang 0.5.23 / vLLM 0.33.0 corpus: $TILEFIT_CORPUS, ../shared/corpus, or
-    the byte-identical copy packed in tests/data/corpus.tar.xz (so a clean checkout can test)."""
-    env = os.environ.get("TILEFIT_CORPUS")
-    if env:
-        return Path(env)
-    shared = REPO.parent / "shared" / "corpus"
-    if (shared / "README.md").is_file():
-        return shared
-    dest = tmp_factory.mktemp("corpus")
-    with tarfile.open(ARCHIVE) as tar:
-        tar.extractall(dest, filter="data")
-    return dest / "corpus"
+    the byte-identical copy packed in tests/data/corpus.tar.xz (so a clean checkout can test); the
+    rule is bench/corpus_root.py's, which the benchmarks read too."""
+    spec = importlib.util.spec_from_file_location("_tilefit_bench_corpus_root", REPO / "bench" / "corpus_root.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.corpus_root(tmp_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="session")
