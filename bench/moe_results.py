@@ -62,17 +62,19 @@ def by_config(p: dict) -> dict:
     return {p["roles"][role]: s for role, s in p["speed"].items()}
 
 
-def tune_table(picks: str, gpu_digits: int) -> None:
-    """The tuner's picks (``picks``, a data file) beside the sweep's timings and GPU time."""
+def tune_table(picks: str, gpu_digits: int, extra: tuple[str, ...] = (), cells=None) -> None:
+    """The tuner's picks (``picks``, a data file) beside the sweep's timings and GPU time; with
+    ``extra`` column names, ``cells(table)`` gives their texts per tuned table."""
     tune = json.loads((DATA / picks).read_text())
     sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
     print()
-    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio |" + "".join(f" {c} |" for c in extra))
+    print("|---|---:|---:|---:|---:|---:|" + "---:|" * len(extra))
     for name, r in tune.items():
         sw = sweep[name]
+        more = "".join(f" {c} |" for c in cells(name)) if extra else ""
         print(f"| {name} | {r['timings']} | {r['gpu_s']:.{gpu_digits}f} | {sw['timings'] + sw.get('group_timings', 0)} | "
-              f"{sw['gpu_s']:.1f} | 1/{sw['gpu_s'] / r['gpu_s']:.1f} |")
+              f"{sw['gpu_s']:.1f} | 1/{sw['gpu_s'] / r['gpu_s']:.1f} |{more}")
 
 
 CHECK_ROLES = ("fixer_loso", "fixer", "fixer_before_bundled", "vllm_default", "naive", "tune", "tune_before")
@@ -267,17 +269,13 @@ def check4() -> int:
         return out
     print(f"pooled over the placement samples of checks 2, 3 and 4 ({len(scorer.rounds)} samples):\n")
     shape_table(points, CHECK4_ROLES, pooled, title="median (pooled)")
-    tune = json.loads((DATA / "h200_moe_check4_tune_picks.json").read_text())
-    sweep = json.loads((DATA / "h200_moe_sweep_summary.json").read_text())["combos"]
-    print()
-    print("| tuned table | timings | GPU s | sweep timings | sweep GPU s | GPU time ratio | median | min |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for table, t in tune.items():
-        sw = sweep[table]
+
+    def quality(table: str) -> tuple[str, str]:
         v = [replica_speeds(p)[p["roles"]["tune"]] for p in points if p["combo"] == table and "tune" in p["roles"]
              and p["roles"]["tune"] in replica_speeds(p)]
-        print(f"| {table} | {t['timings']} | {t['gpu_s']:.2f} | {sw['timings'] + sw.get('group_timings', 0)} | "
-              f"{sw['gpu_s']:.1f} | 1/{sw['gpu_s'] / t['gpu_s']:.1f} | {statistics.median(v):.3f} | {min(v):.3f} |")
+        return f"{statistics.median(v):.3f}", f"{min(v):.3f}"
+
+    tune_table("h200_moe_check4_tune_picks.json", gpu_digits=2, extra=("median", "min"), cells=quality)
     return 0
 
 
