@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
 import fuzzing  # noqa: E402
+from corpus_root import corpus_root  # noqa: E402
 
 
 def main() -> int:
@@ -44,7 +45,7 @@ def main() -> int:
 
     work = Path(tempfile.mkdtemp(prefix="tilefit-fuzz-"))
     os.environ["TILEFIT_CACHE_DIR"] = str(work / "cache")
-    corpus = fuzzing.corpus_root()
+    corpus = corpus_root(work)
     baseline: dict = {}
     stats: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     failures = []

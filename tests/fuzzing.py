@@ -76,21 +76,16 @@ class Mutation:
         return self.kind in ("line_endings", "whitespace")
 
 
-def corpus_root() -> Path:
-    env = os.environ.get("TILEFIT_CORPUS")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[1]
-    shared = repo.parent / "shared" / "corpus"
-    if (shared / "README.md").is_file():
-        return shared
-    import tarfile
-    import tempfile
+def corpus_root(tmp: Path) -> Path:
+    """The corpus by bench/corpus_root.py's rule (the one place it is written; conftest's fixture
+    and the benchmarks read it too); the packed archive is extracted under ``tmp``."""
+    import importlib.util
 
-    dest = Path(tempfile.mkdtemp(prefix="tilefit-corpus-"))
-    with tarfile.open(repo / "tests" / "data" / "corpus.tar.xz") as tar:
-        tar.extractall(dest, filter="data")
-    return dest / "corpus"
+    repo = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("_tilefit_bench_corpus_root", repo / "bench" / "corpus_root.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.corpus_root(tmp)
 
 
 def _tokens(text: bytes, pattern: bytes) -> list[tuple[int, int]]:
@@ -345,6 +340,6 @@ if __name__ == "__main__":  # replay: python tests/fuzzing.py KIND AT SIZE CHOIC
     kind, at, size, choice, idx = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     import tempfile
 
-    out = run_case(corpus_root(), SAMPLES[idx], Mutation(kind, at, size, choice), {},
-                   Path(tempfile.mkdtemp()))
+    work = Path(tempfile.mkdtemp())
+    out = run_case(corpus_root(work), SAMPLES[idx], Mutation(kind, at, size, choice), {}, work)
     print("\n".join(out.problems) or "ok")
