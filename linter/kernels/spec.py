@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, fields, replace
 from collections.abc import Mapping
 
 from ..dtypes import QUANT_MODES
+from ..model import build_frozen
 from . import registry
 
 
@@ -95,10 +96,9 @@ class KernelSpec:
     def evolve(self, **changes) -> "KernelSpec":
         """``with_`` without re-validating: for changes that cannot make a valid spec invalid
         (``engine``, ``triton``, an ``extra`` entry), on the hot path of table checks."""
-        new = object.__new__(KernelSpec)
+        new = build_frozen(KernelSpec, self.__dict__)  # a C-level copy
         d = new.__dict__
-        d.update(self.__dict__)  # a C-level copy; the memoised reference and hash are not the new spec's
-        d.pop("_reference", None)
+        d.pop("_reference", None)  # the memoised reference and hash are not the new spec's
         d.pop("_hash", None)
         d.update(changes)
         return new
@@ -148,10 +148,8 @@ def make_spec(kernel: str, dtype: str, tile: Mapping[str, int], **kwargs) -> Ker
         return KernelSpec(**fields_)  # the dataclass's own error for an unknown field
     # the frozen dataclass's __init__ sets each of its 13 fields through object.__setattr__: the
     # same object built from its defaults' dict, validated as __init__ would (thousands per check)
-    spec = object.__new__(KernelSpec)
-    d = spec.__dict__
-    d.update(_DEFAULTS)
-    d.update(fields_)
+    spec = build_frozen(KernelSpec, _DEFAULTS)
+    spec.__dict__.update(fields_)
     spec.__post_init__()
     return spec
 
