@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, TextIO
 
+from tilefit.words import plural
+
 MODES = ("check", "fix", "pr")
 # the environment variables action.yml sets, one per input (INPUT_<NAME>)
 ENV_INPUTS = ("MODE", "PATHS", "TARGETS", "UNSAFE_FIXES", "EXTRA_ARGS", "FAIL_ON_FINDINGS", "OUTPUT_DIR")
@@ -164,8 +166,7 @@ def check_summary(doc, inputs: Inputs, code: int) -> str:
     if not shown:
         lines.append("## tilefit check: all checks passed")
     else:
-        lines.append(f"## tilefit check: {len(shown)} finding{'s' if len(shown) != 1 else ''} in "
-                     f"{len(files)} file{'s' if len(files) != 1 else ''}")
+        lines.append(f"## tilefit check: {plural(len(shown), 'finding')} in {plural(len(files), 'file')}")
     lines.append("")
     targets = ", ".join(inputs.targets) or "each table's own device (and `[tool.tilefit] targets`)"
     lines.append(f"Paths: {', '.join(f'`{p}`' for p in inputs.paths)}; targets: {targets}.")

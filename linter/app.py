@@ -23,6 +23,7 @@ from .api import CheckOptions, CheckResult
 from .atomicfile import checked_roots, clean_folders
 from .config import Settings
 from .engine import Engine
+from .words import plural
 
 if TYPE_CHECKING:  # pragma: no cover - the fixer is imported when used (networkx is heavy for a pre-commit check)
     from .fix import FixResult
@@ -77,7 +78,7 @@ def run_fix(paths: Sequence[str], opts: CheckOptions | None = None, settings: Se
         if cleanup.repaired:  # those files changed since the check read them
             result = run_check(paths, opts, settings)
         if cleanup.removed:
-            notes.append(f"removed {len(cleanup.removed)} temporary file{'s' if len(cleanup.removed) != 1 else ''} "
+            notes.append(f"removed {plural(len(cleanup.removed), 'temporary file')} "
                          "of an interrupted run")
 
     def recheck(changed: Sequence[str]):

@@ -289,3 +289,19 @@ def test_calibration_stages_log_off_a_terminal_and_keep_their_line_on_one():
     lines = tty.getvalue().split("\n")
     assert [ln.rsplit("\r", 1)[-1].split(" (")[0] for ln in lines[:2]] == [
         f"[{'#' * progress.WIDTH}] 2/2 a: probe", f"[{'#' * progress.WIDTH}] 2/2 b: probe"]
+
+
+def test_a_count_of_one_is_singular(cli, table, tmp_path):
+    """"wrote 1 findings", "1 launches of kernels from outside": every count goes through words.plural."""
+    baseline = tmp_path / "baseline.json"
+    r = cli("check", table, "--isolated", "-t", "rtx4090", "--estimator", "analytic", "--baseline", baseline,
+            "--update-baseline")
+    assert r.exit_code == 0 and f"wrote 1 finding to {baseline}" in r.output, r.output
+    lost = tmp_path / "lost.py"
+    lost.write_text("from nowhere.gemm import matmul_kernel\n\n\ndef go(a, b):\n"
+                    "    matmul_kernel[(1, 1)](a, b, BLOCK_M=128, num_warps=8, num_stages=4)\n")
+    r = cli("check", lost, "--isolated", "-t", "rtx4090", "--statistics")
+    assert "1 launch of kernels from outside the scanned tree" in r.output, r.output
+    from tilefit.words import plural
+
+    assert [plural(n, "entry", "entries") for n in (0, 1, 2)] == ["0 entries", "1 entry", "2 entries"]

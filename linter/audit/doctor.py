@@ -12,6 +12,7 @@ from __future__ import annotations
 from tilefit.doctor.core import FITS as D_FITS
 from tilefit.doctor.core import OVERFLOW as D_OVERFLOW
 from tilefit.doctor.core import UNCERTAIN as D_UNCERTAIN
+from tilefit.words import plural
 
 from .check import _Interner, generated_at
 from .columns import Column
@@ -113,7 +114,7 @@ def _summary_lines(report) -> list[str]:
         verdict = ("OutOfResources (shared memory): " + ", ".join(bad)) if bad else "fits"
         out.append(f"{s.profile.label} on {s.target.describe()}: {verdict}")
     for w in report.written:
-        out.append(f"written: {w.path} ({w.engine} on {w.target}: {w.entries} entries, {w.changed} changed)")
+        out.append(f"written: {w.path} ({w.engine} on {w.target}: {plural(w.entries, 'entry', 'entries')}, {w.changed} changed)")
         if w.export:
             out.append(f"before starting the server: {w.export}")
     out.extend(f"write problem: {p}" for p in report.write_problems)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import collections
 from dataclasses import dataclass, field
 
+from ..words import plural
 from .checks import SiteChecks
 from .sites import Sites
 
@@ -83,7 +84,7 @@ class Coverage:
         out = [f"call sites: {self.found} found, {self.evaluated} evaluated ({pct(self.evaluated, self.found)}), "
                f"{self.found - self.evaluated} not evaluated",
                f"  launches {self.launches_evaluated} of {self.launches}, autotune lists "
-               f"{self.autotunes_evaluated} of {self.autotunes}; {self.unresolved} launches of kernels from outside "
+               f"{self.autotunes_evaluated} of {self.autotunes}; {plural(self.unresolved, 'launch', 'launches')} of kernels from outside "
                f"the scanned tree; {self.off_platform} only on another backend than the targets'"]
         if not self.targets and self.found:
             out.append("  no targets: nothing is evaluated without --target (or [tool.tilefit] targets)")

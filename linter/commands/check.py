@@ -188,7 +188,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
                                root=str(result.root))
         except (OSError, ValueError) as exc:
             fail(f"cannot write baseline: {exc}")
-        click.echo(f"wrote {n} findings to {target}", err=True)
+        click.echo(f"wrote {plural(n, 'finding')} to {target}", err=True)
         print_errors(result)
         sys.exit(2 if result.exit_code == 2 else 0)
 

@@ -7,6 +7,7 @@ import sys
 import click
 
 from tilefit.config import ConfigError, Settings, load_settings
+from tilefit.words import plural  # noqa: F401  (the commands' import of it)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -91,9 +92,6 @@ def open_output(path: str):
     raise AssertionError("unreachable")
 
 
-def plural(n: int, word: str, many: str | None = None) -> str:
-    """``1 file``, ``2 files``; ``many`` for irregular plurals (``1 entry``, ``2 entries``)."""
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def split_codes(values) -> list[str]:

@@ -22,7 +22,7 @@ import click
 from tilefit.api import CheckOptions, UsageError
 
 from .check import check as _check
-from .common import fail, settings_or_exit, split_codes
+from .common import fail, plural, settings_or_exit, split_codes
 
 # check's options that mean the same for pr (shared Click parameters)
 SHARED = ("paths", "targets", "select", "extend_select", "ignore", "estimator", "baseline", "device_files",
@@ -101,12 +101,13 @@ def _pr_callback(**params):
 def describe(out, body_file: str | None) -> str:
     """What happened, and the next commands (push, open the PR), for stderr."""
     n = len(out.files)
-    what = f"{n} file{'s' if n != 1 else ''}"
+    what = plural(n, 'file')
     lines = []
     if out.status == "nothing-to-fix":
         left = sum(1 for d in out.fix.check.diagnostics if d.severity.value != "info")
-        lines.append("Nothing to fix: no branch created." + (f" {left} diagnostics remain that no applicable fix "
-                                                             "clears (`tilefit check` lists them)." if left else ""))
+        lines.append("Nothing to fix: no branch created." + (
+            f" {plural(left, 'diagnostic')} {'remains' if left == 1 else 'remain'} that no applicable fix clears "
+            "(`tilefit check` lists them)." if left else ""))
     elif out.status == "dry-run":
         lines.append(f"Would fix {what} and commit them on branch {out.branch} (dry run: nothing written).")
     elif out.status == "applied":

@@ -7,7 +7,7 @@ import time
 
 import click
 
-from .common import fail, settings_or_exit
+from .common import fail, plural, settings_or_exit
 
 
 def _batch_sizes(value: str | None):
@@ -24,7 +24,7 @@ def summary(result) -> str:
     st = result.stats
     gpus = len(st.timings) or 1
     per = ", ".join(f"{w} {n}" for w, n in sorted(st.timings.items()))
-    lines = [f"{st.measured} timings on {gpus} GPU worker{'s' if gpus != 1 else ''} ({per or 'none'}; "
+    lines = [f"{st.measured} timings on {plural(gpus, 'GPU worker')} ({per or 'none'}; "
              f"{result.backend}), {st.replayed} replayed from --results; wall {st.wall_s:.1f} s, "
              f"GPU {st.gpu_total_s:.1f} s"]
     if st.compiles or st.compiled_on_gpu:
@@ -110,7 +110,7 @@ def tune(paths, target, emulate, smem_limit, all_entries, budget, seed, model_sh
     state = {"bar": None, "start": time.time()}
 
     def on_jobs(n):
-        click.echo(f"tuning {n} entries", err=True)
+        click.echo(f"tuning {plural(n, 'entry', 'entries')}", err=True)
         state["bar"] = click.progressbar(length=n, label="entries", show_eta=True, file=sys.stderr)
         state["bar"].__enter__()
 
@@ -140,7 +140,7 @@ def tune(paths, target, emulate, smem_limit, all_entries, budget, seed, model_sh
         if diff:
             click.echo(ff.diff(), nl=False)
         else:
-            click.echo(f"wrote {ff.path} ({len(ff.fixes)} entries)", err=True)
+            click.echo(f"wrote {ff.path} ({plural(len(ff.fixes), 'entry', 'entries')})", err=True)
     for e in result.errors:
         click.echo(f"error: {e}", err=True)
     if diff and result.written:
