@@ -373,3 +373,18 @@ def test_mla_overflow_says_what_would_fix_it_and_does_not_suggest_write(cli):
     assert any(n.startswith("with --kv-cache-dtype auto (bf16 KV cache)") and "cost: twice the KV-cache memory" in n
                for n in notes)
     assert any("num_stages=1 instead of 2 (an engine patch" in n and "cost:" in n for n in notes)
+
+
+def test_the_text_header_says_what_it_assumed_and_counts_in_words(cli):
+    """Issue 19's words: an MLA shape without heads said "None heads"; --estimator analytic said
+    "Triton not installed"; one combination is "1 engine/target combination", not "combinations"."""
+    r = cli("doctor", "--shape", "kv_lora_rank=512,qk_rope_head_dim=64", "-t", "rtx5090", "-t", "h100-sxm",
+            "--kv-cache-dtype", "fp8", "--engine", "vllm", "--estimator", "analytic")
+    assert r.exit_code == 1, r.output
+    assert "None heads" not in r.output and "heads not in the config (16 assumed; --shape heads=N)" in r.output
+    assert "no exact compiles (--estimator analytic)" in r.output and "Triton not installed" not in r.output
+    # vLLM's MLA decode at 102400 B overflows the 5090 only (the engine's calibrated figure)
+    assert "Result: 1 of 2 engine/target combinations overflows shared memory." in r.output, r.output
+    r = cli("doctor", "--shape", "kv_lora_rank=512,qk_rope_head_dim=64,heads=128", "-t", "rtx5090",
+            "--engine", "vllm", "--estimator", "analytic")
+    assert "128 heads" in r.output

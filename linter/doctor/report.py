@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from ..words import plural
 from .core import FITS, OVERFLOW, UNCERTAIN, UNKNOWN, DoctorReport, KernelReport, Row, Section, config_text
 
 _VERDICT = {FITS: "fits", OVERFLOW: "OVERFLOW", UNKNOWN: "unknown", UNCERTAIN: "overflow?"}
@@ -139,7 +140,9 @@ def render_text(report: DoctorReport) -> str:
     lines.append(f"  parallelism: TP {o.parallel.tp}, EP {o.parallel.ep} (MoE TP {o.parallel.moe_tp})")
     tv = o.triton_version or "unknown"
     lines.append(f"  Triton:      {tv} ({o.triton_version_origin})")
-    exact = "exact compiles available" if report.exact_available else "no exact compiles (Triton not installed)"
+    exact = ("exact compiles available" if report.exact_available else
+             "no exact compiles (--estimator analytic)" if report.estimator_mode == "analytic" else
+             "no exact compiles (Triton not installed)")
     lines.append(f"  estimator:   {report.estimator_mode} ({exact})")
     bs = o.batch_sizes
     lines.append(f"  batch sizes: {'1-4096' if not bs else _ranges(bs)}  (w/s marked * are Triton's launch defaults)")
@@ -156,7 +159,7 @@ def render_text(report: DoctorReport) -> str:
             status = "passes tilefit check" if w.check_exit == 0 else f"tilefit check exit {w.check_exit}"
             ver = {True: ", verified", False: ", VERIFICATION FAILED", None: ""}[w.verified]
             lines.append(f"  {w.path}")
-            lines.append(f"    {w.engine} on {w.target}: {w.entries} entries, {w.changed} changed; {status}{ver}")
+            lines.append(f"    {w.engine} on {w.target}: {plural(w.entries, 'entry', 'entries')}, {w.changed} changed; {status}{ver}")
             for n in w.notes:
                 lines.append(f"    note: {n}")
             for msg in w.check_messages:
@@ -174,8 +177,8 @@ def render_text(report: DoctorReport) -> str:
     failing = [s for s in report.sections if s.fails]
     n = len(report.sections)
     if bad:
-        lines.append(f"Result: {len(bad)} of {n} engine/target combination{'s' if n != 1 else ''} "
-                     f"overflow{'s' if n == 1 else ''} shared memory.")
+        lines.append(f"Result: {len(bad)} of {plural(n, 'engine/target combination')} "
+                     f"overflow{'s' if len(bad) == 1 else ''} shared memory.")
         tables = [k for s in bad for k in s.kernels if k.overflows and k.role != "mla_decode"]
         fixed = [k for s in bad for k in s.kernels if k.overflows and k.role == "mla_decode"]
         if tables and not report.written:
@@ -184,10 +187,10 @@ def render_text(report: DoctorReport) -> str:
             lines.append("  MLA decode's launch parameters are fixed in the engine's code: no table changes them "
                          "(see the kernel's notes for what would).")
     if failing:
-        lines.append(f"Result: the engine fails before launching in {len(failing)} of {n} engine/target "
-                     f"combination{'s' if n != 1 else ''} (see the VERDICT lines).")
+        lines.append(f"Result: the engine fails before launching in {len(failing)} of "
+                     f"{plural(n, 'engine/target combination')} (see the VERDICT lines).")
     if not bad and not failing:
-        lines.append(f"Result: no shared-memory overflow in {n} engine/target combination{'s' if n != 1 else ''}.")
+        lines.append(f"Result: no shared-memory overflow in {plural(n, 'engine/target combination')}.")
     return "\n".join(lines) + "\n"
 
 
