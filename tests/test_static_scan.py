@@ -81,6 +81,20 @@ def helper(x):
         "jit_decorator_hook": {"k.py": _kernel().replace(
             "@triton.jit\ndef scale_kernel", f"@triton.jit(launch_metadata=lambda *a: {touch})\ndef scale_kernel")},
         "annotation_call": {"k.py": _kernel(extra_param=f", EXTRA: {touch} = 1")},
+        # what Triton itself would call at launch: a heuristics lambda, an autotuner's prune function,
+        # a grid lambda; a package __init__ with code; a caller's default that is a call
+        "heuristics_lambda": {"k.py": _kernel().replace(
+            "@triton.jit\ndef scale_kernel", f"@triton.heuristics({{'BLOCK': lambda a: {touch}}})\n@triton.jit\n"
+            "def scale_kernel").replace(", BLOCK=128", "")},
+        "autotune_prune_function": {"k.py": HEAD + f"\ndef prune(configs, nargs, **kw):\n    {touch}\n    return configs\n"
+                                    + _kernel(head="").replace(
+            "@triton.jit\ndef scale_kernel", "@triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=4, "
+            "num_stages=2)], key=['n'], prune_configs_by={'early_config_prune': prune})\n@triton.jit\ndef scale_kernel"
+        ).replace(", BLOCK=128, num_warps=4, num_stages=2", "")},
+        "grid_lambda": {"k.py": _kernel().replace("scale_kernel[(1,)]", f"scale_kernel[lambda META: ({touch},)]")},
+        "package_init": {"__init__.py": touch + "\n", "k.py": _kernel()},
+        "caller_default_call": {"k.py": _kernel().replace("def launch(x, y):", f"def launch(x, y, b={touch}):")
+                                .replace("BLOCK=128", "BLOCK=b")},
         "site_files": {
             "k.py": _kernel(),
             "conftest.py": touch + "\n",
