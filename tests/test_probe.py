@@ -164,6 +164,26 @@ def test_probe_rejects_bad_options(cli, args, reason):
     assert reason in r.output and r.output.startswith("error: ")
 
 
+@pytest.mark.parametrize("args,reason", [
+    (("--kv-dtype", "int3"), "--kv-dtype 'int3': mla_decode takes bf16, fp16, fp8"),
+    (("--dtype", "fp8_w8a8"), "--dtype 'fp8_w8a8': mla_decode takes bf16, fp16, fp32"),
+])
+def test_probe_rejects_a_dtype_the_family_does_not_take(cli, args, reason):
+    """Was a compile of every point, each failing with "unknown Triton element type 'int3'" (exit 1)."""
+    r = cli("probe", "mla_decode", "--estimator", "analytic", *args)
+    assert r.exit_code == 2 and reason in r.output and r.output.startswith("error: "), r.output
+
+
+def test_probe_device_lists_lead_with_the_targets_or_the_best_known_cards(cli):
+    """Within a limit: the targets in the order given; without targets, the best-known cards first
+    (was by key: "L20, L20Y, L4, L40, L40S, +5" for sm_89, "L40S, RTX 4090" for rtx4090 then l40s)."""
+    r = cli("probe", "fused_moe", "--tile", "128,256,128", "--estimator", "analytic", "--target", "rtx4090",
+            "--target", "l40s")
+    assert "sm_89 101376 B (RTX 4090, L40S):" in r.output, r.output
+    r = cli("probe", "fused_moe", "--tile", "128,256,128", "--estimator", "analytic", "--arch", "sm_89")
+    assert "sm_89 101376 B (RTX 4090, " in r.output, r.output
+
+
 def test_probe_mla_tile_takes_block_n_and_block_h(cli):
     r = cli("probe", "mla_decode", "--estimator", "analytic", "--tile", "32")
     assert r.exit_code == 2 and "mla_decode takes BLOCK_N,BLOCK_H (1 value given)" in r.output

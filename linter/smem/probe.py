@@ -214,6 +214,10 @@ def build_points(req: ProbeRequest) -> list[ProbePoint]:
     if by_query:
         dtypes = req.dtypes or list(probe.get("dtypes") or ["bf16"])
         kvs = req.kv_dtypes or list(probe.get("kv_dtypes") or ["bf16"])
+        for option, given, known in (("--dtype", dtypes, fam.dtypes), ("--kv-dtype", kvs, fam.kv_dtypes)):
+            for d in given:
+                if known and d not in known:
+                    raise ProbeError(f"{option} {d!r}: {req.kernel} takes {', '.join(known)}")
         variants = [(d, kv) for d in dtypes for kv in kvs]
     else:
         dtypes = req.dtypes or list(probe.get("dtypes") or ["bf16"])
@@ -385,13 +389,16 @@ def launch_point(spec: KernelSpec) -> dict:
 
 
 def arch_devices(db, archs: Sequence[str], targets: Sequence[str] = ()) -> dict[str, list]:
-    """Per arch, the cards of the database (or of ``targets``) with a known per-block limit."""
+    """Per arch, the cards of the database (or of ``targets``) with a known per-block limit, by
+    limit; within a limit the targets in the order given, else the best-known cards first."""
     if targets:
         pool = []
         for t in targets:
             pool.extend(db.resolve_target(t))
     else:
-        pool = list(db.devices)
+        from tilefit.audit.columns import known_first
+
+        pool = known_first(db.devices)
     out: dict[str, list] = {a: [] for a in archs}
     seen = set()
     for d in pool:
@@ -399,7 +406,7 @@ def arch_devices(db, archs: Sequence[str], targets: Sequence[str] = ()) -> dict[
             seen.add(d.key)
             out[d.arch].append(d)
     for a in out:
-        out[a].sort(key=lambda d: (d.smem_per_block_optin, d.key))
+        out[a].sort(key=lambda d: d.smem_per_block_optin)  # stable: the order above within a limit
     return out
 
 
