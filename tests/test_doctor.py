@@ -272,6 +272,7 @@ def test_checkpoint_kv_scheme_sets_the_kv_dtype(tmp_path, cli):
     (("--shape", "E=128,X=1"), "is not KEY=VALUE"),
     ((QWEN_FP8, "--dtype", "fp9"), "unknown dtype"),
     ((QWEN_FP8, "--target", "rtx9999"), "rtx9999"),
+    ((QWEN_FP8, "--triton-version", "abc"), "--triton-version 'abc' is not a version"),  # was accepted
 ])
 def test_usage_errors_exit_2(cli, args, message):
     extra = () if "--target" in args else ("--target", "rtx4090")

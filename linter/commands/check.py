@@ -12,7 +12,7 @@ from tilefit.app import run_check
 from tilefit.estimate import MODES
 from tilefit.reporters import FORMATS, get_reporter
 
-from .common import check_output, fail, open_output, plural, settings_or_exit, split_codes
+from .common import check_output, check_triton_version, fail, open_output, plural, settings_or_exit, split_codes
 
 
 @click.command()
@@ -89,11 +89,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     """
     settings = settings_or_exit(config_file, isolated)
     check_output(output_file)
-    if triton_version is not None:
-        from tilefit.versions import is_version
-
-        if not is_version(triton_version):
-            fail(f"--triton-version {triton_version!r} is not a version (X.Y or X.Y.Z)")
+    check_triton_version(triton_version)
     if engine_kernels and engine_kernels not in ("installed", "vllm", "sglang"):
         import os
 

@@ -68,6 +68,15 @@ def output_problem(path: str) -> str | None:
     return problem
 
 
+def check_triton_version(value: str | None) -> None:
+    """``--triton-version``: X.Y or X.Y.Z, else a usage error (exit 2)."""
+    if value is not None:
+        from tilefit.versions import is_version
+
+        if not is_version(value):
+            fail(f"--triton-version {value!r} is not a version (X.Y or X.Y.Z)")
+
+
 def check_output(path: str | None) -> None:
     """Refuse an ``-o FILE`` that cannot be written before any work (one line, exit 2)."""
     problem = output_problem(path) if path else None

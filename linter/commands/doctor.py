@@ -9,7 +9,7 @@ import click
 from tilefit.dtypes import KV_CACHE_NAMES
 from tilefit.estimate import MODES
 
-from .common import emit, fail
+from .common import check_triton_version, emit, fail
 
 FORMATS = ("text", "json", "html")
 ENGINES = ("sglang", "vllm", "all")
@@ -108,6 +108,7 @@ def doctor(model, shape, dtype, engines, engine_version, engine_path, allow_impo
     tilefit doctor ./DeepSeek-V2-Lite-Chat --target rtx5090 --kv-cache-dtype fp8 --engine vllm
     tilefit doctor --shape E=128,N=768,K=2048,topk=8 --dtype fp8_w8a8 -t 4090 --write ./moe-configs
     """
+    check_triton_version(triton_version)
     if write_dir is not None:
         from .common import creatable_folder_problem
 

@@ -9,7 +9,7 @@ import click
 
 from tilefit import kernels
 
-from .common import emit, fail
+from .common import check_triton_version, emit, fail
 
 
 class KernelName(click.Choice):
@@ -94,11 +94,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
         if local is None:
             fail("--launch needs a local GPU (torch with CUDA or ROCm); none was found. Run without --launch "
                  "for the compile-only figures.")
-    if triton_version is not None:
-        from tilefit import versions as _versions
-
-        if not _versions.is_version(triton_version):
-            fail(f"--triton-version {triton_version!r} is not a version (X.Y or X.Y.Z)")
+    check_triton_version(triton_version)
     try:
         arch_list = P.split_list(archs)
         for a in arch_list:
