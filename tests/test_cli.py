@@ -272,6 +272,33 @@ def test_output_file_under_a_file_is_a_one_line_error(cli, table, tmp_path):
     assert r.exit_code == 2 and "is a directory" in r.output and "Traceback" not in r.output  # click says so
 
 
+def test_probe_doctor_and_fix_report_files_go_where_check_o_goes(cli, table, tmp_path):
+    """probe/doctor -o and --fix-report create a missing folder as check -o does (they failed
+    with the temporary file's name); a folder that cannot be made is refused before any work, so
+    --fix with a bad --fix-report no longer rewrites the table and then exits 2."""
+    svg = tmp_path / "plots" / "deep" / "s.svg"
+    r = cli("probe", "fused_moe", "--tile", "128,256,128", "--estimator", "analytic", "--output-format", "svg",
+            "-o", svg)
+    assert r.exit_code == 0 and "<svg " in svg.read_text(), r.output
+    text = tmp_path / "doctor" / "d.txt"
+    r = cli("doctor", "--shape", "E=128,N=768,K=2048,topk=8", "-t", "rtx4090", "--estimator", "analytic", "-o", text)
+    assert r.exit_code == 0 and text.read_text().startswith("tilefit doctor"), r.output
+    (tmp_path / "afile").write_text("x")
+    for cmd in (("probe", "fused_moe", "--estimator", "analytic"), ("doctor", "--shape", "E=128,N=768,K=2048,topk=8",
+                                                                    "-t", "rtx4090")):
+        r = cli(*cmd, "-o", tmp_path / "afile" / "x")
+        assert r.exit_code == 2 and r.output.strip().splitlines() == [
+            f"error: cannot write the report to {tmp_path / 'afile' / 'x'}: {tmp_path / 'afile'} is a file, "
+            "not a folder"], r.output
+    before = table.read_text()
+    r = cli("check", table, "--isolated", "-t", "rtx4090", "--estimator", "analytic", "--fix", "--fix-report",
+            tmp_path / "afile" / "r.md")
+    assert r.exit_code == 2 and "cannot write the fix report to" in r.output and table.read_text() == before
+    report = tmp_path / "reports" / "r.md"
+    r = cli("check", table, "--isolated", "-t", "rtx4090", "--estimator", "analytic", "--diff", "--fix-report", report)
+    assert r.exit_code == 1 and "Would change **1 entry**" in report.read_text(), r.output
+
+
 def test_a_missing_path_does_not_also_say_all_checks_passed(cli, tmp_path):
     r = cli("check", tmp_path / "nope", "--isolated")
     assert r.exit_code == 2

@@ -297,7 +297,8 @@ def test_html_format_for_doctor(tmp_path, cli):
 
 
 def test_output_file_errors_are_clean(tmp_path, cli):
-    bad = tmp_path / "missing" / "x.html"
+    (tmp_path / "afile").write_text("x")  # a missing folder is created (as check -o does); under a file, none can be
+    bad = tmp_path / "afile" / "x.html"
     r = cli("doctor", "--shape", "E=128,N=768,K=2048,topk=8", "--dtype", "fp8_w8a8", "--target", "rtx4090",
             "--engine", "sglang", "--batch-sizes", "1", "--estimator", "analytic", "--output-format", "html",
             "-o", bad)

@@ -89,6 +89,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     """
     settings = settings_or_exit(config_file, isolated)
     check_output(output_file)
+    check_output(fix_report, "the fix report")
     check_triton_version(triton_version)
     if engine_kernels and engine_kernels not in ("installed", "vllm", "sglang"):
         import os

@@ -18,15 +18,22 @@ def fail(message: str, code: int = 2) -> None:
 
 
 def emit(text: str, output_file: str | None) -> None:
-    """A command's report: written to ``output_file`` (atomically; one line and exit 2 when it
-    cannot be), else printed."""
+    """A command's report: written to ``output_file`` (atomically, its folder created as ruff does
+    for ``-o``; one line and exit 2 when it cannot be), else printed."""
     if output_file:
+        import os
+
         from tilefit.reporters.html import write_page
 
-        try:
-            write_page(output_file, text)
-        except OSError as exc:
-            fail(f"cannot write {output_file}: {exc}")
+        problem = output_problem(output_file)
+        if problem is None:
+            try:
+                os.makedirs(os.path.dirname(os.path.abspath(output_file)), exist_ok=True)
+                write_page(output_file, text)
+                return
+            except OSError as exc:
+                problem = exc.strerror or str(exc)
+        fail(f"cannot write the report to {output_file}: {problem}")
     else:
         click.echo(text, nl=False)
 
@@ -77,11 +84,12 @@ def check_triton_version(value: str | None) -> None:
             fail(f"--triton-version {value!r} is not a version (X.Y or X.Y.Z)")
 
 
-def check_output(path: str | None) -> None:
-    """Refuse an ``-o FILE`` that cannot be written before any work (one line, exit 2)."""
+def check_output(path: str | None, what: str = "the report") -> None:
+    """Refuse an ``-o FILE`` (or another file a command writes at its end) that cannot be written,
+    before any work (one line, exit 2)."""
     problem = output_problem(path) if path else None
     if problem is not None:
-        fail(f"cannot write the report to {path}: {problem}")
+        fail(f"cannot write {what} to {path}: {problem}")
 
 
 def open_output(path: str):

@@ -9,7 +9,7 @@ import click
 from tilefit.dtypes import KV_CACHE_NAMES
 from tilefit.estimate import MODES
 
-from .common import check_triton_version, emit, fail
+from .common import check_output, check_triton_version, emit, fail
 
 FORMATS = ("text", "json", "html")
 ENGINES = ("sglang", "vllm", "all")
@@ -109,6 +109,7 @@ def doctor(model, shape, dtype, engines, engine_version, engine_path, allow_impo
     tilefit doctor --shape E=128,N=768,K=2048,topk=8 --dtype fp8_w8a8 -t 4090 --write ./moe-configs
     """
     check_triton_version(triton_version)
+    check_output(output_file)
     if write_dir is not None:
         from .common import creatable_folder_problem
 

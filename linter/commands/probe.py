@@ -9,7 +9,7 @@ import click
 
 from tilefit import kernels
 
-from .common import check_triton_version, emit, fail
+from .common import check_output, check_triton_version, emit, fail
 
 
 class KernelName(click.Choice):
@@ -95,6 +95,7 @@ def probe(kernel, dtypes, kv_dtypes, quant, block_shape, tile, warps, stages, sw
             fail("--launch needs a local GPU (torch with CUDA or ROCm); none was found. Run without --launch "
                  "for the compile-only figures.")
     check_triton_version(triton_version)
+    check_output(output_file)
     try:
         arch_list = P.split_list(archs)
         for a in arch_list:

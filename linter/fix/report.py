@@ -196,4 +196,6 @@ def markdown(result, applied: bool = True) -> str:
 
 
 def write_report(path: str, result, applied: bool = True) -> None:
+    """The Markdown report at ``path``, its folder created (as ``-o``'s is). Raises ``OSError``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(markdown(result, applied), encoding="utf-8")
