@@ -22,6 +22,7 @@ from tilefit.callsites.project import Project  # noqa: E402
 from tilefit.callsites.sites import build_sites  # noqa: E402
 from tilefit.config import Settings  # noqa: E402
 from tilefit.device_db import load_database  # noqa: E402
+from extras import torch_or_skip  # noqa: E402
 
 FIXTURES = Path(__file__).parent / "fixtures" / "callsites"
 ENGINE = FIXTURES / "engine"
@@ -198,7 +199,7 @@ def test_scanned_modules_are_never_imported():
 
 
 def test_allow_import_is_the_fallback_for_kernels_that_cannot_be_extracted():
-    pytest.importorskip("torch")
+    torch_or_skip()
     kernels = {"engine.ops.dynamic:quant_kernel": {"x_ptr": ["bf16"], "y_ptr": ["fp8e4nv"]}}
     plain = _check([ENGINE / "ops" / "dynamic.py"], ["rtx4090"], kernels)
     (d,) = plain.diagnostics

@@ -13,6 +13,7 @@ import pytest
 from tilefit.device_db import load_database
 from tilefit.tune.runner import Job, TuneOptions, tune_files
 from tilefit.tune.search import config_key, guided_search
+from extras import torch_or_skip
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "bench" / "data"
@@ -94,7 +95,7 @@ def test_interrupted_run_leaves_files_unchanged_and_resumes_from_the_log(table, 
 
 
 def test_tune_without_a_gpu_exits_2_with_a_message(table, cli):
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     r = cli("tune", table, "--emulate", "rtx4090", "--isolated")
@@ -168,7 +169,7 @@ def test_calibrate_perf_from_recorded_measurements(tmp_path):
 
 @pytest.mark.gpu
 def test_tune_on_the_local_gpu(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     path = tmp_path / "E=8,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"
@@ -183,7 +184,7 @@ def test_tune_on_the_local_gpu(tmp_path):
 def test_graph_timer_agrees_with_do_bench_where_the_host_does_not_matter():
     """At a batch where the kernel runs for ~100 us the host's launch cost is hidden either way,
     so the CUDA-graph timing must agree with do_bench's; and it is the timer actually used."""
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     from tilefit.tune.measure import measure
@@ -387,7 +388,7 @@ def test_finalists_of_long_kernels_are_retimed_in_steady_state(monkeypatch):
     assert seen[1]["steady"] == measurer_module.CONFIRM_STEADY and seen[1]["min_runs"] == measurer_module.CONFIRM_RUNS
     assert measurer_module.CONFIRM_STEADY[1] >= 50  # long enough to reach the capped clock
 
-    torch = pytest.importorskip("torch")
+    torch = torch_or_skip()
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
     import time

@@ -30,6 +30,7 @@ from tilefit.tune.results_log import MeasurementLog
 from tilefit.tune.runner import TuneOptions, plan_files, tune_files
 from tilefit.tune.scheduler import AllWorkersLost, Scheduler
 from tilefit.tune.search import config_key
+from extras import GPU_TEST, torch_or_skip
 
 TESTS = Path(__file__).resolve().parent
 VLLM = "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs"
@@ -400,7 +401,7 @@ def test_a_cpu_worker_compiles_for_the_gpu_target_into_the_cache_the_gpu_launch_
     """GpuMeasurer's compile, in a spawned CPU worker that sees no GPU, for sm_90 and sm_89:
     the shared memory is the exact estimator's figure for the same entry and arch, the kernel
     lands in Triton's cache, and the launch path of a new process finds it there."""
-    pytest.importorskip("torch")
+    torch_or_skip()
     pytest.importorskip("triton")
     from tilefit.estimate import Estimator
     from tilefit.families import classify
@@ -440,7 +441,7 @@ def test_a_cpu_worker_compiles_for_the_gpu_target_into_the_cache_the_gpu_launch_
 @pytest.fixture(scope="module")
 def ray_local():
     """A local Ray instance that declares 2 GPUs (Ray's num_gpus resource; there are none)."""
-    ray = pytest.importorskip("ray", reason="Ray tests need the ray extra: pip install -e '.[gpu-test]'")
+    ray = pytest.importorskip("ray", reason=f"Ray is in the gpu-test extra: {GPU_TEST}")
     from ray import cloudpickle
 
     cloudpickle.register_pickle_by_value(tune_fakes)  # Ray workers cannot import tests/
