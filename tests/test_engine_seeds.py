@@ -105,3 +105,15 @@ def test_vllm_kernel_failures_under_triton_36_are_facts():
         assert EngineModel("3.9").compile_failure(spec(tile, w, s, "3.9"), "sm_89") is None
     # a tile that compiles under 3.6 is not flagged
     assert EngineModel("3.6").compile_failure(spec((64, 64, 64), 4, 3, "3.6"), "sm_89") is None
+
+
+def test_probe_of_vllms_mla_names_where_each_figure_comes_from_once():
+    """The README's `probe mla_decode --kv-dtype bf16,fp8 --sweep num_stages=1..4 --arch sm_121
+    --engine vllm`: 63488 / 102400 B at two stages, each source said once ("exact (exact): ..." was
+    the estimator and its status, the same word twice)."""
+    r = run("probe", "mla_decode", "--kv-dtype", "bf16,fp8", "--sweep", "num_stages=1..4", "--arch", "sm_121",
+            "--engine", "vllm")
+    assert r.exit_code == 0, r.output
+    assert "kv=fp8: fits num_stages 1; overflows num_stages 2, 3, 4" in r.output, r.output
+    sources = r.output.split("figures from:", 1)[1]
+    assert "vllm 0.33.0 _fwd_grouped_kernel_stage1" in sources and "exact (exact)" not in sources, sources

@@ -233,6 +233,7 @@ def _estimate_engine_points(points: Sequence[ProbePoint], mode: str, triton_vers
             p.error = str(exc)
             continue
         p.shared = e.shared_bytes
-        p.source = f"{e.estimator} ({e.status}): {e.detail}" if e.detail else f"{e.estimator} ({e.status})"
+        how = e.estimator if e.status == e.estimator else f"{e.estimator} ({e.status})"  # not "exact (exact)"
+        p.source = f"{how}: {e.detail}" if e.detail else how
         used.add(e.estimator)
     return "engine"
