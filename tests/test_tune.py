@@ -102,6 +102,19 @@ def test_tune_without_a_gpu_exits_2_with_a_message(table, cli):
     assert r.exit_code == 2 and "no CUDA GPU" in r.output
 
 
+def test_measuring_without_torch_exits_2_naming_the_extra(table, cli):
+    """The CPU test venv has no torch: tune and calibrate perf say what to install (calibrate perf
+    said "tilefit tune needs torch")."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed")
+    for args in (("tune", table, "--emulate", "rtx4090", "--isolated"), ("calibrate", "perf")):
+        r = cli(*args)
+        assert r.exit_code == 2 and r.output.strip().splitlines() == [
+            "error: measuring on the local GPU needs torch with CUDA: pip install 'tilefit[gpu]'"], r.output
+
+
 def _h200_sweep(name):
     path = DATA / name
     text = gzip.decompress(path.read_bytes()).decode() if name.endswith(".gz") else path.read_text()

@@ -164,7 +164,7 @@ def local_device(db):
     try:
         import torch
     except ImportError:
-        raise TuneError("tilefit tune needs torch with CUDA: pip install 'tilefit[gpu]'") from None
+        raise TuneError("measuring on the local GPU needs torch with CUDA: pip install 'tilefit[gpu]'") from None
     if not torch.cuda.is_available():
         raise TuneError("no CUDA GPU is visible: measuring needs a local GPU "
                         "(`tilefit check --fix` chooses configs without one; `calibrate perf --from` fits recorded times)")
