@@ -230,6 +230,12 @@ def test_dry_run_writes_nothing(cli, repo):
     assert fix_branches(repo) == []
 
 
+def test_dry_run_of_one_file_says_it(cli, git_env, corpus, monkeypatch):
+    monkeypatch.chdir(make_repo(git_env / "one", corpus, tables=(VLLM_H200,)))
+    r = _pr(cli, "--dry-run")
+    assert r.exit_code == 0 and "Would fix 1 file and commit it on branch tilefit/fix-" in r.stderr, r.stderr
+
+
 def test_body_file_inside_the_work_tree_does_not_make_the_next_run_refuse(cli, repo):
     assert _pr(cli, "--body", "PR.md", "-q").exit_code == 0
     git(repo, "switch", "-q", "main")

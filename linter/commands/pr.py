@@ -109,9 +109,11 @@ def describe(out, body_file: str | None) -> str:
             f" {plural(left, 'diagnostic')} {'remains' if left == 1 else 'remain'} that no applicable fix clears "
             "(`tilefit check` lists them)." if left else ""))
     elif out.status == "dry-run":
-        lines.append(f"Would fix {what} and commit them on branch {out.branch} (dry run: nothing written).")
+        lines.append(f"Would fix {what} and commit {'it' if n == 1 else 'them'} on branch {out.branch} "
+                     "(dry run: nothing written).")
     elif out.status == "applied":
-        lines.append(f"Fixed {what} in the work tree, not committed (branch name for them: {out.branch}).")
+        lines.append(f"Fixed {what} in the work tree, not committed (branch name for "
+                     f"{'it' if n == 1 else 'them'}: {out.branch}).")
     else:
         if out.status == "reused":
             lines.append(f"Branch {out.branch} already holds these fixes on top of {out.base} "
