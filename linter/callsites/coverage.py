@@ -84,10 +84,13 @@ class Coverage:
         out = [f"call sites: {self.found} found, {self.evaluated} evaluated ({pct(self.evaluated, self.found)}), "
                f"{self.found - self.evaluated} not evaluated",
                f"  launches {self.launches_evaluated} of {self.launches}, autotune lists "
-               f"{self.autotunes_evaluated} of {self.autotunes}; {plural(self.unresolved, 'launch', 'launches')} of kernels from outside "
-               f"the scanned tree; {self.off_platform} only on another backend than the targets'"]
+               f"{self.autotunes_evaluated} of {self.autotunes}; {plural(self.unresolved, 'launch', 'launches')} "
+               f"of kernels from outside the scanned tree; {self.off_platform} only on another backend than the "
+               "targets'"]
         if not self.targets and self.found:
             out.append("  no targets: nothing is evaluated without --target (or [tool.tilefit] targets)")
+        if sum(self.reasons.values()) > self.found - self.evaluated:
+            out.append("  not evaluated, by reason (a site can have several):")
         for label, n in self.reasons.most_common():
             out.append(f"{n:>6}  not evaluated: {label}")
         return out
