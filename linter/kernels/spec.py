@@ -96,9 +96,10 @@ class KernelSpec:
     def evolve(self, **changes) -> "KernelSpec":
         """``with_`` without re-validating: for changes that cannot make a valid spec invalid
         (``engine``, ``triton``, an ``extra`` entry), on the hot path of table checks."""
-        new = build_frozen(KernelSpec, self.__dict__)  # a C-level copy
+        new = object.__new__(KernelSpec)
         d = new.__dict__
-        d.pop("_reference", None)  # the memoised reference and hash are not the new spec's
+        d.update(self.__dict__)  # a C-level copy; the memoised reference and hash are not the new spec's
+        d.pop("_reference", None)
         d.pop("_hash", None)
         d.update(changes)
         return new
