@@ -25,10 +25,13 @@ def readme_precommit_config() -> str:
 def test_readme_precommit_snippet_works_as_written(git_env, corpus):
     import yaml
 
-    # this environment's pre-commit first: another one on PATH (a pyenv shim) puts its own bin
-    # folder first on the hook's PATH, and the hook would run that environment's tilefit
-    pre_commit = shutil.which("pre-commit", path=str(Path(sys.executable).parent)) or shutil.which("pre-commit")
-    if pre_commit is None:
+    # this environment's pre-commit only: another one on PATH (a pyenv shim) puts its own bin
+    # folder first on the hook's PATH, and the hook would run that environment's tilefit (or none);
+    # a venv that shares another's packages has the module without the script: `python -m pre_commit`
+    import importlib.util
+
+    pre_commit = shutil.which("pre-commit", path=str(Path(sys.executable).parent))
+    if pre_commit is None and importlib.util.find_spec("pre_commit") is None:
         pytest.skip("pre-commit is not installed")
     config = readme_precommit_config()
     (repo_entry,) = yaml.safe_load(config)["repos"]
@@ -39,8 +42,9 @@ def test_readme_precommit_snippet_works_as_written(git_env, corpus):
     # `language: system` runs the `tilefit` on PATH: the one installed in this environment
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                PRE_COMMIT_HOME=str(git_env / "pre-commit-home"))
-    run = lambda *a: subprocess.run(a, cwd=repo, env=env, capture_output=True, text=True)  # noqa: E731
-    r = run(pre_commit, "run", "--all-files")
+    command = [pre_commit] if pre_commit else [sys.executable, "-m", "pre_commit"]
+    run = lambda *a: subprocess.run([*command, *a], cwd=repo, env=env, capture_output=True, text=True)  # noqa: E731
+    r = run("run", "--all-files")
     assert r.returncode == 1, r.stdout + r.stderr
     assert "SMEM001" in r.stdout and "Required: 147456, Hardware limit: 101376" in r.stdout
     table = repo / LAYOUT[VLLM_H200]
@@ -48,5 +52,5 @@ def test_readme_precommit_snippet_works_as_written(git_env, corpus):
                             "-q"], cwd=repo, env=env, capture_output=True, text=True)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     git(repo, "add", ".")
-    r = run(pre_commit, "run", "--all-files")
+    r = run("run", "--all-files")
     assert r.returncode == 0, r.stdout + r.stderr
