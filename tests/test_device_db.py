@@ -331,7 +331,7 @@ def test_groups(db):
     cards = [d for d in db.devices if d.kind == "card"]
     assert set(db.groups["smem-99k"]) == {d.key for d in cards if d.smem_per_block_optin == 101376}
     assert set(db.groups["datacenter"]) == {d.key for d in cards if d.segment == "datacenter"}
-    assert db.groups["all"] == tuple(d.key for d in cards)
+    assert set(db.groups["all"]) == {d.key for d in cards} and len(db.groups["all"]) == len(cards)
     assert {"rtx4090", "rtx5090", "l40s", "l20", "gb10", "rtx-pro-6000-server", "a10"} <= set(db.groups["smem-99k"])
     # consumer: the cards people own (issue 19), not every 99 KB part
     consumer = set(db.groups["consumer"])
@@ -345,6 +345,9 @@ def test_groups(db):
     assert "rtx4090" not in db.groups["datacenter"]
     # the members people know lead (messages name a group's first three devices)
     assert db.groups["consumer"][:3] == ("rtx4090", "rtx5090", "rtx3090")
+    # ... in the wide groups too ("a10, a100-pcie-40gb, a100-pcie-80gb and 11 more" was by key)
+    assert db.groups["datacenter"][:3] == ("h100-sxm", "h200", "a100-sxm4-80gb")
+    assert db.groups["all"][:4] == ("rtx4090", "rtx5090", "rtx3090", "h100-sxm")
     assert [d.key for d in db.resolve_target("consumer")] == list(db.groups["consumer"])
     assert [d.key for d in db.resolve_target("rtx5090,consumer")][:3] == ["rtx5090", "rtx4090", "rtx3090"]
     assert len(db.resolve_target("ALL")) == 66
