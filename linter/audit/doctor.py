@@ -114,7 +114,8 @@ def _summary_lines(report) -> list[str]:
         verdict = ("OutOfResources (shared memory): " + ", ".join(bad)) if bad else "fits"
         out.append(f"{s.profile.label} on {s.target.describe()}: {verdict}")
     for w in report.written:
-        out.append(f"written: {w.path} ({w.engine} on {w.target}: {plural(w.entries, 'entry', 'entries')}, {w.changed} changed)")
+        out.append(f"written: {w.path} ({w.engine} on {w.target}: {plural(w.entries, 'entry', 'entries')}, "
+                   f"{w.changed} changed)")
         if w.export:
             out.append(f"before starting the server: {w.export}")
     out.extend(f"write problem: {p}" for p in report.write_problems)

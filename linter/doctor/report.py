@@ -159,7 +159,8 @@ def render_text(report: DoctorReport) -> str:
             status = "passes tilefit check" if w.check_exit == 0 else f"tilefit check exit {w.check_exit}"
             ver = {True: ", verified", False: ", VERIFICATION FAILED", None: ""}[w.verified]
             lines.append(f"  {w.path}")
-            lines.append(f"    {w.engine} on {w.target}: {plural(w.entries, 'entry', 'entries')}, {w.changed} changed; {status}{ver}")
+            lines.append(f"    {w.engine} on {w.target}: {plural(w.entries, 'entry', 'entries')}, {w.changed} changed; "
+                         f"{status}{ver}")
             for n in w.notes:
                 lines.append(f"    note: {n}")
             for msg in w.check_messages:
