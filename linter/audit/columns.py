@@ -7,17 +7,14 @@ rest: consumer before workstation, datacenter and embedded parts, the fastest fi
 
 from __future__ import annotations
 
-import functools
-import json
 import re
 from dataclasses import dataclass
-from importlib import resources
-from typing import Iterable, Sequence
+from typing import Sequence
 
+from tilefit.devicerank import known_first
 from tilefit.engine import class_key, group_devices
 from tilefit.smem.probe import short_name
 
-SEGMENT_ORDER = {"consumer": 0, "workstation": 1, "datacenter": 2, "embedded": 3}
 LABEL_CARDS = 2
 _PARENS = re.compile(r"\s*\([^)]*\)")
 VENDOR_ORDER = {"NVIDIA": 0, "AMD": 1, "Intel": 2}  # cards named in a column label; the rest are counted ("+8")
@@ -60,24 +57,6 @@ class Column:
         return {"id": self.index, "label": self.label, "arch": self.arch, "vendor": self.vendor,
                 "limit": self.limit, "names": self.names, "keys": [d.key for d in self.devices],
                 "target": self.target}
-
-
-@functools.lru_cache(maxsize=1)
-def well_known() -> dict[str, int]:
-    """Device key -> rank in ``data/well_known_devices.json``."""
-    data = json.loads(resources.files("tilefit").joinpath("data/well_known_devices.json").read_text("utf-8"))
-    keys = data["devices"]
-    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
-        raise ValueError("well_known_devices.json: 'devices' must be a list of device keys")
-    return {k: i for i, k in enumerate(keys)}
-
-
-def known_first(devices: Iterable) -> list:
-    """``devices`` with the best-known cards first: the listed ones in their order, then the
-    rest by segment (consumer first) and bandwidth (fastest first)."""
-    rank = well_known()
-    return sorted(devices, key=lambda d: (rank.get(d.key, len(rank)), SEGMENT_ORDER.get(d.segment or "", 9),
-                                          d.kind != "card", -(d.memory_bandwidth_gbps or 0), d.key))
 
 
 def cards_label(devices: Sequence, shown: int = LABEL_CARDS) -> str:

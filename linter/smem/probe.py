@@ -396,7 +396,7 @@ def arch_devices(db, archs: Sequence[str], targets: Sequence[str] = ()) -> dict[
         for t in targets:
             pool.extend(db.resolve_target(t))
     else:
-        from tilefit.audit.columns import known_first
+        from tilefit.devicerank import known_first
 
         pool = known_first(db.devices)
     out: dict[str, list] = {a: [] for a in archs}
