@@ -778,7 +778,7 @@ def _freeze(d: Mapping) -> tuple:
 
 # words of a compile error that a pointer's element type causes (``tl.dot`` of fp32 and fp16)
 DTYPE_ERRORS = ("must be same dtype", "Unsupported rhs dtype", "Unsupported lhs dtype", "must have the same dtype",
-                "cannot cast int", "Unexpected dtype for")
+                "cannot cast int", "Unexpected dtype for", "Cannot bitcast data-type of size")
 
 
 def _swept_dtype(out: Outcome, variant: Variant) -> Outcome:

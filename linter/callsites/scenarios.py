@@ -44,8 +44,16 @@ _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rop
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
           "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
-          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk"}
+          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk", "dcp_sizes"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class GivenTensor:
+    """A scenario's value of an optional tensor parameter that its launches may pass or not
+    (``x is None`` keeps both answers, one arm each), over the parameter's ``None`` default."""
+
+    why: str = ""
 
 
 class ScenarioError(ValueError):
@@ -75,6 +83,8 @@ class Scenario:
     # the quantised KV-cache preset it is judged in (names.json kv_quant: "turboquant_k8v4", ...);
     # "" for the plain cache (bf16 / fp8 by its dtype variants)
     kv_quant: str = ""
+    # the decode context-parallel group size it is judged at (names.json dcp; rank 0); None: no DCP
+    dcp: int | None = None
 
     @property
     def label(self) -> str:
@@ -87,6 +97,8 @@ class Scenario:
             out += f" (quant {self.quant})"
         if self.kv_quant:
             out += f" (kv cache {self.kv_quant})"
+        if self.dcp:
+            out += f" (decode context parallel {self.dcp}, rank 0)"
         return out
 
     def applies(self, path: str) -> bool:
@@ -149,7 +161,9 @@ def expression_keys(node: ast.expr) -> tuple[str, ...]:
 
 def expression_key(node: ast.expr) -> str | None:
     """``q.shape[1]`` -> ``"q.shape[1]"``; ``k.size(-1)`` -> ``"k.shape[-1]"``; ``c.numel()`` ->
-    ``"c.numel()"``; else None."""
+    ``"c.numel()"``; ``g.world_size`` -> ``"g.world_size"`` (an attribute of a name); else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numel" \
             and isinstance(node.func.value, ast.Name) and not node.args and not node.keywords:
         return f"{node.func.value.id}.numel()"
@@ -440,12 +454,66 @@ def with_roles(scenarios) -> list[Scenario]:
                                 {**s.dims, **dims}, dict(s.facts), s.role, s.quant, "kv_quant", s.batch, preset))
     names = names_table()["dimensions"]["batch"]["names"]
     exprs = names_table()["batch_sizes"]["expressions"]
+    for s in [x for x in out if not x.variant and x.role != "prefill"]:  # each DCP size, at each batch size
+        for n in dcp_sizes(s.facts):
+            values, dims = dcp_values(n, s.dims)
+            dtypes = {**s.dtypes, ",".join(names_table()["dcp"].get("activation_tensors", ())):
+                      (str(s.facts.get("activation_dtype", "bf16")),)}
+            for b in batch_sizes(s.facts) or (None,):
+                bv = dict.fromkeys(exprs, b) if b is not None else {}
+                bd = dict.fromkeys(names, b) if b is not None else {}
+                out.append(Scenario(s.name, {**s.values, **values, **bv}, dtypes, s.description, s.source,
+                                    {**s.dims, **dims, **bd}, dict(s.facts), s.role, s.quant, "dcp", b, dcp=n))
     for s in [x for x in out if not x.variant]:  # each further batch size: a variant (every role)
         for b in batch_sizes(s.facts)[1:]:
             out.append(Scenario(s.name, {**s.values, **dict.fromkeys(exprs, b)}, dict(s.dtypes), s.description,
                                 s.source, {**s.dims, **dict.fromkeys(names, b)}, {**s.facts, "batch_sizes": [b]},
                                 s.role, s.quant, "batch", b))
     return out
+
+
+def dcp_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
+    """The decode context-parallel sizes of fact ``dcp_sizes`` (names.json ``dcp``), each at least
+    2 and dividing fact ``tp`` as both engines require; () without the fact."""
+    got = facts.get("dcp_sizes")
+    if got is None:
+        return ()
+    got = [got] if isinstance(got, int) else got
+    tp = facts.get("tp", 1)
+    if not isinstance(got, (list, tuple)) or not got or \
+            not all(isinstance(n, int) and not isinstance(n, bool) and n >= 2 for n in got):
+        raise ScenarioError(f"fact dcp_sizes must be integers of at least 2, not {facts['dcp_sizes']!r}")
+    bad = [n for n in got if not isinstance(tp, int) or tp % n]
+    if bad:
+        raise ScenarioError(f"decode context-parallel size {bad[0]} does not divide the tensor-parallel size "
+                            f"{tp} (vLLM and SGLang require it to)")
+    return tuple(dict.fromkeys(got))
+
+
+def dcp_values(size: int, dims: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(values, dims) a decode context-parallel group of ``size`` ranks binds (names.json ``dcp``),
+    for a scenario whose model dimensions are ``dims``: the group's size and rank 0 by their
+    names, the group's buffers' shapes by ``expressions`` and the launchers' ``parameters`` (what
+    one cannot say -- a scenario without heads -- stays unbound)."""
+    data = names_table()
+    out_dims = {**dict.fromkeys(data["dimensions"]["dcp_size"]["names"], size),
+                **dict.fromkeys(data["dimensions"]["dcp_rank"]["names"], 0)}
+    heads = dims.get("num_heads")
+    facts = {"dcp_size": size, "heads": heads, "gathered_heads": heads * size if heads is not None else None,
+             "v_head_dim": dims.get("v_head_dim")}
+    values: dict[str, Any] = {expr: facts[what] for table in ("parameters", "expressions")
+                              for expr, what in data["dcp"].get(table, {}).items() if facts[what] is not None}
+    for name in data["dcp"].get("optional_tensors", ()):
+        values[name] = GivenTensor(f"a decode context-parallel combine may pass (DCP {size}: given or None)")
+    return values, out_dims
+
+
+@lru_cache(maxsize=None)
+def dcp_vocabulary() -> frozenset:
+    """The names and expressions only a decode context-parallel variant binds (names.json)."""
+    data = names_table()
+    return frozenset(data["dimensions"]["dcp_size"]["names"]) | frozenset(data["dimensions"]["dcp_rank"]["names"]) \
+        | frozenset(data["dcp"]["expressions"])
 
 
 def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
 from .asserted import asserted_value
+from .scenarios import GivenTensor
 
 MAX_ARMS = 16
 ALIAS = "\0tensor name of "  # Frame.bindings key: the caller's name of a tensor parameter (sites._alias)
@@ -622,6 +623,10 @@ class Evaluator:
         # names and shape expressions of the batch dimension, and did the current site read one
         self.batch_keys: frozenset = frozenset()
         self.batch_hit = False
+        # names and expressions of a decode context-parallel group (names.json dcp), and did the
+        # current site read one: only those launches are built again for a DCP variant
+        self.dcp_names: frozenset = frozenset()
+        self.dcp_hit = False
         # device-database records of the targets: a fused-MoE launcher's `config` is bound to the
         # configs the engine launches on them (tilefit.callsites.moeconfigs)
         self.devices: tuple = ()
@@ -645,6 +650,7 @@ class Evaluator:
         self.quant_hit = False
         self.kv_quant_hit = False
         self.batch_hit = False
+        self.dcp_hit = False
 
     def end_site(self) -> None:
         self._deadline = None
@@ -704,6 +710,8 @@ class Evaluator:
             self.kv_quant_hit = True
         if name in self.batch_keys:
             self.batch_hit = True
+        if name in self.dcp_names:
+            self.dcp_hit = True
         found, value = self.scenario.dimension(name)
         if not found:
             if name in self.scenario_dims:
@@ -721,6 +729,8 @@ class Evaluator:
             found, value = self.scenario.parameter(name)
             if found or name in self.scenario_keys:
                 self.scenario_hit = True
+            if found and isinstance(value, GivenTensor):  # an optional tensor the scenario's launches may pass
+                return Unknown(f"`{name}` is a tensor {value.why}")
             if found:  # the scenario's value wins over the default and over what a caller passes
                 return Lit(value, None, f"scenario {self.scenario.name}")
         if name in frame.bindings and (frame.func is None or frame.before_line is None or not any(
@@ -1260,6 +1270,10 @@ class Evaluator:
             typed = self._dtype_attribute(node.value.id, node.attr, frame)
             if typed is not None:
                 return typed
+        if node.attr == "bits" and base is None and _torch_info_call(node.value):
+            bits = self._dtype_bits(frame, node.value.args[0])  # `torch.finfo(out.dtype).bits`
+            if bits is not None:
+                return bits
         if base is None:
             base = self._expr(frame, node.value)
         if isinstance(base, Ref) and base.kind == "module":
@@ -1275,6 +1289,13 @@ class Evaluator:
                 return Ref("math", f"math.{node.attr}")
         out = Unknown(f"`{self.seg(m, node)}` is computed at run time")
         if self.scenario is not None and not isinstance(base, Ref):  # `self.page_size`, `layer.num_heads`
+            found, value = self._scenario_expression(frame, node)  # `cp_group.world_size` (names.json dcp)
+            if found:
+                self.scenario_hit = True
+                return Lit(value, None, f"scenario {self.scenario.name}")
+            if _key_in(node, self.scenario_keys):  # another scenario's (variant's) binding: not this model's
+                self.scenario_hit = True
+                return Absent(f"scenario {self.scenario.name} has no value for `{self.seg(m, node)}` ({out.reason})")
             return self._dimension(node.attr, out)
         return out
 
@@ -1285,6 +1306,8 @@ class Evaluator:
         found, value = self.scenario.expression(node)
         if found and self.batch_keys and any(k in self.batch_keys for k in expression_keys_of(node)):
             self.batch_hit = True
+        if self.dcp_names and any(k in self.dcp_names for k in expression_keys_of(node)):
+            self.dcp_hit = True
         if found or not frame.bindings or frame.func is None:
             return found, value
         for key in expression_keys_of(node):
@@ -1309,6 +1332,15 @@ class Evaluator:
             if dt is not None:
                 self.scenario_hit = True
                 return Lit(TorchDType(dt), None, f"scenario {self.scenario.name} ({base}: {dt})")
+        return None
+
+    def _dtype_bits(self, frame: Frame, node: ast.expr) -> Val | None:
+        """The bits of a torch dtype ``node`` folds to (``torch.finfo(dt).bits``), else None."""
+        from tilefit.dtypes import ELEMENT_BYTES
+
+        dt = self._expr(frame, node)
+        if isinstance(dt, Lit) and isinstance(dt.value, TorchDType) and dt.value.name in ELEMENT_BYTES:
+            return Lit(8 * ELEMENT_BYTES[dt.value.name], None, f"bits of {dt.value.name}")
         return None
 
     def _tensor_call(self, node: ast.Call, frame: Frame) -> Val | None:
@@ -1767,6 +1799,13 @@ def _scenario_lit(value: Any, via: str) -> Val:
     if isinstance(value, (list, tuple)):
         return Seq(tuple(Lit(x, None, via) for x in value))
     return Lit(value, None, via)
+
+
+def _torch_info_call(node: ast.expr) -> bool:
+    """``torch.finfo(x)`` / ``torch.iinfo(x)`` (one positional argument)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in ("finfo", "iinfo") and isinstance(node.func.value, ast.Name) \
+        and node.func.value.id == "torch" and len(node.args) == 1 and not node.keywords
 
 
 def _key_in(node: ast.expr, keys) -> bool:
