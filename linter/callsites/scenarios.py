@@ -56,6 +56,15 @@ class GivenTensor:
     why: str = ""
 
 
+@dataclass(frozen=True)
+class PerDtype:
+    """A scenario's value that depends on the element type of ``tensor`` (one of the dtypes the
+    scenario gives it): ``values`` is (dtype, value) per dtype, one arm each when evaluated."""
+
+    tensor: str
+    values: tuple[tuple[str, Any], ...]
+
+
 class ScenarioError(ValueError):
     """An unknown scenario name or a malformed scenario table (exit code 2)."""
 
@@ -269,6 +278,7 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
     kv = facts.get("kv_dtypes")
     if kv:
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
+        values.update(packed_layout_values(tuple(str(d) for d in kv)))
     act = facts.get("activation_dtype", "bf16")
     dtypes[",".join(Q_POINTERS)] = (str(act),)
     schemes = quant_schemes(facts)
@@ -283,6 +293,19 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
                     "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "",
                     batch=batches[0] if batches else None)
+
+
+def packed_layout_values(kv_dtypes: tuple[str, ...]) -> dict[str, PerDtype]:
+    """The KV-cache dimensions that pack a fixed number of bytes (names.json ``packed_layouts``:
+    vLLM's head-major 5-D key cache, ``x = 16 // element size``), per KV dtype."""
+    from tilefit.dtypes import ELEMENT_BYTES
+
+    out: dict[str, PerDtype] = {}
+    for expr, nbytes in names_table().get("packed_layouts", {}).get("expressions", {}).items():
+        tensor = expr.split(".", 1)[0]
+        out[expr] = PerDtype(tensor, tuple((dt, int(nbytes) // ELEMENT_BYTES[dt]) for dt in kv_dtypes
+                                           if dt in ELEMENT_BYTES))
+    return out
 
 
 def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:

@@ -411,6 +411,20 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
     return out
 
 
+def _one_value(v: Val) -> Val:
+    """Branches that all give one literal (``block_size = key_cache.shape[3]`` in one layout,
+    ``key_cache.shape[1]`` in the other, both the scenario's 16): that literal, so that they do not
+    multiply the combinations (the compile is the same whichever branch ran)."""
+    if not isinstance(v, Arms):
+        return v
+    vals = [x for _, x in branches(v)]
+    first = vals[0]
+    if all(isinstance(x, Lit) for x in vals) and \
+            all(type(x.value) is type(first.value) and x.value == first.value for x in vals):
+        return first
+    return v
+
+
 def _deciding_combos(kernel: KernelDef, keyed: dict) -> list | None:
     """When the branches of a launch's values give too many combinations: the combinations of
     the values that decide the compile (constexprs and options) only, each with the run-time
@@ -422,7 +436,7 @@ def _deciding_combos(kernel: KernelDef, keyed: dict) -> list | None:
         p = kernel.param(k)
         return t == "o" or p is None or p.constexpr
 
-    deciding = {f"{t}:{k}": v for (t, k), v in keyed.items() if decides(t, k)}
+    deciding = {f"{t}:{k}": _one_value(v) for (t, k), v in keyed.items() if decides(t, k)}
     combos = combine(deciding, MAX_DECIDING)
     if combos is None:
         return None

@@ -25,7 +25,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
 from .asserted import asserted_value
-from .scenarios import GivenTensor
+from .scenarios import GivenTensor, PerDtype
 
 MAX_ARMS = 16
 ALIAS = "\0tensor name of "  # Frame.bindings key: the caller's name of a tensor parameter (sites._alias)
@@ -33,6 +33,8 @@ MOE_CONFIG_LABEL = "MoE config "  # tilefit.callsites.moeconfigs.LABEL: label at
 # a branch that holds on some targets only (`is_arch_support_pdl()` True on sm_120, False on sm_86):
 # "compute capability 86/89 (...)"; the launch's instance is judged on those targets alone
 CAPABILITY_LABEL = "compute capability "
+# an arm per element type a scenario gives a tensor (scenarios.PerDtype): "element type of key_cache: fp8e4nv"
+DTYPE_LABEL = "element type of "
 _TOKENS = itertools.count(1)
 OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
 MAX_ITEMS = 4096
@@ -280,6 +282,12 @@ def consistent(labels) -> bool:
         return False  # one config dict per launch: its keys come from the same batch size's entry
     if label_capabilities(atoms) == frozenset():
         return False  # two per-target answers that no target gives together
+    typed: dict[str, str] = {}
+    for a in atoms:  # one element type per tensor
+        if a.startswith(DTYPE_LABEL):
+            tensor, _, dt = a[len(DTYPE_LABEL):].partition(": ")
+            if typed.setdefault(tensor, dt) != dt:
+                return False
     returned: dict[str, str] = {}
     for a in atoms:
         for word in (" returning at line ", " taking entry "):  # one return / one table entry per call
@@ -337,6 +345,16 @@ def _has_capability_test(fn) -> bool:
                   for n in ast.walk(fn))
         fn._tilefit_capability = hit
     return hit
+
+
+def label_dtypes(label: str) -> dict[str, str]:
+    """Tensor -> element type of a label's per-dtype atoms (:data:`DTYPE_LABEL`)."""
+    out: dict[str, str] = {}
+    for a in label.split(", ") if label else ():
+        if a.startswith(DTYPE_LABEL):
+            tensor, _, dt = a[len(DTYPE_LABEL):].partition(": ")
+            out[tensor] = dt
+    return out
 
 
 def label_capabilities(atoms) -> frozenset | None:
@@ -1166,7 +1184,7 @@ class Evaluator:
             if found or self.scenario_keys:
                 self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
             if found:
-                return Lit(value, None, f"scenario {self.scenario.name}")
+                return _scenario_lit(value, f"scenario {self.scenario.name}")
         if isinstance(node, ast.Subscript):
             out = self._or_asserted(frame, node, self._subscript(frame, node))
             if type(out) is Unknown and self.scenario is not None and _key_in(node, self.scenario_keys):
@@ -1794,6 +1812,10 @@ def _has_unknown(v: Val) -> bool:
 
 
 def _scenario_lit(value: Any, via: str) -> Val:
+    if isinstance(value, PerDtype):  # one arm per element type the scenario gives the tensor
+        arms = tuple((f"{DTYPE_LABEL}{value.tensor}: {dt}", Lit(v, None, f"{via} ({value.tensor}: {dt})"))
+                     for dt, v in value.values)
+        return arms[0][1] if len(arms) == 1 else Arms(arms)
     if isinstance(value, dict) and set(value) == {"dtype"}:  # names.json quant: {"dtype": "fp8e4nv"}
         return Lit(TorchDType(str(value["dtype"])), None, via)
     if isinstance(value, (list, tuple)):
