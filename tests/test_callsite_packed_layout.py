@@ -87,3 +87,62 @@ def test_a_scenario_binds_the_packed_dimension_per_kv_dtype():
     s = from_facts("x", {"heads": 8, "kv_heads": 8, "head_dim": 128, "kv_dtypes": ["bf16", "fp8e4nv"]})
     assert s.values["key_cache.shape[4]"] == PerDtype("key_cache", (("bf16", 8), ("fp8e4nv", 16)))
     assert "key_cache.shape[4]" not in from_facts("y", {"experts": 8, "hidden": 1024}).values
+
+
+BYTES = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def gather_rows(src, dst, ROW: tl.constexpr):
+    cols = tl.arange(0, ROW)
+    tl.store(dst + cols, tl.load(src + cols))
+
+
+def gather(compressed, out):
+    heads, dim = compressed.shape[1:]
+    row = heads * dim * compressed.element_size()
+    gather_rows[(1,)](compressed.view(torch.uint8), out.view(torch.uint8), ROW=row)
+'''
+
+
+def test_a_byte_copy_of_a_cache_in_two_dtypes_is_judged_once_per_dtype_as_bytes(tmp_path):
+    """SGLang's QSA gather copies the compressed index keys ([slots, 1, 128], bf16 or fp8) as raw
+    bytes: a row is 256 or 128 bytes, and the kernel gets uint8 views whatever the cache holds."""
+    path = tmp_path / "qsa_gather.py"
+    path.write_text(BYTES)
+    project = Project.scan([str(path)])
+    scenarios = resolve(["qwen4-exp-qsa"])
+    sites = build_scenario_sites(project, scenarios, "cuda", frozenset({89}))
+    (site,) = [s for s in sites.launches if s.kernel.name == "gather_rows"]
+    ev = CallsiteEvaluator(project, kernels={}, mode="exact", allow_import=False, estimator=None,
+                           scenarios=scenarios, triton=False)
+    device = SimpleNamespace(arch="sm_89", triton_fp8_dtypes=None)
+    compiled = set()
+    for case in launch_cases(site):
+        for variant in ev.variants(case.kernel):
+            out = ev.job(case, variant, device)
+            if isinstance(out, Outcome) and "this arm is for" in out.detail:
+                continue  # the other dtype's arm
+            args, _, _, _ = ev.plan(case, variant, "sm_89")
+            ptrs = {a.name: a.value for a in args if a.kind == "ptr"}
+            assert ptrs == {"src": "u8", "dst": "u8"}, ptrs  # the views' bytes, whatever the variant
+            compiled.add((variant.dtype_of("src"), case.value("ROW")))
+    # a 2-byte cache's arm (256 bytes a row) with the 2-byte variants, the fp8 arm (128) with fp8
+    assert compiled == {("bf16", 256), ("fp16", 256), ("fp8e4nv", 128)}, compiled
+
+
+def test_the_qsa_index_cache_facts_are_checked_as_sglang_checks_them():
+    import pytest
+
+    from tilefit.callsites.scenarios import ScenarioError
+
+    base = {"qsa_compress_ratio": 4, "qsa_budget": 2048, "page_size": 64, "qsa_index_head_dim": 128}
+    s = from_facts("q", {**base, "qsa_indexer_dtypes": ["bf16", "fp8e4nv"]})
+    assert s.values["compressed.shape[1]"] == 1 and s.values["compressed.shape[2]"] == 128
+    assert s.dtypes_of("compressed") == ("bf16", "fp8e4nv")
+    with pytest.raises(ScenarioError, match="qsa_index_kv_heads must be 1"):
+        from_facts("q", {**base, "qsa_index_kv_heads": 2})
+    with pytest.raises(ScenarioError, match="not one of bf16, fp8e4nv"):
+        from_facts("q", {**base, "qsa_indexer_dtypes": ["fp16"]})

@@ -106,6 +106,7 @@ class Case:
     literals: dict[str, Lit] = field(default_factory=dict)  # parameter/option -> its literal (for fixes)
     tried: frozenset = frozenset()  # names the fix search set: a [tool.tilefit.kernels] value does not override them
     passed: dict[str, str] = field(default_factory=dict)  # parameter -> the name the launch passes it (`kv=key_cache`)
+    viewed: dict[str, str] = field(default_factory=dict)  # pointer -> the element type a `.view(torch.uint8)` gives it
 
     def with_value(self, name: str, value: Any) -> "Case":
         from .sites import is_option
@@ -180,6 +181,11 @@ def case_from(kernel: KernelDef, inst: Instance, arg_exprs: Mapping[str, ast.exp
             case.hints[name] = hint
         if isinstance(expr, ast.Name):
             case.passed[name] = expr.id
+        viewed = _viewed_dtype(expr)
+        if viewed is not None:
+            case.viewed[name] = viewed
+            if isinstance(expr.func.value, ast.Name):  # the variant's dtype of the viewed tensor still says which it is
+                case.passed[name] = expr.func.value.id
     if config is not None:
         # an autotune config's values override the launch's; its options replace them
         case.label = ", ".join(x for x in (config.label, inst.label) if x)
@@ -188,6 +194,19 @@ def case_from(kernel: KernelDef, inst: Instance, arg_exprs: Mapping[str, ast.exp
         case.option_reasons = {}
         _take(config.options, case.options, case.option_reasons, case.literals)
     return case
+
+
+def _viewed_dtype(expr: ast.expr | None) -> str | None:
+    """The element type ``x.view(torch.uint8)`` passes (a reinterpreting view: whatever ``x``
+    holds, the kernel gets bytes), else None."""
+    from tilefit.dtypes import ALIASES, ELEMENT_BYTES
+
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "view" \
+            and len(expr.args) == 1 and not expr.keywords and isinstance(expr.args[0], ast.Attribute) \
+            and isinstance(expr.args[0].value, ast.Name) and expr.args[0].value.id == "torch":
+        dt = ALIASES.get(expr.args[0].attr)
+        return dt if dt in ELEMENT_BYTES else None
+    return None
 
 
 def launch_cases(site: LaunchSite) -> list[Case]:
@@ -607,7 +626,8 @@ class CallsiteEvaluator:
                 if value is None and not (lit is not None and lit.via.startswith("default of")):
                     args.append(Arg(name, "none"))
                 else:
-                    dt = variant.dtype_of(name) or default_dtype(info.pointers[name], variant, info)
+                    dt = case.viewed.get(name) or variant.dtype_of(name) or \
+                        default_dtype(info.pointers[name], variant, info)
                     args.append(Arg(name, "ptr", dt))
                 continue
             if value is _MISSING:

@@ -44,7 +44,8 @@ _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rop
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
           "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
-          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk", "dcp_sizes"}
+          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk", "dcp_sizes",
+          "qsa_index_kv_heads", "qsa_index_head_dim", "qsa_indexer_dtypes"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -133,6 +134,14 @@ class Scenario:
         if name in self.values:
             return True, self.values[name]
         return False, None
+
+    def dtypes_of(self, tensor: str) -> tuple[str, ...]:
+        """Every dtype the scenario gives the tensor named ``tensor`` (case-insensitively), () if none."""
+        low = tensor.lower()
+        for key, dts in self.dtypes.items():
+            if low in (n.strip().lower() for n in key.split(",")):
+                return tuple(dts)
+        return ()
 
     def dtype_of(self, tensor: str) -> str | None:
         """The one dtype the scenario gives the tensor named ``tensor`` (``q``: the activation
@@ -275,6 +284,7 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
         # int32 tensors of SGLang 0.5.23's QSA expansion (qsa/kernel.py): fast_topk_v2's block
         # indices, the metadata's decode_logical_positions and get_seqlens_int32()
         dtypes["block_indices,query_positions,sequence_lengths"] = ("i32",)
+        values.update(qsa_index_cache_values(facts, dtypes))
     kv = facts.get("kv_dtypes")
     if kv:
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
@@ -335,6 +345,31 @@ def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:
             "slot_k.shape[1]": kpool, "slot_k.shape[2]": dim, "slot_k.shape[-1]": dim,
             **({"topk_result.shape[1]": int(facts["index_topk"]), "topk_result.shape[-1]": int(facts["index_topk"])}
                if facts.get("index_topk") is not None else {})}
+
+
+QSA_INDEXER_DTYPES = ("bf16", "fp8e4nv")  # SGLang 0.5.23 qsa_kv_pool.py: --qsa-indexer-dtype auto/bfloat16, fp8_e4m3
+
+
+def qsa_index_cache_values(facts: Mapping[str, Any], dtypes: dict) -> dict[str, int]:
+    """The compressed QSA index-key cache (facts ``qsa_index_kv_heads``, ``qsa_index_head_dim``,
+    ``qsa_indexer_dtypes``) as SGLang 0.5.23 allocates it (mem_cache/qsa_kv_pool.py
+    QSATokenToKVPool: a layer's ``[compressed slots, index kv heads, index head dim]`` view, dtype
+    ``--qsa-indexer-dtype``) and qsa/kernel.py gather_qsa_compressed_keys names it
+    (``compressed``): its shape bound, its dtypes added to ``dtypes``. qsa/config.py requires one
+    index KV head. {} without the facts."""
+    if facts.get("qsa_index_head_dim") is None:
+        return {}
+    heads, dim = int(facts.get("qsa_index_kv_heads", 1)), int(facts["qsa_index_head_dim"])
+    if heads != 1:
+        raise ScenarioError(f"fact qsa_index_kv_heads must be 1 (SGLang's QSA MQA operators require it), not {heads}")
+    kinds = facts.get("qsa_indexer_dtypes", ["bf16"])
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    bad = [d for d in kinds if d not in QSA_INDEXER_DTYPES]
+    if bad or not kinds:
+        raise ScenarioError(f"fact qsa_indexer_dtypes: {bad[0] if bad else kinds!r} is not one of "
+                            f"{', '.join(QSA_INDEXER_DTYPES)}")
+    dtypes["compressed"] = tuple(dict.fromkeys(kinds))
+    return {"compressed.shape[1]": heads, "compressed.shape[2]": dim, "compressed.shape[-1]": dim}
 
 
 QSA_BLOCK_TOPK = (512, 2048)  # SGLang 0.5.23 qsa/config.py: the widths fast_topk_v2 supports

@@ -1379,6 +1379,11 @@ class Evaluator:
             if dt is not None and dt in ELEMENT_BYTES:
                 self.scenario_hit = True
                 return Lit(ELEMENT_BYTES[dt], None, f"scenario {self.scenario.name} ({tensor}: {dt})")
+            several = [d for d in self.scenario.dtypes_of(tensor) if d in ELEMENT_BYTES]
+            if len(several) > 1:  # one arm per element type (a bf16 or fp8 cache)
+                self.scenario_hit = True
+                return _scenario_lit(PerDtype(tensor, tuple((d, ELEMENT_BYTES[d]) for d in several)),
+                                     f"scenario {self.scenario.name}")
         return None
 
     def constexpr_stride(self, frame: Frame, node: ast.expr) -> Val | None:
