@@ -45,7 +45,8 @@ _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rop
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
           "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
           "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk", "dcp_sizes",
-          "qsa_index_kv_heads", "qsa_index_head_dim", "qsa_indexer_dtypes"}
+          "qsa_index_kv_heads", "qsa_index_head_dim", "qsa_indexer_dtypes", "infllm_kernel_size",
+          "infllm_kernel_stride"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -395,6 +396,23 @@ def qsa_dimensions(facts: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def infllm_dimensions(facts: Mapping[str, Any]) -> dict[str, int]:
+    """MiniCPM's InfLLM v2 compressed keys (facts ``infllm_kernel_size``, ``infllm_kernel_stride``:
+    the config's sparse_config), at both levels as SGLang 0.5.23's minicpm backend derives them
+    (the second level 4 x the first), checked as it checks them (positive, the stride dividing
+    the size). {} without the facts."""
+    if facts.get("infllm_kernel_size") is None and facts.get("infllm_kernel_stride") is None:
+        return {}
+    try:
+        size, stride = int(facts["infllm_kernel_size"]), int(facts["infllm_kernel_stride"])
+    except (KeyError, TypeError, ValueError):
+        raise ScenarioError("facts infllm_kernel_size and infllm_kernel_stride go together (integers)") from None
+    if size <= 0 or stride <= 0 or size % stride:
+        raise ScenarioError(f"InfLLM kernel size {size} / stride {stride}: both positive, the stride dividing the size")
+    return {"infllm_k1_kernel_size": size, "infllm_k1_kernel_stride": stride,
+            "infllm_k2_kernel_size": 4 * size, "infllm_k2_kernel_stride": 4 * stride}
+
+
 def batch_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
     """The decode batch sizes of an attention scenario (fact ``batch_sizes``, else names.json's
     default); () for a model without attention facts."""
@@ -588,6 +606,7 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
                                                  "index_head_dim", "tail_extra_slots", "num_draft_tokens")
                  if facts.get(k) is not None})
     dims.update(qsa_dimensions(facts))
+    dims.update(infllm_dimensions(facts))
     if heads is not None:
         dims["heads"] = int(heads)
     if mla:

@@ -150,6 +150,14 @@ class TorchDType:
 
 
 @dataclass(frozen=True, eq=False)
+class ShapedTensor(Unknown):
+    """A tensor computed at run time whose shape the code spells out (``k.view(-1, heads, dim)``):
+    everywhere an :class:`Unknown`, but its ``.shape`` is ``dims`` (``-1`` stays unknown)."""
+
+    dims: tuple = ()
+
+
+@dataclass(frozen=True, eq=False)
 class Absent(Unknown):
     """A model dimension the current scenario does not have (an MLA size in a GQA scenario, the
     experts of a dense model): the launch does not serve that model, so the scenario's instance
@@ -803,6 +811,13 @@ class Evaluator:
                              self.project.import_value(frame.module, name, local_import(fn, name),
                                                        frame.depth + 1)))
                 continue
+            if a.value is None and a.why == "a loop variable":
+                loop = _static_loop(fn, a.line)
+                if loop is not None:  # `for size, stride in ((k1, s1), (k2, s2)):` one arm per entry
+                    v = self._loop_variable(frame, loop, name)
+                    if v is not None:
+                        arms.extend(branches(v) if isinstance(v, Arms) else [("", v)])
+                        continue
             if a.value is None:
                 return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
             # the right-hand side sees the names as they are at its own line
@@ -811,6 +826,20 @@ class Evaluator:
             text = self.seg(frame.module, a.value)
             label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
             arms.append((label, v))
+        return arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
+
+    def _loop_variable(self, frame: Frame, loop: ast.For, name: str) -> Val | None:
+        """Loop variable ``name`` of ``for TARGET in (e1, e2, ...)`` (a literal sequence): its value
+        in each entry, one arm each labelled ```for` at line L taking entry i`` (the variables of one
+        loop take the same entry). None when an entry does not unpack into the target."""
+        where = f"`for` at line {loop.lineno}"
+        sub = frame.child(before_line=loop.lineno) if frame.before_line is not None else frame.child()
+        arms: list[tuple[str, Val]] = []
+        for i, item in enumerate(loop.iter.elts):  # type: ignore[attr-defined]
+            env: dict[str, Val] = {}
+            if not _bind_target(loop.target, self._expr(sub, item), env) or name not in env:
+                return None
+            arms.append((f"{where} taking entry {i}", env[name]))
         return arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
 
     def _per_target_local(self, frame: Frame, fn, name: str, params) -> Val | None:
@@ -1296,6 +1325,9 @@ class Evaluator:
             base = self._expr(frame, node.value)
         if isinstance(base, Ref) and base.kind == "module":
             return self.global_name(base.target, node.attr, frame.depth + 1)
+        if node.attr == "shape" and isinstance(base, ShapedTensor):
+            return Seq(tuple(Unknown(f"`{self.seg(m, node)}` has a dimension computed at run time")
+                             if isinstance(d, Lit) and d.value == -1 else d for d in base.dims))
         if isinstance(base, Ref) and base.kind == "class":  # `KVQuantMode.NONE`: a member of literal value
             return self._class_attr(base, node.attr, frame)
         if isinstance(base, Ref) and base.kind == "triton":
@@ -1369,6 +1401,12 @@ class Evaluator:
             return None
         if f.attr == "fp8_dtype" and not node.args and self.backend == "cuda":
             return Lit(TorchDType("fp8e4nv"), self.loc(frame.module, node), "the CUDA fp8 type")
+        if f.attr in ("view", "reshape") and node.args and not node.keywords and frame.func is not None and \
+                not (len(node.args) == 1 and isinstance(node.args[0], ast.Attribute)):  # not `.view(torch.uint8)`
+            args = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], ast.Tuple) else node.args
+            if not any(isinstance(a, ast.Starred) for a in args):
+                return ShapedTensor(f"`{self.seg(frame.module, node)}` is computed at run time",
+                                    tuple(self._expr(frame, a) for a in args))
         if not isinstance(f.value, ast.Name) or frame.func is None:
             return None
         tensor = f.value.id
@@ -1872,6 +1910,23 @@ def _owner(fn, ret) -> bool:
                 if sub is ret:
                     return False
     return True
+
+
+def _static_loop(fn, line: int) -> ast.For | None:
+    """The ``for`` statement of ``fn`` at ``line`` when it loops over a literal tuple or list of at
+    most :data:`MAX_ARMS` entries (no starred one), else None."""
+    loops = getattr(fn, "_tilefit_static_loops", None)
+    if loops is None:
+        loops = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.For) and isinstance(node.iter, (ast.Tuple, ast.List)) and \
+                    0 < len(node.iter.elts) <= MAX_ARMS and not any(isinstance(e, ast.Starred) for e in node.iter.elts):
+                loops[node.lineno] = node
+        try:
+            fn._tilefit_static_loops = loops
+        except AttributeError:
+            pass
+    return loops.get(line)
 
 
 def _bind_target(target: ast.expr, value: Val, env: dict[str, Val]) -> bool:
