@@ -96,7 +96,9 @@ def _scenario_key(s) -> list:
     return [s.name, sorted((str(k), repr(v)) for k, v in s.values.items()),
             sorted((str(k), list(v)) for k, v in s.dtypes.items()),
             # the dimensions and the quantisation schemes (a table's facts bind them too)
-            sorted((str(k), repr(v)) for k, v in s.dims.items()), repr(s.facts.get("quant"))]
+            sorted((str(k), repr(v)) for k, v in s.dims.items()), repr(s.facts.get("quant")),
+            # the facts only variants read (dcp_sizes, kv_quant, batch_sizes: values of their own)
+            sorted((str(k), repr(v)) for k, v in s.facts.items())]
 
 
 def config_key(run_key: str, options) -> str:

@@ -45,7 +45,7 @@ from tilefit.pysource.scan import KernelDef
 from .sites import AutotuneConfig, AutotuneSite, Instance, LaunchSite, heuristics_of
 from tilefit.smem.archclass import compile_arch
 from .speckey import arg_key
-from .values import DictVal, Frame, Lit, Ref, Unknown, Val, arch_capability, branches, label_capabilities
+from .values import DictVal, Frame, Lit, Ref, Unknown, Val, arch_capability, branches, label_capabilities, label_dtypes
 
 SWEEP = ("bf16", "fp16", "fp8e4nv")
 DEFAULT_INT = 4096  # a launch-like int: divisible by 16, fits i32
@@ -105,6 +105,8 @@ class Case:
     hints: dict[str, int] = field(default_factory=dict)  # launch-site facts: stride(-1) -> 1
     literals: dict[str, Lit] = field(default_factory=dict)  # parameter/option -> its literal (for fixes)
     tried: frozenset = frozenset()  # names the fix search set: a [tool.tilefit.kernels] value does not override them
+    passed: dict[str, str] = field(default_factory=dict)  # parameter -> the name the launch passes it (`kv=key_cache`)
+    viewed: dict[str, str] = field(default_factory=dict)  # pointer -> the element type a `.view(torch.uint8)` gives it
 
     def with_value(self, name: str, value: Any) -> "Case":
         from .sites import is_option
@@ -177,6 +179,13 @@ def case_from(kernel: KernelDef, inst: Instance, arg_exprs: Mapping[str, ast.exp
         hint = _stride_hint(expr)
         if hint is not None:
             case.hints[name] = hint
+        if isinstance(expr, ast.Name):
+            case.passed[name] = expr.id
+        viewed = _viewed_dtype(expr)
+        if viewed is not None:
+            case.viewed[name] = viewed
+            if isinstance(expr.func.value, ast.Name):  # the variant's dtype of the viewed tensor still says which it is
+                case.passed[name] = expr.func.value.id
     if config is not None:
         # an autotune config's values override the launch's; its options replace them
         case.label = ", ".join(x for x in (config.label, inst.label) if x)
@@ -185,6 +194,19 @@ def case_from(kernel: KernelDef, inst: Instance, arg_exprs: Mapping[str, ast.exp
         case.option_reasons = {}
         _take(config.options, case.options, case.option_reasons, case.literals)
     return case
+
+
+def _viewed_dtype(expr: ast.expr | None) -> str | None:
+    """The element type ``x.view(torch.uint8)`` passes (a reinterpreting view: whatever ``x``
+    holds, the kernel gets bytes), else None."""
+    from tilefit.dtypes import ALIASES, ELEMENT_BYTES
+
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute) and expr.func.attr == "view" \
+            and len(expr.args) == 1 and not expr.keywords and isinstance(expr.args[0], ast.Attribute) \
+            and isinstance(expr.args[0].value, ast.Name) and expr.args[0].value.id == "torch":
+        dt = ALIASES.get(expr.args[0].attr)
+        return dt if dt in ELEMENT_BYTES else None
+    return None
 
 
 def launch_cases(site: LaunchSite) -> list[Case]:
@@ -499,7 +521,7 @@ class CallsiteEvaluator:
         the jobs of many sites in a pool of compile children before the rules ask."""
         kernel = case.kernel
         arch = device.arch
-        off = _off_target(case, arch)
+        off = _off_target(case, arch) or self._off_dtype(case, variant)
         if off is not None:
             return off
         if variant.error:
@@ -541,6 +563,25 @@ class CallsiteEvaluator:
             return replace(known, bound=bound)
         hint = "" if self.allow_import or not use_exact else "; --allow-import imports the module instead"
         return Outcome("unknown", detail=f"{reason}{hint}", bound=bound)
+
+    def _off_dtype(self, case: Case, variant: Variant) -> Outcome | None:
+        """``unsupported`` when ``case`` is the arm of a tensor's element type (``element type of
+        key_cache: fp8e4nv``, a value such as ``x = 16 // element size``) and ``variant`` passes
+        that tensor's pointer with another element size: that launch is not made."""
+        wanted = label_dtypes(case.label) if case.label else {}
+        if not wanted or not case.passed:
+            return None
+        from tilefit.dtypes import ELEMENT_BYTES
+
+        info = self.info(case.kernel)
+        for param, tensor in case.passed.items():
+            dt = wanted.get(tensor)
+            if dt is None or param not in info.pointers:
+                continue
+            got = variant.dtype_of(param) or default_dtype(info.pointers[param], variant, info)
+            if ELEMENT_BYTES.get(got) != ELEMENT_BYTES.get(dt):
+                return Outcome("unsupported", detail=f"this arm is for a {dt} {tensor}; the variant passes {got}")
+        return None
 
     def plan(self, case: Case, variant: Variant, arch: str):
         """``(args, num_warps, num_stages, options)`` of the launch-like compile, or an
@@ -585,7 +626,8 @@ class CallsiteEvaluator:
                 if value is None and not (lit is not None and lit.via.startswith("default of")):
                     args.append(Arg(name, "none"))
                 else:
-                    dt = variant.dtype_of(name) or default_dtype(info.pointers[name], variant, info)
+                    dt = case.viewed.get(name) or variant.dtype_of(name) or \
+                        default_dtype(info.pointers[name], variant, info)
                     args.append(Arg(name, "ptr", dt))
                 continue
             if value is _MISSING:
@@ -778,7 +820,7 @@ def _freeze(d: Mapping) -> tuple:
 
 # words of a compile error that a pointer's element type causes (``tl.dot`` of fp32 and fp16)
 DTYPE_ERRORS = ("must be same dtype", "Unsupported rhs dtype", "Unsupported lhs dtype", "must have the same dtype",
-                "cannot cast int", "Unexpected dtype for")
+                "cannot cast int", "Unexpected dtype for", "Cannot bitcast data-type of size")
 
 
 def _swept_dtype(out: Outcome, variant: Variant) -> Outcome:

@@ -44,8 +44,27 @@ _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rop
           "kv_dtypes", "activation_dtype", "num_kv_splits", "page_size", "block_size", "experts", "moe_intermediate",
           "hidden", "top_k", "logit_cap", "sliding_window", "quant",
           "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
-          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk"}
+          "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk", "dcp_sizes",
+          "qsa_index_kv_heads", "qsa_index_head_dim", "qsa_indexer_dtypes", "infllm_kernel_size",
+          "infllm_kernel_stride"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class GivenTensor:
+    """A scenario's value of an optional tensor parameter that its launches may pass or not
+    (``x is None`` keeps both answers, one arm each), over the parameter's ``None`` default."""
+
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class PerDtype:
+    """A scenario's value that depends on the element type of ``tensor`` (one of the dtypes the
+    scenario gives it): ``values`` is (dtype, value) per dtype, one arm each when evaluated."""
+
+    tensor: str
+    values: tuple[tuple[str, Any], ...]
 
 
 class ScenarioError(ValueError):
@@ -75,6 +94,8 @@ class Scenario:
     # the quantised KV-cache preset it is judged in (names.json kv_quant: "turboquant_k8v4", ...);
     # "" for the plain cache (bf16 / fp8 by its dtype variants)
     kv_quant: str = ""
+    # the decode context-parallel group size it is judged at (names.json dcp; rank 0); None: no DCP
+    dcp: int | None = None
 
     @property
     def label(self) -> str:
@@ -87,6 +108,8 @@ class Scenario:
             out += f" (quant {self.quant})"
         if self.kv_quant:
             out += f" (kv cache {self.kv_quant})"
+        if self.dcp:
+            out += f" (decode context parallel {self.dcp}, rank 0)"
         return out
 
     def applies(self, path: str) -> bool:
@@ -112,6 +135,14 @@ class Scenario:
         if name in self.values:
             return True, self.values[name]
         return False, None
+
+    def dtypes_of(self, tensor: str) -> tuple[str, ...]:
+        """Every dtype the scenario gives the tensor named ``tensor`` (case-insensitively), () if none."""
+        low = tensor.lower()
+        for key, dts in self.dtypes.items():
+            if low in (n.strip().lower() for n in key.split(",")):
+                return tuple(dts)
+        return ()
 
     def dtype_of(self, tensor: str) -> str | None:
         """The one dtype the scenario gives the tensor named ``tensor`` (``q``: the activation
@@ -149,7 +180,9 @@ def expression_keys(node: ast.expr) -> tuple[str, ...]:
 
 def expression_key(node: ast.expr) -> str | None:
     """``q.shape[1]`` -> ``"q.shape[1]"``; ``k.size(-1)`` -> ``"k.shape[-1]"``; ``c.numel()`` ->
-    ``"c.numel()"``; else None."""
+    ``"c.numel()"``; ``g.world_size`` -> ``"g.world_size"`` (an attribute of a name); else None."""
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return f"{node.value.id}.{node.attr}"
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "numel" \
             and isinstance(node.func.value, ast.Name) and not node.args and not node.keywords:
         return f"{node.func.value.id}.numel()"
@@ -252,9 +285,11 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
         # int32 tensors of SGLang 0.5.23's QSA expansion (qsa/kernel.py): fast_topk_v2's block
         # indices, the metadata's decode_logical_positions and get_seqlens_int32()
         dtypes["block_indices,query_positions,sequence_lengths"] = ("i32",)
+        values.update(qsa_index_cache_values(facts, dtypes))
     kv = facts.get("kv_dtypes")
     if kv:
         dtypes[",".join(KV_POINTERS)] = tuple(str(d) for d in kv)
+        values.update(packed_layout_values(tuple(str(d) for d in kv)))
     act = facts.get("activation_dtype", "bf16")
     dtypes[",".join(Q_POINTERS)] = (str(act),)
     schemes = quant_schemes(facts)
@@ -269,6 +304,19 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
                     "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "",
                     batch=batches[0] if batches else None)
+
+
+def packed_layout_values(kv_dtypes: tuple[str, ...]) -> dict[str, PerDtype]:
+    """The KV-cache dimensions that pack a fixed number of bytes (names.json ``packed_layouts``:
+    vLLM's head-major 5-D key cache, ``x = 16 // element size``), per KV dtype."""
+    from tilefit.dtypes import ELEMENT_BYTES
+
+    out: dict[str, PerDtype] = {}
+    for expr, nbytes in names_table().get("packed_layouts", {}).get("expressions", {}).items():
+        tensor = expr.split(".", 1)[0]
+        out[expr] = PerDtype(tensor, tuple((dt, int(nbytes) // ELEMENT_BYTES[dt]) for dt in kv_dtypes
+                                           if dt in ELEMENT_BYTES))
+    return out
 
 
 def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:
@@ -300,6 +348,31 @@ def dsa_kpool_values(facts: Mapping[str, Any]) -> dict[str, int]:
                if facts.get("index_topk") is not None else {})}
 
 
+QSA_INDEXER_DTYPES = ("bf16", "fp8e4nv")  # SGLang 0.5.23 qsa_kv_pool.py: --qsa-indexer-dtype auto/bfloat16, fp8_e4m3
+
+
+def qsa_index_cache_values(facts: Mapping[str, Any], dtypes: dict) -> dict[str, int]:
+    """The compressed QSA index-key cache (facts ``qsa_index_kv_heads``, ``qsa_index_head_dim``,
+    ``qsa_indexer_dtypes``) as SGLang 0.5.23 allocates it (mem_cache/qsa_kv_pool.py
+    QSATokenToKVPool: a layer's ``[compressed slots, index kv heads, index head dim]`` view, dtype
+    ``--qsa-indexer-dtype``) and qsa/kernel.py gather_qsa_compressed_keys names it
+    (``compressed``): its shape bound, its dtypes added to ``dtypes``. qsa/config.py requires one
+    index KV head. {} without the facts."""
+    if facts.get("qsa_index_head_dim") is None:
+        return {}
+    heads, dim = int(facts.get("qsa_index_kv_heads", 1)), int(facts["qsa_index_head_dim"])
+    if heads != 1:
+        raise ScenarioError(f"fact qsa_index_kv_heads must be 1 (SGLang's QSA MQA operators require it), not {heads}")
+    kinds = facts.get("qsa_indexer_dtypes", ["bf16"])
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    bad = [d for d in kinds if d not in QSA_INDEXER_DTYPES]
+    if bad or not kinds:
+        raise ScenarioError(f"fact qsa_indexer_dtypes: {bad[0] if bad else kinds!r} is not one of "
+                            f"{', '.join(QSA_INDEXER_DTYPES)}")
+    dtypes["compressed"] = tuple(dict.fromkeys(kinds))
+    return {"compressed.shape[1]": heads, "compressed.shape[2]": dim, "compressed.shape[-1]": dim}
+
+
 QSA_BLOCK_TOPK = (512, 2048)  # SGLang 0.5.23 qsa/config.py: the widths fast_topk_v2 supports
 
 
@@ -321,6 +394,23 @@ def qsa_dimensions(facts: Mapping[str, Any]) -> dict[str, int]:
     if facts.get("page_size") is not None:
         out["qsa_compressed_page_size"] = int(facts["page_size"]) // ratio
     return out
+
+
+def infllm_dimensions(facts: Mapping[str, Any]) -> dict[str, int]:
+    """MiniCPM's InfLLM v2 compressed keys (facts ``infllm_kernel_size``, ``infllm_kernel_stride``:
+    the config's sparse_config), at both levels as SGLang 0.5.23's minicpm backend derives them
+    (the second level 4 x the first), checked as it checks them (positive, the stride dividing
+    the size). {} without the facts."""
+    if facts.get("infllm_kernel_size") is None and facts.get("infllm_kernel_stride") is None:
+        return {}
+    try:
+        size, stride = int(facts["infllm_kernel_size"]), int(facts["infllm_kernel_stride"])
+    except (KeyError, TypeError, ValueError):
+        raise ScenarioError("facts infllm_kernel_size and infllm_kernel_stride go together (integers)") from None
+    if size <= 0 or stride <= 0 or size % stride:
+        raise ScenarioError(f"InfLLM kernel size {size} / stride {stride}: both positive, the stride dividing the size")
+    return {"infllm_k1_kernel_size": size, "infllm_k1_kernel_stride": stride,
+            "infllm_k2_kernel_size": 4 * size, "infllm_k2_kernel_stride": 4 * stride}
 
 
 def batch_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
@@ -440,12 +530,66 @@ def with_roles(scenarios) -> list[Scenario]:
                                 {**s.dims, **dims}, dict(s.facts), s.role, s.quant, "kv_quant", s.batch, preset))
     names = names_table()["dimensions"]["batch"]["names"]
     exprs = names_table()["batch_sizes"]["expressions"]
+    for s in [x for x in out if not x.variant and x.role != "prefill"]:  # each DCP size, at each batch size
+        for n in dcp_sizes(s.facts):
+            values, dims = dcp_values(n, s.dims)
+            dtypes = {**s.dtypes, ",".join(names_table()["dcp"].get("activation_tensors", ())):
+                      (str(s.facts.get("activation_dtype", "bf16")),)}
+            for b in batch_sizes(s.facts) or (None,):
+                bv = dict.fromkeys(exprs, b) if b is not None else {}
+                bd = dict.fromkeys(names, b) if b is not None else {}
+                out.append(Scenario(s.name, {**s.values, **values, **bv}, dtypes, s.description, s.source,
+                                    {**s.dims, **dims, **bd}, dict(s.facts), s.role, s.quant, "dcp", b, dcp=n))
     for s in [x for x in out if not x.variant]:  # each further batch size: a variant (every role)
         for b in batch_sizes(s.facts)[1:]:
             out.append(Scenario(s.name, {**s.values, **dict.fromkeys(exprs, b)}, dict(s.dtypes), s.description,
                                 s.source, {**s.dims, **dict.fromkeys(names, b)}, {**s.facts, "batch_sizes": [b]},
                                 s.role, s.quant, "batch", b))
     return out
+
+
+def dcp_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
+    """The decode context-parallel sizes of fact ``dcp_sizes`` (names.json ``dcp``), each at least
+    2 and dividing fact ``tp`` as both engines require; () without the fact."""
+    got = facts.get("dcp_sizes")
+    if got is None:
+        return ()
+    got = [got] if isinstance(got, int) else got
+    tp = facts.get("tp", 1)
+    if not isinstance(got, (list, tuple)) or not got or \
+            not all(isinstance(n, int) and not isinstance(n, bool) and n >= 2 for n in got):
+        raise ScenarioError(f"fact dcp_sizes must be integers of at least 2, not {facts['dcp_sizes']!r}")
+    bad = [n for n in got if not isinstance(tp, int) or tp % n]
+    if bad:
+        raise ScenarioError(f"decode context-parallel size {bad[0]} does not divide the tensor-parallel size "
+                            f"{tp} (vLLM and SGLang require it to)")
+    return tuple(dict.fromkeys(got))
+
+
+def dcp_values(size: int, dims: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(values, dims) a decode context-parallel group of ``size`` ranks binds (names.json ``dcp``),
+    for a scenario whose model dimensions are ``dims``: the group's size and rank 0 by their
+    names, the group's buffers' shapes by ``expressions`` and the launchers' ``parameters`` (what
+    one cannot say -- a scenario without heads -- stays unbound)."""
+    data = names_table()
+    out_dims = {**dict.fromkeys(data["dimensions"]["dcp_size"]["names"], size),
+                **dict.fromkeys(data["dimensions"]["dcp_rank"]["names"], 0)}
+    heads = dims.get("num_heads")
+    facts = {"dcp_size": size, "heads": heads, "gathered_heads": heads * size if heads is not None else None,
+             "v_head_dim": dims.get("v_head_dim")}
+    values: dict[str, Any] = {expr: facts[what] for table in ("parameters", "expressions")
+                              for expr, what in data["dcp"].get(table, {}).items() if facts[what] is not None}
+    for name in data["dcp"].get("optional_tensors", ()):
+        values[name] = GivenTensor(f"a decode context-parallel combine may pass (DCP {size}: given or None)")
+    return values, out_dims
+
+
+@lru_cache(maxsize=None)
+def dcp_vocabulary() -> frozenset:
+    """The names and expressions only a decode context-parallel variant binds (names.json)."""
+    data = names_table()
+    return frozenset(data["dimensions"]["dcp_size"]["names"]) | frozenset(data["dimensions"]["dcp_rank"]["names"]) \
+        | frozenset(data["dcp"]["expressions"])
 
 
 def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
@@ -462,6 +606,7 @@ def dimensions(facts: Mapping[str, Any]) -> dict[str, Any]:
                                                  "index_head_dim", "tail_extra_slots", "num_draft_tokens")
                  if facts.get(k) is not None})
     dims.update(qsa_dimensions(facts))
+    dims.update(infllm_dimensions(facts))
     if heads is not None:
         dims["heads"] = int(heads)
     if mla:

@@ -411,6 +411,20 @@ def _instances(kernel: KernelDef, args: dict, options: dict, problems: list) -> 
     return out
 
 
+def _one_value(v: Val) -> Val:
+    """Branches that all give one literal (``block_size = key_cache.shape[3]`` in one layout,
+    ``key_cache.shape[1]`` in the other, both the scenario's 16): that literal, so that they do not
+    multiply the combinations (the compile is the same whichever branch ran)."""
+    if not isinstance(v, Arms):
+        return v
+    vals = [x for _, x in branches(v)]
+    first = vals[0]
+    if all(isinstance(x, Lit) for x in vals) and \
+            all(type(x.value) is type(first.value) and x.value == first.value for x in vals):
+        return first
+    return v
+
+
 def _deciding_combos(kernel: KernelDef, keyed: dict) -> list | None:
     """When the branches of a launch's values give too many combinations: the combinations of
     the values that decide the compile (constexprs and options) only, each with the run-time
@@ -422,7 +436,7 @@ def _deciding_combos(kernel: KernelDef, keyed: dict) -> list | None:
         p = kernel.param(k)
         return t == "o" or p is None or p.constexpr
 
-    deciding = {f"{t}:{k}": v for (t, k), v in keyed.items() if decides(t, k)}
+    deciding = {f"{t}:{k}": _one_value(v) for (t, k), v in keyed.items() if decides(t, k)}
     combos = combine(deciding, MAX_DECIDING)
     if combos is None:
         return None
@@ -482,12 +496,13 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
 
 def build_sites(project: Project, only: set | None = None, used: set | None = None,
                 quant_used: set | None = None, batch_used: set | None = None,
-                kv_quant_used: set | None = None) -> Sites:
+                kv_quant_used: set | None = None, dcp_used: set | None = None) -> Sites:
     """Launch and autotune sites of the project's primary modules. ``only``: ids of the
     launches to build (others skipped); ``used``: filled with the ids of the launches whose
     values read a key of the evaluator's scenarios; ``quant_used``: of those that read an
     attribute of its quantisation scheme or a MoE config; ``batch_used``: of those that read the
-    batch dimension; ``kv_quant_used``: of those that read a quantised KV-cache preset's value."""
+    batch dimension; ``kv_quant_used``: of those that read a quantised KV-cache preset's value;
+    ``dcp_used``: of those that read a decode context-parallel group's size, rank or buffers."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
@@ -575,6 +590,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 batch_used.add(id(launch))
             if kv_quant_used is not None and ev.kv_quant_hit:
                 kv_quant_used.add(id(launch))
+            if dcp_used is not None and ev.dcp_hit:
+                dcp_used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
@@ -741,7 +758,7 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
-    from .scenarios import batch_keys, kv_quant_vocabulary, quant_vocabulary, vocabulary
+    from .scenarios import batch_keys, dcp_vocabulary, kv_quant_vocabulary, quant_vocabulary, vocabulary
 
     # a KV-cache preset's own bindings (its softmax scale, flags) are no dimension other models lack
     dims = frozenset(k for s in scenarios if s.variant != "kv_quant" for k in s.dims) | vocabulary()
@@ -749,6 +766,7 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     quant_only: set = set()  # the launches that read a quantisation attribute or a MoE config
     batch_only: set = set()  # the launches that read the batch dimension
     kv_quant_only: set = set()  # the launches that read a quantised KV-cache preset's value
+    dcp_only: set = set()  # the launches that read a decode context-parallel group's value
     absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:
         ev = Evaluator(project)
@@ -761,14 +779,16 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev.quant_names = quant_vocabulary()
         ev.kv_quant_names = kv_quant_vocabulary()
         ev.batch_keys = batch_keys()
+        ev.dcp_names = dcp_vocabulary()
         project.evaluator = ev
         used: set = set()
         if scenario.variant:  # a further scheme or batch size: only what reads it changes
-            rebuilt = {"quant": quant_only, "kv_quant": kv_quant_only}.get(scenario.variant, batch_only)
+            rebuilt = {"quant": quant_only, "kv_quant": kv_quant_only, "dcp": dcp_only}.get(scenario.variant,
+                                                                                          batch_only)
             sites = build_sites(project, only=rebuilt & (only or set()), used=used)
         else:
             sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only,
-                                kv_quant_used=kv_quant_only)
+                                kv_quant_used=kv_quant_only, dcp_used=dcp_only)
         if only is None:
             only = used
         first = first or sites

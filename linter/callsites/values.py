@@ -25,6 +25,7 @@ from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
 from .asserted import asserted_value
+from .scenarios import GivenTensor, PerDtype
 
 MAX_ARMS = 16
 ALIAS = "\0tensor name of "  # Frame.bindings key: the caller's name of a tensor parameter (sites._alias)
@@ -32,6 +33,8 @@ MOE_CONFIG_LABEL = "MoE config "  # tilefit.callsites.moeconfigs.LABEL: label at
 # a branch that holds on some targets only (`is_arch_support_pdl()` True on sm_120, False on sm_86):
 # "compute capability 86/89 (...)"; the launch's instance is judged on those targets alone
 CAPABILITY_LABEL = "compute capability "
+# an arm per element type a scenario gives a tensor (scenarios.PerDtype): "element type of key_cache: fp8e4nv"
+DTYPE_LABEL = "element type of "
 _TOKENS = itertools.count(1)
 OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
 MAX_ITEMS = 4096
@@ -144,6 +147,14 @@ class TorchDType:
 
     def __repr__(self) -> str:
         return f"torch dtype {self.name}"
+
+
+@dataclass(frozen=True, eq=False)
+class ShapedTensor(Unknown):
+    """A tensor computed at run time whose shape the code spells out (``k.view(-1, heads, dim)``):
+    everywhere an :class:`Unknown`, but its ``.shape`` is ``dims`` (``-1`` stays unknown)."""
+
+    dims: tuple = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,6 +290,12 @@ def consistent(labels) -> bool:
         return False  # one config dict per launch: its keys come from the same batch size's entry
     if label_capabilities(atoms) == frozenset():
         return False  # two per-target answers that no target gives together
+    typed: dict[str, str] = {}
+    for a in atoms:  # one element type per tensor
+        if a.startswith(DTYPE_LABEL):
+            tensor, _, dt = a[len(DTYPE_LABEL):].partition(": ")
+            if typed.setdefault(tensor, dt) != dt:
+                return False
     returned: dict[str, str] = {}
     for a in atoms:
         for word in (" returning at line ", " taking entry "):  # one return / one table entry per call
@@ -336,6 +353,16 @@ def _has_capability_test(fn) -> bool:
                   for n in ast.walk(fn))
         fn._tilefit_capability = hit
     return hit
+
+
+def label_dtypes(label: str) -> dict[str, str]:
+    """Tensor -> element type of a label's per-dtype atoms (:data:`DTYPE_LABEL`)."""
+    out: dict[str, str] = {}
+    for a in label.split(", ") if label else ():
+        if a.startswith(DTYPE_LABEL):
+            tensor, _, dt = a[len(DTYPE_LABEL):].partition(": ")
+            out[tensor] = dt
+    return out
 
 
 def label_capabilities(atoms) -> frozenset | None:
@@ -622,6 +649,10 @@ class Evaluator:
         # names and shape expressions of the batch dimension, and did the current site read one
         self.batch_keys: frozenset = frozenset()
         self.batch_hit = False
+        # names and expressions of a decode context-parallel group (names.json dcp), and did the
+        # current site read one: only those launches are built again for a DCP variant
+        self.dcp_names: frozenset = frozenset()
+        self.dcp_hit = False
         # device-database records of the targets: a fused-MoE launcher's `config` is bound to the
         # configs the engine launches on them (tilefit.callsites.moeconfigs)
         self.devices: tuple = ()
@@ -645,6 +676,7 @@ class Evaluator:
         self.quant_hit = False
         self.kv_quant_hit = False
         self.batch_hit = False
+        self.dcp_hit = False
 
     def end_site(self) -> None:
         self._deadline = None
@@ -704,6 +736,8 @@ class Evaluator:
             self.kv_quant_hit = True
         if name in self.batch_keys:
             self.batch_hit = True
+        if name in self.dcp_names:
+            self.dcp_hit = True
         found, value = self.scenario.dimension(name)
         if not found:
             if name in self.scenario_dims:
@@ -721,6 +755,8 @@ class Evaluator:
             found, value = self.scenario.parameter(name)
             if found or name in self.scenario_keys:
                 self.scenario_hit = True
+            if found and isinstance(value, GivenTensor):  # an optional tensor the scenario's launches may pass
+                return Unknown(f"`{name}` is a tensor {value.why}")
             if found:  # the scenario's value wins over the default and over what a caller passes
                 return Lit(value, None, f"scenario {self.scenario.name}")
         if name in frame.bindings and (frame.func is None or frame.before_line is None or not any(
@@ -775,6 +811,13 @@ class Evaluator:
                              self.project.import_value(frame.module, name, local_import(fn, name),
                                                        frame.depth + 1)))
                 continue
+            if a.value is None and a.why == "a loop variable":
+                loop = _static_loop(fn, a.line)
+                if loop is not None:  # `for size, stride in ((k1, s1), (k2, s2)):` one arm per entry
+                    v = self._loop_variable(frame, loop, name)
+                    if v is not None:
+                        arms.extend(branches(v) if isinstance(v, Arms) else [("", v)])
+                        continue
             if a.value is None:
                 return Unknown(f"{name} is {a.why or 'assigned'} at line {a.line}")
             # the right-hand side sees the names as they are at its own line
@@ -783,6 +826,20 @@ class Evaluator:
             text = self.seg(frame.module, a.value)
             label = f"{name}={text} (line {a.line})" if len(text) <= 24 else f"{name} of line {a.line}"
             arms.append((label, v))
+        return arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
+
+    def _loop_variable(self, frame: Frame, loop: ast.For, name: str) -> Val | None:
+        """Loop variable ``name`` of ``for TARGET in (e1, e2, ...)`` (a literal sequence): its value
+        in each entry, one arm each labelled ```for` at line L taking entry i`` (the variables of one
+        loop take the same entry). None when an entry does not unpack into the target."""
+        where = f"`for` at line {loop.lineno}"
+        sub = frame.child(before_line=loop.lineno) if frame.before_line is not None else frame.child()
+        arms: list[tuple[str, Val]] = []
+        for i, item in enumerate(loop.iter.elts):  # type: ignore[attr-defined]
+            env: dict[str, Val] = {}
+            if not _bind_target(loop.target, self._expr(sub, item), env) or name not in env:
+                return None
+            arms.append((f"{where} taking entry {i}", env[name]))
         return arms[0][1] if len(arms) == 1 else Arms(tuple(arms))
 
     def _per_target_local(self, frame: Frame, fn, name: str, params) -> Val | None:
@@ -1156,7 +1213,7 @@ class Evaluator:
             if found or self.scenario_keys:
                 self.scenario_hit = self.scenario_hit or found or _key_in(node, self.scenario_keys)
             if found:
-                return Lit(value, None, f"scenario {self.scenario.name}")
+                return _scenario_lit(value, f"scenario {self.scenario.name}")
         if isinstance(node, ast.Subscript):
             out = self._or_asserted(frame, node, self._subscript(frame, node))
             if type(out) is Unknown and self.scenario is not None and _key_in(node, self.scenario_keys):
@@ -1260,10 +1317,17 @@ class Evaluator:
             typed = self._dtype_attribute(node.value.id, node.attr, frame)
             if typed is not None:
                 return typed
+        if node.attr == "bits" and base is None and _torch_info_call(node.value):
+            bits = self._dtype_bits(frame, node.value.args[0])  # `torch.finfo(out.dtype).bits`
+            if bits is not None:
+                return bits
         if base is None:
             base = self._expr(frame, node.value)
         if isinstance(base, Ref) and base.kind == "module":
             return self.global_name(base.target, node.attr, frame.depth + 1)
+        if node.attr == "shape" and isinstance(base, ShapedTensor):
+            return Seq(tuple(Unknown(f"`{self.seg(m, node)}` has a dimension computed at run time")
+                             if isinstance(d, Lit) and d.value == -1 else d for d in base.dims))
         if isinstance(base, Ref) and base.kind == "class":  # `KVQuantMode.NONE`: a member of literal value
             return self._class_attr(base, node.attr, frame)
         if isinstance(base, Ref) and base.kind == "triton":
@@ -1275,6 +1339,13 @@ class Evaluator:
                 return Ref("math", f"math.{node.attr}")
         out = Unknown(f"`{self.seg(m, node)}` is computed at run time")
         if self.scenario is not None and not isinstance(base, Ref):  # `self.page_size`, `layer.num_heads`
+            found, value = self._scenario_expression(frame, node)  # `cp_group.world_size` (names.json dcp)
+            if found:
+                self.scenario_hit = True
+                return Lit(value, None, f"scenario {self.scenario.name}")
+            if _key_in(node, self.scenario_keys):  # another scenario's (variant's) binding: not this model's
+                self.scenario_hit = True
+                return Absent(f"scenario {self.scenario.name} has no value for `{self.seg(m, node)}` ({out.reason})")
             return self._dimension(node.attr, out)
         return out
 
@@ -1285,6 +1356,8 @@ class Evaluator:
         found, value = self.scenario.expression(node)
         if found and self.batch_keys and any(k in self.batch_keys for k in expression_keys_of(node)):
             self.batch_hit = True
+        if self.dcp_names and any(k in self.dcp_names for k in expression_keys_of(node)):
+            self.dcp_hit = True
         if found or not frame.bindings or frame.func is None:
             return found, value
         for key in expression_keys_of(node):
@@ -1311,6 +1384,15 @@ class Evaluator:
                 return Lit(TorchDType(dt), None, f"scenario {self.scenario.name} ({base}: {dt})")
         return None
 
+    def _dtype_bits(self, frame: Frame, node: ast.expr) -> Val | None:
+        """The bits of a torch dtype ``node`` folds to (``torch.finfo(dt).bits``), else None."""
+        from tilefit.dtypes import ELEMENT_BYTES
+
+        dt = self._expr(frame, node)
+        if isinstance(dt, Lit) and isinstance(dt.value, TorchDType) and dt.value.name in ELEMENT_BYTES:
+            return Lit(8 * ELEMENT_BYTES[dt.value.name], None, f"bits of {dt.value.name}")
+        return None
+
     def _tensor_call(self, node: ast.Call, frame: Frame) -> Val | None:
         """``x.element_size()`` of a tensor the scenario types; ``current_platform.fp8_dtype()``
         on CUDA; ``x.stride(i)`` of the last dimension the function reads of ``x`` (1: contiguous)."""
@@ -1319,6 +1401,12 @@ class Evaluator:
             return None
         if f.attr == "fp8_dtype" and not node.args and self.backend == "cuda":
             return Lit(TorchDType("fp8e4nv"), self.loc(frame.module, node), "the CUDA fp8 type")
+        if f.attr in ("view", "reshape") and node.args and not node.keywords and frame.func is not None and \
+                not (len(node.args) == 1 and isinstance(node.args[0], ast.Attribute)):  # not `.view(torch.uint8)`
+            args = node.args[0].elts if len(node.args) == 1 and isinstance(node.args[0], ast.Tuple) else node.args
+            if not any(isinstance(a, ast.Starred) for a in args):
+                return ShapedTensor(f"`{self.seg(frame.module, node)}` is computed at run time",
+                                    tuple(self._expr(frame, a) for a in args))
         if not isinstance(f.value, ast.Name) or frame.func is None:
             return None
         tensor = f.value.id
@@ -1329,6 +1417,11 @@ class Evaluator:
             if dt is not None and dt in ELEMENT_BYTES:
                 self.scenario_hit = True
                 return Lit(ELEMENT_BYTES[dt], None, f"scenario {self.scenario.name} ({tensor}: {dt})")
+            several = [d for d in self.scenario.dtypes_of(tensor) if d in ELEMENT_BYTES]
+            if len(several) > 1:  # one arm per element type (a bf16 or fp8 cache)
+                self.scenario_hit = True
+                return _scenario_lit(PerDtype(tensor, tuple((d, ELEMENT_BYTES[d]) for d in several)),
+                                     f"scenario {self.scenario.name}")
         return None
 
     def constexpr_stride(self, frame: Frame, node: ast.expr) -> Val | None:
@@ -1762,11 +1855,22 @@ def _has_unknown(v: Val) -> bool:
 
 
 def _scenario_lit(value: Any, via: str) -> Val:
+    if isinstance(value, PerDtype):  # one arm per element type the scenario gives the tensor
+        arms = tuple((f"{DTYPE_LABEL}{value.tensor}: {dt}", Lit(v, None, f"{via} ({value.tensor}: {dt})"))
+                     for dt, v in value.values)
+        return arms[0][1] if len(arms) == 1 else Arms(arms)
     if isinstance(value, dict) and set(value) == {"dtype"}:  # names.json quant: {"dtype": "fp8e4nv"}
         return Lit(TorchDType(str(value["dtype"])), None, via)
     if isinstance(value, (list, tuple)):
         return Seq(tuple(Lit(x, None, via) for x in value))
     return Lit(value, None, via)
+
+
+def _torch_info_call(node: ast.expr) -> bool:
+    """``torch.finfo(x)`` / ``torch.iinfo(x)`` (one positional argument)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+        and node.func.attr in ("finfo", "iinfo") and isinstance(node.func.value, ast.Name) \
+        and node.func.value.id == "torch" and len(node.args) == 1 and not node.keywords
 
 
 def _key_in(node: ast.expr, keys) -> bool:
@@ -1806,6 +1910,23 @@ def _owner(fn, ret) -> bool:
                 if sub is ret:
                     return False
     return True
+
+
+def _static_loop(fn, line: int) -> ast.For | None:
+    """The ``for`` statement of ``fn`` at ``line`` when it loops over a literal tuple or list of at
+    most :data:`MAX_ARMS` entries (no starred one), else None."""
+    loops = getattr(fn, "_tilefit_static_loops", None)
+    if loops is None:
+        loops = {}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.For) and isinstance(node.iter, (ast.Tuple, ast.List)) and \
+                    0 < len(node.iter.elts) <= MAX_ARMS and not any(isinstance(e, ast.Starred) for e in node.iter.elts):
+                loops[node.lineno] = node
+        try:
+            fn._tilefit_static_loops = loops
+        except AttributeError:
+            pass
+    return loops.get(line)
 
 
 def _bind_target(target: ast.expr, value: Val, env: dict[str, Val]) -> bool:
