@@ -10,11 +10,11 @@ filled in: only the batch size and the position differ between two tables' copie
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
+from .jsonenc import dumps_sorted_default_str
 from .jsonpos import pointer_to_str, pointer_within
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of, new_diagnostic
 from .paths import project_path
@@ -65,10 +65,9 @@ def _finding_key(rule, finding) -> tuple:
     """Findings of two device classes merge when everything but the targets (and the figures'
     provenance) is equal."""
     if finding.data:
-        data = json.dumps({k: v for k, v in finding.data.items() if k not in _PROVENANCE_KEYS}, sort_keys=True,
-                          default=str)
+        data = dumps_sorted_default_str({k: v for k, v in finding.data.items() if k not in _PROVENANCE_KEYS})
     else:  # most findings carry no data (VAL005, DEV002): its JSON text without the encoder
-        data = "{}" if type(finding.data) is dict else json.dumps(finding.data, sort_keys=True, default=str)
+        data = "{}" if type(finding.data) is dict else dumps_sorted_default_str(finding.data)
     return (rule.code, finding.message, tuple(finding.at), finding.at_key, finding.severity, data,
             finding.identity)
 
@@ -154,7 +153,7 @@ class Engine:
                 else:
                     identity = identities.get(eid)
                     if identity is None:
-                        identity = json.dumps(entry, sort_keys=True, default=str)
+                        identity = dumps_sorted_default_str(entry)
                         identities[eid] = identity
             out.append(new_diagnostic(
                 code=code,

@@ -455,6 +455,7 @@ class EngineModel:
         self._forms_found: dict[tuple, tuple | None] = {}
         self._bases: dict[str, object] = {}
         self._points: dict[KernelSpec, tuple | None] = {}
+        self._point_keys: dict[KernelSpec, tuple | None] = {}  # ref -> its key in KernelForms.compiled_on
         self._moves: dict[tuple, tuple[str | None, str]] = {}  # see runnable()
         self._failure_forms: dict[tuple, KernelForms | None] = {}  # see _compile_failure()
         self._answer_bases: dict[tuple, tuple] = {}  # see _plan_step()
@@ -527,7 +528,8 @@ class EngineModel:
     def _plan_step(self, plan: "_AnswerPlan", i: int) -> list | None:
         """Step ``i`` of ``plan`` (the chain's ``i``-th release): ``[forms, note, base, family,
         differed, compiled detail (built when first needed), found form (found when first
-        needed)]``, or None when the base model has no family for the arch (nothing answers there)."""
+        needed), the calibration's compiles on the arch (read when first needed)]``, or None when
+        the base model has no family for the arch (nothing answers there)."""
         spec, arch = plan.spec, plan.arch
         forms, note = plan.chain[i]
         own, own_note = plan.chain[0]
@@ -547,7 +549,7 @@ class EngineModel:
         base, family, _fam = found_base
         if family is None:
             return None
-        return [forms, note, base, family, differed, None, _MISSING]
+        return [forms, note, base, family, differed, None, _MISSING, None]
 
     def _planned(self, plan: "_AnswerPlan", ref: KernelSpec, arch: str) -> Answer | None:
         """``plan``'s answer for the tile of the reference spec ``ref`` (see :meth:`_plan`)."""
@@ -561,8 +563,18 @@ class EngineModel:
                 continue
             forms, note = step[0], step[1]
             if note is None and not plan.forms_only:
-                pt = self._point(ref)
-                shared = pt and forms.compiled(arch, *pt)
+                try:
+                    pkey = self._point_keys[ref]
+                except KeyError:
+                    pt = self._point(ref)
+                    pkey = self._point_keys[ref] = None if pt is None else (pt[0], (*pt[1], pt[2], pt[3]))
+                if pkey is None:
+                    shared = None
+                else:
+                    compiled = step[7]
+                    if compiled is None:  # the calibration's compiles on the arch (KernelForms.compiled)
+                        compiled = step[7] = forms.compiled_on(arch)
+                    shared = compiled.get(pkey)
                 if shared:
                     detail = step[5]
                     if detail is None:
