@@ -130,9 +130,10 @@ class Estimator:
         (from the engine calibration, or from a compile of this run); None otherwise."""
         if not spec.engine:
             return None
-        hit = self._engine_failures.get((spec, arch))
-        if hit is not None:
-            return hit
+        if self._engine_failures:  # this run's compiles found some (most runs compile nothing)
+            hit = self._engine_failures.get((spec, arch))
+            if hit is not None:
+                return hit
         return self.engine_model.compile_failure(spec, arch)
 
     def _estimate(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:

@@ -460,6 +460,7 @@ class EngineModel:
         self._failure_forms: dict[tuple, KernelForms | None] = {}  # see _compile_failure()
         self._answer_bases: dict[tuple, tuple] = {}  # see _plan_step()
         self._plans: dict[tuple, _AnswerPlan] = {}  # see _plan()
+        self._dtypes: dict[KernelSpec, tuple] = {}  # ref -> the form dtypes its family tries
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
         """The first file of :meth:`forms_chain` (the release's own when it has one)."""
@@ -497,13 +498,14 @@ class EngineModel:
         is answered by the next release of :meth:`forms_chain`, not proven, with the probe's
         figures of the difference."""
         key = (spec, arch, forms_only)
-        try:
-            return self._answers[key]
-        except KeyError:
-            pass
+        out = self._answers.get(key, _MISSING)
+        if out is not _MISSING:
+            return out
         ref = spec.reference
-        plan = self._plan(spec, arch, forms_only, registry.get(spec.kernel).form_dtypes(ref))
-        out = self._answers[key] = self._planned(plan, ref, arch)
+        dtypes = self._dtypes.get(ref)
+        if dtypes is None:
+            dtypes = self._dtypes[ref] = registry.get(spec.kernel).form_dtypes(ref)
+        out = self._answers[key] = self._planned(self._plan(spec, arch, forms_only, dtypes), ref, arch)
         return out
 
     def _plan(self, spec: KernelSpec, arch: str, forms_only: bool, dtypes: tuple) -> "_AnswerPlan":
