@@ -168,7 +168,8 @@ class Estimator:
         est = None
         if answer is not None:
             if answer.compiled:  # the engine's kernel's compiled figure (stored by the calibration)
-                return Estimate(answer.shared_bytes, "exact", arch, "exact", answer.detail)
+                return build_frozen(Estimate, {"shared_bytes": answer.shared_bytes, "estimator": "exact", "arch": arch,
+                                               "status": "exact", "detail": answer.detail, "max_error": None})
             est = build_frozen(Estimate, {"shared_bytes": answer.shared_bytes, "estimator": "analytic", "arch": arch,
                                           "status": "calibrated" if answer.proven else "uncalibrated",
                                           "detail": answer.detail, "max_error": answer.max_error})
