@@ -307,7 +307,8 @@ class Engine:
                     tctx_entry = EntryContext(fctx, key, entry)
                 tctx = TargetContext(tctx_entry, dev, devices, variants, est, extra_unrunnable=unrunnable)
                 found = []
-                if screen and unless_fit is not None and variants_fit(est, variants, dev.arch, dev.smem_per_block_optin):
+                if screen and unless_fit is not None and variants_fit(est, variants, dev.arch,
+                                                                      dev.smem_per_block_optin):
                     rules = unless_fit  # the rules silent where the variants fit: skipped
                 for rule, facts in rules:
                     if facts is None:
