@@ -41,6 +41,7 @@ class ValidityCache:
         self.namespace = namespace
         self.version = version
         self._dir: Path | None | bool = False
+        self._made: Path | None = None  # the directory remember() made (or found)
 
     @property
     def directory(self) -> Path | None:
@@ -64,9 +65,18 @@ class ValidityCache:
         d = self.directory
         if d is None:
             return
+        marker = d / f"{key}.ok"
         try:
-            d.mkdir(parents=True, exist_ok=True)
-            (d / f"{key}.ok").touch()
+            if self._made is not d:  # the folder made once (a cold check remembers a marker per table)
+                d.mkdir(parents=True, exist_ok=True)
+                self._made = d
+            marker.touch()
+        except FileNotFoundError:  # the folder went away since it was made: made again
+            try:
+                d.mkdir(parents=True, exist_ok=True)
+                marker.touch()
+            except OSError:
+                pass
         except OSError:
             pass
 

@@ -10,11 +10,11 @@ filled in: only the batch size and the position differ between two tables' copie
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, NamedTuple, Sequence
 
+from .jsonenc import dumps_sorted_default_str
 from .jsonpos import pointer_to_str, pointer_within
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of, new_diagnostic
 from .paths import project_path
@@ -22,6 +22,7 @@ from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key
 from .serving.naming import device_for_file_name
 from .dtypes import missing_fp8_type
+from .estimate import EstimatorUnavailable
 from .tables import ConfigTable, batch_size_of
 from .variants import dtype_path, kernel_variants
 from tilefit.rules import RULES, Finding, Rule, Scope
@@ -51,6 +52,24 @@ def group_devices(devices: Iterable) -> list[DeviceClass]:
     return [DeviceClass(tuple(v)) for v in groups.values()]
 
 
+def variants_fit(estimator, variants, arch: str, limit: int) -> bool:
+    """Whether every variant's estimate on ``arch`` is usable and certainly fits ``limit``, and
+    none is a known compile failure: then the rules silent where the variants fit
+    (``Rule.silent_when_variants_fit``) find nothing, and are not called. Asks the estimator what
+    those rules ask it, in their order (its memos answer them, and a deferred compile is recorded
+    as they would record it)."""
+    for v in variants:
+        try:
+            est = estimator.estimate(v.spec, arch, limit)
+        except EstimatorUnavailable:
+            return False
+        if not est.usable or not est.certainly_fits(limit) or est.certainly_over(limit):
+            return False
+        if estimator.compile_failure(v.spec, arch):
+            return False
+    return True
+
+
 def _freeze(entry) -> str:
     """A hashable identity of an entry's values: its repr, which tells 1, 1.0 and true apart."""
     return repr(entry)
@@ -65,10 +84,9 @@ def _finding_key(rule, finding) -> tuple:
     """Findings of two device classes merge when everything but the targets (and the figures'
     provenance) is equal."""
     if finding.data:
-        data = json.dumps({k: v for k, v in finding.data.items() if k not in _PROVENANCE_KEYS}, sort_keys=True,
-                          default=str)
+        data = dumps_sorted_default_str({k: v for k, v in finding.data.items() if k not in _PROVENANCE_KEYS})
     else:  # most findings carry no data (VAL005, DEV002): its JSON text without the encoder
-        data = "{}" if type(finding.data) is dict else json.dumps(finding.data, sort_keys=True, default=str)
+        data = "{}" if type(finding.data) is dict else dumps_sorted_default_str(finding.data)
     return (rule.code, finding.message, tuple(finding.at), finding.at_key, finding.severity, data,
             finding.identity)
 
@@ -154,7 +172,7 @@ class Engine:
                 else:
                     identity = identities.get(eid)
                     if identity is None:
-                        identity = json.dumps(entry, sort_keys=True, default=str)
+                        identity = dumps_sorted_default_str(entry)
                         identities[eid] = identity
             out.append(new_diagnostic(
                 code=code,
@@ -270,8 +288,13 @@ class Engine:
         meta = table.meta
         merged: dict[tuple, list] = {}
         tctx_entry = ectx
-        for i, ck, dev, devices, unrunnable, rules, vkind in self._class_plan(meta.family, target_rules, targets_id,
-                                                                              classes, class_ids, flags):
+        est = self.estimator
+        # the variants looked at once only where that asks nothing a rule would not (an estimate that
+        # raises is asked again by the rules): a deferring or analytic estimator never compiles
+        screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
+            and not getattr(est, "engine_kernels", None)
+        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit in self._class_plan(
+                meta.family, target_rules, targets_id, classes, class_ids, flags):
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
             if found is None:
@@ -282,11 +305,15 @@ class Engine:
                     self._variant_memo[vkey] = variants
                 if tctx_entry is None:
                     tctx_entry = EntryContext(fctx, key, entry)
-                tctx = TargetContext(tctx_entry, dev, devices, variants, self.estimator, extra_unrunnable=unrunnable)
+                tctx = TargetContext(tctx_entry, dev, devices, variants, est, extra_unrunnable=unrunnable)
                 found = []
+                if screen and unless_fit is not None and variants_fit(est, variants, dev.arch,
+                                                                      dev.smem_per_block_optin):
+                    rules = unless_fit  # the rules silent where the variants fit: skipped
                 for rule, facts in rules:
                     if facts is None:
-                        found.extend((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
+                        for f in rule.check(tctx):
+                            found.append((rule, f, _finding_key(rule, f)))
                         continue
                     # a rule that reads less of the device than its class: once per (entry, those facts,
                     # whether the class is of extra targets that cannot run the kernel)
@@ -316,7 +343,9 @@ class Engine:
         """Per device class of a file's class list: ``(index, class id, first device, devices,
         whether they are extra targets that cannot run the kernel, (rule, Rule.device_facts) of the
         target rules (those of the config family ``family``) that judge it, what its variants are
-        memoised by besides the entry)``. Found once per (family, class list), not per entry."""
+        memoised by besides the entry, the same rules less those silent where the variants fit
+        (``Rule.silent_when_variants_fit``; None when none is, or the class's limit is unknown))``.
+        Found once per (family, class list), not per entry."""
         key = (family, targets_id)
         hit = self._class_plans.get(key)
         if hit is None:
@@ -325,8 +354,12 @@ class Engine:
                 dev = dclass.first
                 unrunnable = bool(flags[i]) if flags else False
                 rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
-                plan.append((i, ck, dev, dclass.devices, unrunnable, tuple((r, r.device_facts(dev)) for r in rules),
-                             (launch_arch_key(dev.arch), dev.vendor)))
+                judged = tuple((r, r.device_facts(dev)) for r in rules)
+                unless_fit = None
+                if dev.smem_per_block_optin is not None and any(r.silent_when_variants_fit for r in rules):
+                    unless_fit = tuple((r, f) for r, f in judged if not r.silent_when_variants_fit)
+                plan.append((i, ck, dev, dclass.devices, unrunnable, judged, (launch_arch_key(dev.arch), dev.vendor),
+                             unless_fit))
             hit = self._class_plans[key] = tuple(plan)
         return hit
 

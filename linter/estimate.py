@@ -130,9 +130,10 @@ class Estimator:
         (from the engine calibration, or from a compile of this run); None otherwise."""
         if not spec.engine:
             return None
-        hit = self._engine_failures.get((spec, arch))
-        if hit is not None:
-            return hit
+        if self._engine_failures:  # this run's compiles found some (most runs compile nothing)
+            hit = self._engine_failures.get((spec, arch))
+            if hit is not None:
+                return hit
         return self.engine_model.compile_failure(spec, arch)
 
     def _estimate(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
@@ -167,7 +168,8 @@ class Estimator:
         est = None
         if answer is not None:
             if answer.compiled:  # the engine's kernel's compiled figure (stored by the calibration)
-                return Estimate(answer.shared_bytes, "exact", arch, "exact", answer.detail)
+                return build_frozen(Estimate, {"shared_bytes": answer.shared_bytes, "estimator": "exact", "arch": arch,
+                                               "status": "exact", "detail": answer.detail, "max_error": None})
             est = build_frozen(Estimate, {"shared_bytes": answer.shared_bytes, "estimator": "analytic", "arch": arch,
                                           "status": "calibrated" if answer.proven else "uncalibrated",
                                           "detail": answer.detail, "max_error": answer.max_error})

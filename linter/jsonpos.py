@@ -16,7 +16,7 @@ import json
 import re
 from typing import Any, Iterator
 
-from .model import Position, Span
+from .model import Position, Span, build_frozen
 
 # A JSON string, its loop unrolled (runs of plain characters, then an escape and a run): the
 # same language as '"(?:[^"\\\n]|\\.)*"', matched about twice as fast by the re engine.
@@ -211,10 +211,11 @@ class JsonDocument:
         if self._line_starts is None:
             self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
         line = bisect.bisect_right(self._line_starts, char_offset)
-        return Position(line, char_offset - self._line_starts[line - 1] + 1)
+        return build_frozen(Position, {"line": line, "column": char_offset - self._line_starts[line - 1] + 1})
 
     def span_of_chars(self, start: int, end: int) -> Span:
-        return Span(self.position(start), self.position(end), self.byte_offset(start), self.byte_offset(end))
+        return build_frozen(Span, {"start": self.position(start), "end": self.position(end),
+                                   "start_offset": self.byte_offset(start), "end_offset": self.byte_offset(end)})
 
     # -- fast path: a flat table (an object of objects of scalars) ------------------------------
     def _flat_index(self) -> dict | None:

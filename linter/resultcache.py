@@ -33,7 +33,8 @@ from pathlib import Path
 
 from .atomicfile import write_atomic
 from .cachedir import cache_root
-from .model import Applicability, Diagnostic, Edit, Fix, Position, Severity, Span, new_diagnostic
+from .jsonenc import dumps_default_str
+from .model import Applicability, Diagnostic, Edit, Fix, Position, Severity, Span, build_frozen, new_diagnostic
 from .readfile import read_bytes
 
 FORMAT = 3
@@ -275,7 +276,10 @@ class ResultCache:
                 where = (r[2], r[3], r[4], r[5], r[6], r[7])
                 span = spans.get(where)
                 if span is None:
-                    span = spans[where] = Span(Position(r[2], r[3]), Position(r[4], r[5]), r[6], r[7])
+                    span = spans[where] = build_frozen(Span, {
+                        "start": build_frozen(Position, {"line": r[2], "column": r[3]}),
+                        "end": build_frozen(Position, {"line": r[4], "column": r[5]}),
+                        "start_offset": r[6], "end_offset": r[7]})
                 out.append(new_diagnostic(code=r[0], message=values[r[1]], path=path, span=span,
                                           severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
                                           data=_fresh(values[r[11]]), fingerprint=r[12], fix=fix))
@@ -334,7 +338,7 @@ class ResultCache:
                 self._index = {json.dumps(v): i for i, v in enumerate(self.values)}
             except (TypeError, ValueError, RecursionError):  # a damaged file: start afresh
                 self.entries, self.values, self._index = {}, [], {}
-        key = json.dumps(value, default=str)
+        key = dumps_default_str(value)
         i = self._index.get(key)
         if i is None:
             i = self._index[key] = len(self.values)

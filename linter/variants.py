@@ -53,13 +53,15 @@ def effective_launch(entry: Mapping, vendor: str) -> tuple[int, int]:
 def kernel_variants(meta: TableMeta, entry: Mapping, arch: str, vendor: str, engine: str | None) -> tuple[Variant, ...]:
     """The kernels one entry launches on ``arch``; () when the entry is not launchable as is."""
     family = kernels.table(meta.family)
-    if family is None or not isinstance(entry, Mapping):
+    if family is None or (type(entry) is not dict and not isinstance(entry, Mapping)):
         return ()
     names = family.tile_names
-    if any(not is_int(entry.get(k)) or entry.get(k) <= 0 for k in names):
-        return ()
+    for k in names:
+        v = entry.get(k)
+        if type(v) is not int or v <= 0:
+            return ()
     warps, stages = effective_launch(entry, vendor)
-    if not is_int(warps) or not is_int(stages) or warps <= 0 or stages <= 0:
+    if type(warps) is not int or type(stages) is not int or warps <= 0 or stages <= 0:
         return ()
     if not in_domain(meta.family, entry):  # VAL003's: never estimated, never compiled
         return ()

@@ -188,6 +188,14 @@ class Rule:
     # TARGET rules: also called for extra targets that cannot run the table's kernel on Triton
     # (``TargetContext.extra_unrunnable``); the others never see those devices.
     judges_unrunnable_targets: ClassVar[bool] = False
+    # TARGET rules: True when the rule finds nothing for an entry and device class whose every variant
+    # has an estimate (``estimator.estimate(spec, arch, limit)``, ``limit`` the class's per-block
+    # opt-in limit, known) that is usable and certainly fits it (``Estimate.usable``,
+    # ``certainly_fits``, not ``certainly_over``), and none of which is a known compile failure
+    # (``estimator.compile_failure``). The engine looks at the variants once
+    # (:func:`tilefit.engine.variants_fit`) and skips every such rule where they fit, instead of
+    # calling each (most entries fit most targets).
+    silent_when_variants_fit: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any] | None = None):
         """``options``: validated values of ``[tool.tilefit.rules.CODE]``; the rest default."""

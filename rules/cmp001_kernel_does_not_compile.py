@@ -47,6 +47,7 @@ class CMP001(Rule):
     name = "kernel-does-not-compile"
     severity = Severity.ERROR
     scope = Scope.TARGET
+    silent_when_variants_fit = True  # see Rule.silent_when_variants_fit
     fix_availability = FixAvailability.NONE
     examples = (
         Example(_SG39 + "E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json",

@@ -39,6 +39,7 @@ class EST001(Rule):
     name = "no-estimate"
     severity = Severity.WARNING
     scope = Scope.TARGET
+    silent_when_variants_fit = True  # see Rule.silent_when_variants_fit
     once_per_file = True
     examples = (
         Example("E=8,N=14336,device_name=Intel(R)_Arc(TM)_Pro_B70_Graphics.json",

@@ -51,6 +51,7 @@ class SMEM001(Rule):
     name = "shared-memory-per-block"
     severity = Severity.ERROR
     scope = Scope.TARGET
+    silent_when_variants_fit = True  # see Rule.silent_when_variants_fit
     fix_availability = FixAvailability.SOMETIMES
     fix_planner = Planner.ENTRY
     examples = (

@@ -51,19 +51,36 @@ class KernelSpec:
     engine: str | None = None
     triton: str | None = None
 
+    def _fields_key(self) -> tuple:
+        """The fields in order (what the dataclass's ``__eq__`` compares), built once per object."""
+        k = self.__dict__.get("_key")
+        if k is None:
+            k = (self.kernel, self.dtype, self.tile, self.num_warps, self.num_stages, self.quant, self.block_shape,
+                 self.problem, self.swap_ab, self.kv_dtype, self.extra, self.engine, self.triton)
+            object.__setattr__(self, "_key", k)
+        return k
+
     def __hash__(self) -> int:
         # specs key every memo of a check (tens of thousands of lookups): hashed once per object
         h = self.__dict__.get("_hash")
         if h is None:
-            h = hash((self.kernel, self.dtype, self.tile, self.num_warps, self.num_stages, self.quant,
-                      self.block_shape, self.problem, self.swap_ab, self.kv_dtype, self.extra, self.engine,
-                      self.triton))
+            h = hash(self._fields_key())
             object.__setattr__(self, "_hash", h)
         return h
 
+    def __eq__(self, other) -> bool:
+        # the dataclass's comparison (field by field, the same class only), without building both
+        # tuples on each call: equal specs built apart meet in every memo of a check
+        if self is other:
+            return True
+        if other.__class__ is not KernelSpec:
+            return NotImplemented
+        return self._fields_key() == other._fields_key()
+
     def __getstate__(self) -> dict:
         # a string's hash differs between processes: the cached hash never travels with a pickle
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        # (nor the fields' tuple, rebuilt when asked)
+        return {k: v for k, v in self.__dict__.items() if k != "_hash" and k != "_key"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -98,9 +115,10 @@ class KernelSpec:
         (``engine``, ``triton``, an ``extra`` entry), on the hot path of table checks."""
         new = object.__new__(KernelSpec)
         d = new.__dict__
-        d.update(self.__dict__)  # a C-level copy; the memoised reference and hash are not the new spec's
+        d.update(self.__dict__)  # a C-level copy; the memoised reference, hash and key are not the new spec's
         d.pop("_reference", None)
         d.pop("_hash", None)
+        d.pop("_key", None)
         d.update(changes)
         return new
 

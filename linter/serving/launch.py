@@ -45,7 +45,8 @@ def engine_swaps(engine: str | None) -> bool:
 
 def swaps_ab(engine: str | None, dtype: str, arch: str, block_m: int, block_n: int) -> bool:
     """Whether ``engine`` launches this fused-MoE tile with A and B swapped on ``arch``."""
-    return engine_swaps(engine) and swap_ab_applies(dtype, arch, block_m, block_n)
+    # the tile's condition first: it is false for nearly every entry (and cheaper than the profile's)
+    return swap_ab_applies(dtype, arch, block_m, block_n) and engine_swaps(engine)
 
 
 def clamps_block_k(engine: str | None) -> bool:

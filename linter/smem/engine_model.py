@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from .. import versions
 from ..formula import compile_formula
@@ -455,9 +455,12 @@ class EngineModel:
         self._forms_found: dict[tuple, tuple | None] = {}
         self._bases: dict[str, object] = {}
         self._points: dict[KernelSpec, tuple | None] = {}
+        self._point_keys: dict[KernelSpec, tuple | None] = {}  # ref -> its key in KernelForms.compiled_on
         self._moves: dict[tuple, tuple[str | None, str]] = {}  # see runnable()
         self._failure_forms: dict[tuple, KernelForms | None] = {}  # see _compile_failure()
-        self._answer_bases: dict[tuple, tuple] = {}  # see _answer()
+        self._answer_bases: dict[tuple, tuple] = {}  # see _plan_step()
+        self._plans: dict[tuple, _AnswerPlan] = {}  # see _plan()
+        self._dtypes: dict[KernelSpec, tuple] = {}  # ref -> the form dtypes its family tries
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
         """The first file of :meth:`forms_chain` (the release's own when it has one)."""
@@ -495,10 +498,119 @@ class EngineModel:
         is answered by the next release of :meth:`forms_chain`, not proven, with the probe's
         figures of the difference."""
         key = (spec, arch, forms_only)
-        if key in self._answers:
-            return self._answers[key]
-        out = self._answers[key] = self._answer_chain(spec, arch, forms_only)
+        out = self._answers.get(key, _MISSING)
+        if out is not _MISSING:
+            return out
+        ref = spec.reference
+        dtypes = self._dtypes.get(ref)
+        if dtypes is None:
+            dtypes = self._dtypes[ref] = registry.get(spec.kernel).form_dtypes(ref)
+        out = self._answers[key] = self._planned(self._plan(spec, arch, forms_only, dtypes), ref, arch)
         return out
+
+    def _plan(self, spec: KernelSpec, arch: str, forms_only: bool, dtypes: tuple) -> "_AnswerPlan":
+        """What answers ``spec`` on ``arch`` besides its tile: the releases tried in turn (each
+        with its note, base model, arch family, form and texts, found when a tile first reaches
+        it) and the notes of a release move. It depends on the kernel, engine, release, arch and
+        dtype path only, so the tens of thousands of answers of a check share a few hundred
+        plans; :meth:`_planned` evaluates one for a tile."""
+        pkey = (spec.kernel, spec.engine, spec.triton, arch, forms_only, dtypes)
+        plan = self._plans.get(pkey)
+        if plan is None:
+            judged, moved = self.runnable(spec, arch)
+            if moved:
+                inner = self._plan(judged, arch, forms_only, dtypes)
+                plan = _AnswerPlan(inner.spec, arch, forms_only, dtypes, inner.chain, inner.steps,
+                                   inner.moves + (moved,))
+            else:
+                plan = _AnswerPlan(spec, arch, forms_only, dtypes, self.forms_chain(spec), [], ())
+            self._plans[pkey] = plan
+        return plan
+
+    def _plan_step(self, plan: "_AnswerPlan", i: int) -> list | None:
+        """Step ``i`` of ``plan`` (the chain's ``i``-th release): ``[forms, note, base, family,
+        differed, compiled detail (built when first needed), found form (found when first
+        needed), the calibration's compiles on the arch (read when first needed)]``, or None when
+        the base model has no family for the arch (nothing answers there)."""
+        spec, arch = plan.spec, plan.arch
+        forms, note = plan.chain[i]
+        own, own_note = plan.chain[0]
+        differed = None
+        if forms is not own and own_note is None:  # the release's own file lacks this group
+            differed = own
+            gap = self._difference(own, spec, arch)
+            if gap:
+                note = f"{note} ({gap})"
+        akey = (forms, arch, spec.kernel)
+        found_base = self._answer_bases.get(akey)
+        if found_base is None:
+            base = self._base_model(forms)
+            family = base.family_of(arch)
+            found_base = self._answer_bases[akey] = (base, family,
+                                                     None if family is None else registry.get(spec.kernel))
+        base, family, _fam = found_base
+        if family is None:
+            return None
+        return [forms, note, base, family, differed, None, _MISSING, None]
+
+    def _planned(self, plan: "_AnswerPlan", ref: KernelSpec, arch: str) -> Answer | None:
+        """``plan``'s answer for the tile of the reference spec ``ref`` (see :meth:`_plan`)."""
+        steps = plan.steps
+        got = None
+        for i in range(len(plan.chain)):
+            if i == len(steps):
+                steps.append(self._plan_step(plan, i))
+            step = steps[i]
+            if step is None:
+                continue
+            forms, note = step[0], step[1]
+            if note is None and not plan.forms_only:
+                try:
+                    pkey = self._point_keys[ref]
+                except KeyError:
+                    pt = self._point(ref)
+                    pkey = self._point_keys[ref] = None if pt is None else (pt[0], (*pt[1], pt[2], pt[3]))
+                if pkey is None:
+                    shared = None
+                else:
+                    compiled = step[7]
+                    if compiled is None:  # the calibration's compiles on the arch (KernelForms.compiled)
+                        compiled = step[7] = forms.compiled_on(arch)
+                    shared = compiled.get(pkey)
+                if shared:
+                    detail = step[5]
+                    if detail is None:
+                        detail = step[5] = (f"{plan.spec.engine} {forms.engine_version} {forms.function}: compiled "
+                                            f"for {arch} by the calibration (Triton {forms.triton})")
+                    got = Answer(shared, True, detail, None, compiled=True)
+                    break
+            found = step[6]
+            if found is _MISSING:
+                found = step[6] = self._found_form(forms, note, plan.spec, arch, step[3], plan.dtypes, step[4])
+            if found is None:
+                continue
+            fn, proven, detail, max_error = found
+            value = int(round(fn(**step[2].variables(ref, step[3], arch))))
+            got = build_frozen(Answer, {"shared_bytes": value, "proven": proven, "detail": detail,
+                                        "max_error": max_error, "compiled": False})
+            break
+        if got is not None:
+            for moved in plan.moves:
+                got = replace(got, detail=f"{got.detail}; {moved}" if got.detail else moved)
+        return got
+
+    def _found_form(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str, family: str,
+                    dtypes: tuple, differed: KernelForms | None) -> tuple | None:
+        """:meth:`_find_form`, memoised per (release, note, engine, arch, family, dtype path, differed)."""
+        fkey = (forms, note, spec.engine, arch, family, dtypes, differed)
+        try:
+            return self._forms_found[fkey]
+        except KeyError:
+            pass
+        found = self._forms_found[fkey] = self._find_form(forms, note, spec, arch, family, dtypes,
+                                                          f"{spec.engine} {forms.engine_version} {forms.function}",
+                                                          differed)
+        return found
 
     def runnable(self, spec: KernelSpec, arch: str) -> tuple[KernelSpec, str | None]:
         """``spec`` under a Triton release that builds the engine's kernel on ``arch``, with a note
@@ -529,27 +641,6 @@ class EngineModel:
                 return tv, f"{why}: judged with Triton {tv}, the nearest release that builds it"
         return None, f"{why}: judged with the installed Triton's forms"
 
-    def _answer_chain(self, spec: KernelSpec, arch: str, forms_only: bool) -> Answer | None:
-        spec, moved = self.runnable(spec, arch)
-        if moved:
-            got = self._answer_chain(spec, arch, forms_only)
-            return None if got is None else replace(got, detail=f"{got.detail}; {moved}" if got.detail else moved)
-        chain = self.forms_chain(spec)
-        if not chain:
-            return None
-        own, own_note = chain[0]
-        for forms, note in chain:
-            differed = None
-            if forms is not own and own_note is None:  # the release's own file lacks this group
-                differed = own
-                gap = self._difference(own, spec, arch)
-                if gap:
-                    note = f"{note} ({gap})"
-            got = self._answer(forms, note, spec, arch, forms_only, differed)
-            if got is not None:
-                return got
-        return None
-
     def _difference(self, own: KernelForms, spec: KernelSpec, arch: str) -> str | None:
         family = self._base_model(own).family_of(arch)
         if family is None:
@@ -560,52 +651,11 @@ class EngineModel:
                 return gap
         return None
 
-    def _answer(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str,
-                forms_only: bool, differed: KernelForms | None = None) -> Answer | None:
-        """``differed``: the release asked for, when its own file lacks the group (its probe may
-        have compared the group and differed: the answer's error bound is then that difference)."""
-        # the analytic model, the arch's family and the kernel family: found once per (forms, arch, kernel)
-        akey = (forms, arch, spec.kernel)
-        found_base = self._answer_bases.get(akey)
-        if found_base is None:
-            base = self._base_model(forms)
-            family = base.family_of(arch)
-            found_base = self._answer_bases[akey] = (base, family,
-                                                     None if family is None else registry.get(spec.kernel))
-        base, family, fam = found_base
-        if family is None:
-            return None
-        ref = spec.reference
-        if note is None and not forms_only:
-            pt = self._point(ref)
-            got = pt and forms.compiled(arch, *pt)
-            if got:
-                who = f"{spec.engine} {forms.engine_version} {forms.function}"
-                return Answer(got, True, f"{who}: compiled for {arch} by the calibration (Triton {forms.triton})", None,
-                              compiled=True)
-        # which form answers, and what its answer says besides the bytes, depend on the release,
-        # the arch and the dtype path only: found once per such key (the planner asks for tens of
-        # thousands of tiles of a few paths)
-        dtypes = fam.form_dtypes(ref)
-        fkey = (forms, note, spec.engine, arch, family, dtypes, differed)
-        try:
-            found = self._forms_found[fkey]
-        except KeyError:
-            found = self._forms_found[fkey] = self._find_form(forms, note, spec, arch, family, dtypes,
-                                                              f"{spec.engine} {forms.engine_version} {forms.function}",
-                                                              differed)
-        if found is None:
-            return None
-        fn, proven, detail, max_error = found
-        value = int(round(fn(**base.variables(ref, family, arch))))
-        return build_frozen(Answer, {"shared_bytes": value, "proven": proven, "detail": detail, "max_error": max_error,
-                                     "compiled": False})
-
     def _find_form(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str, family: str,
                    dtypes: tuple, who: str, differed: KernelForms | None = None) -> tuple | None:
         """(form function, proven, detail, max error) of the first dtype path of ``dtypes`` with a
         form for ``arch`` (its own, else its family's); None when none has one. ``differed``: the
-        release asked for, whose own file lacks the group (see :meth:`_answer`)."""
+        release asked for, whose own file lacks the group (see :meth:`_plan_step`)."""
         for dtype in dtypes:
             where = arch  # a form of its own for this arch, else the arch family's
             hit = forms.form(arch, dtype)
@@ -725,6 +775,20 @@ class EngineModel:
         pt = _calibrate().spec_point(ref, "")
         out = self._points[ref] = None if pt is None else (pt.path.name, pt.tile, pt.num_warps, pt.num_stages)
         return out
+
+
+class _AnswerPlan(NamedTuple):
+    """See :meth:`EngineModel._plan`: ``spec`` is the spec judged (after a release move), ``chain``
+    its :meth:`EngineModel.forms_chain`, ``steps`` the chain's steps found so far, ``moves`` the
+    notes of the release moves, innermost first."""
+
+    spec: KernelSpec
+    arch: str
+    forms_only: bool
+    dtypes: tuple
+    chain: list
+    steps: list
+    moves: tuple
 
 
 @lru_cache(maxsize=None)
