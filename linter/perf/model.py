@@ -281,6 +281,15 @@ class _Static:
     smem_rate: float  # shared-memory bytes per second per SM
     fill_share: float  # c.pipeline_fill_share over the SM's share of DRAM bandwidth (s per byte)
     tile_key: tuple = ()  # the facts above that _tile_terms reads (its memo key)
+    # the shape's sizes the config-dependent terms read (copied: one attribute read, not two)
+    M: int = 0
+    n: int = 0
+    k: int = 0
+    experts: int = 1
+    # memos: (BM, BN, BK) -> _block_terms; (BM, BN, BK, warps, bytes) -> _tile_terms (shared by
+    # every _Static of one tile_key: the batch sizes of a device and dtype path)
+    blocks: dict = field(default_factory=dict, compare=False, repr=False)
+    tiles: dict = field(default_factory=dict, compare=False, repr=False)
 
 
 _STATIC: dict[tuple, tuple] = {}
@@ -368,10 +377,13 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         fill_share=c["pipeline_fill_share"] * sms / ((device.memory_bandwidth_gbps or c["default_bandwidth_gbps"])
                                                      * 1e9 * c["dram_efficiency"]),
     )
-    st = replace(st, tile_key=(st.mma, st.fp8_swap_kernel, st.a_b, st.b_b, st.warp_size, st.block_scales,
-                               st.base_regs, st.acc_regs, st.max_regs, st.regs_per_block, st.spill_penalty,
-                               st.max_blocks, st.max_threads_sm, st.regs_per_sm, st.smem_per_sm, st.reserved,
-                               st.mma_v2_on_wgmma))
+    tile_key = (st.mma, st.fp8_swap_kernel, st.a_b, st.b_b, st.warp_size, st.block_scales, st.base_regs, st.acc_regs,
+                st.max_regs, st.regs_per_block, st.spill_penalty, st.max_blocks, st.max_threads_sm, st.regs_per_sm,
+                st.smem_per_sm, st.reserved, st.mma_v2_on_wgmma)
+    tiles = _TILES.get(tile_key)
+    if tiles is None or len(tiles) > 200000:
+        tiles = _TILES[tile_key] = {}
+    st = replace(st, tile_key=tile_key, M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={}, tiles=tiles)
     if len(_STATIC) > 4096:
         _STATIC.clear()
     _STATIC[key] = (c, device, st)
@@ -379,16 +391,16 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
 
 
 
-_TILES: dict[tuple, tuple] = {}
+_TILES: dict[tuple, dict] = {}  # tile_key -> that _Static.tiles
 
 
 def _tile_terms(st: _Static, bm: int, bn: int, bk: int, warps: int, smem_bytes: int | None) -> tuple:
     """What a prediction takes from the tile, the warps and the shared memory alone (the MMA path,
     the warp layout, registers, occupancy): the same for every batch size of a device and dtype
-    path, so memoised on the device's and path's facts (``st.tile_key``). The ranking predicts
-    each candidate at many batch sizes."""
-    key = (st.tile_key, bm, bn, bk, warps, smem_bytes)
-    hit = _TILES.get(key)
+    path, so memoised on the device's and path's facts (``st.tile_key``: ``st.tiles`` is that
+    key's memo). The ranking predicts each candidate at many batch sizes."""
+    key = (bm, bn, bk, warps, smem_bytes)
+    hit = st.tiles.get(key)
     if hit is not None:
         return hit
     # -- MMA path
@@ -439,9 +451,7 @@ def _tile_terms(st: _Static, bm: int, bn: int, bk: int, warps: int, smem_bytes: 
             occupancy, limit_name = value, name
     occupancy = max(1, occupancy)
     out = (swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy, limit_name)
-    if len(_TILES) > 200000:
-        _TILES.clear()
-    _TILES[key] = out
+    st.tiles[key] = out
     return out
 
 
@@ -463,12 +473,34 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     if smem_bytes is None:
         smem_bytes = smem(config, device) if smem is not None else _smem_default(config, shape, device)
     st = _static(shape, device, c)
-    n, k = shape.n, shape.k
+    return _predict(st, bm, bn, bk, group, warps, stages, smem_bytes, _time_only)
+
+
+def time_predictor(shape: GemmShape, device, coefficients: Coefficients) -> Callable[[Mapping, int | None], float]:
+    """``f(config, smem_bytes)``: :func:`predict_time` of ``config`` for ``shape`` on ``device``
+    with these coefficients, the shape's and device's part (``_static``) looked up once (what a
+    ranking asks for many configs of one shape and device). The same float operations, in the
+    same order, as :func:`predict`: the same numbers."""
+    st = _static(shape, device, coefficients)
+    vendor = getattr(device, "vendor", None)
+
+    def time(config: Mapping, smem_bytes: int | None) -> float:
+        bm, bn, bk, group, warps, stages = _config_values(config, vendor)
+        return _predict(st, bm, bn, bk, group, warps, stages, smem_bytes, True)
+
+    return time
+
+
+def _block_terms(st: _Static, bm: int, bn: int, bk: int) -> tuple:
+    """What a prediction takes from the block sizes, the shape and the device alone (the
+    padding, the grid, the K loop, a stage's bytes and its L2 time): the same for every warp
+    count, stage count and group size of a tile (``st.blocks`` memoises it)."""
+    n, k = st.n, st.k
     rows, active = st.rows, st.active
 
     # -- rows, experts and padding (per-expert counts vary: expected padded blocks per expert)
-    if shape.experts > 1:
-        blocks_m = shape.experts * expected_blocks(shape.M, st.route_p, bm)
+    if st.experts > 1:
+        blocks_m = st.experts * expected_blocks(st.M, st.route_p, bm)
     else:
         blocks_m = float(-(-rows // bm))
     blocks_m = max(blocks_m, 1.0)
@@ -477,10 +509,32 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     n_tiles = -(-n // bn)
     programs = max(1, int(math.ceil(blocks_m * n_tiles - 1e-9)))
     k_iters = max(1, -(-k // bk))
+    per_sm = -(-programs // st.sms)
+    real_rows = rows / blocks_m
+    stage_bytes = real_rows * bk * st.a_b + bn * bk * st.b_b
+    t_l2 = stage_bytes / st.l2_rate
+    # Throughput terms are work: the SM runs all its programs' iterations (a last, partial
+    # round of programs is not a full one)
+    store = real_rows * bn * st.c_b / st.l2_rate
+    t_l2_share = per_sm * (k_iters * t_l2 + store)
+    return (blocks_m, m_blocks_per_expert, padding, n_tiles, programs, k_iters, per_sm, real_rows, stage_bytes, t_l2,
+            t_l2_share)
+
+
+def _predict(st: _Static, bm: int, bn: int, bk: int, group: int, warps: int, stages: int, smem_bytes,
+             time_only: bool):
+    """:func:`predict` once the config's values, the shape's and device's facts (``st``) and the
+    shared memory are known."""
+    blocks = st.blocks.get((bm, bn, bk))
+    if blocks is None:
+        blocks = st.blocks[(bm, bn, bk)] = _block_terms(st, bm, bn, bk)
+    (blocks_m, m_blocks_per_expert, padding, n_tiles, programs, k_iters, per_sm, real_rows, stage_bytes, t_l2,
+     t_l2_share) = blocks
+    n, k = st.n, st.k
+    rows, active = st.rows, st.active
 
     (swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy,
      limit_name) = _tile_terms(st, bm, bn, bk, warps, smem_bytes)
-    per_sm = -(-programs // st.sms)
     resident = min(occupancy, per_sm)
     if resident < occupancy:
         limit_name = "grid"
@@ -491,9 +545,6 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     t_mma = max(flops_iter / (st.peak_per_sm * path_eff * util), smem_read / st.smem_rate)
     if st.block_scales:
         t_mma += bm * bn * st.scale_cycles / st.clock
-    real_rows = rows / blocks_m
-    stage_bytes = real_rows * bk * st.a_b + bn * bk * st.b_b
-    t_l2 = stage_bytes / st.l2_rate
     latency = st.latency
     # one stage's load completes after the latency plus its own transfer; S-1 are in flight
     if stages <= 1:
@@ -504,8 +555,6 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     # round of programs is not a full one). The latency bound is a chain: each wave of resident
     # programs waits for its own loads.
     t_compute = per_sm * k_iters * (t_mma + st.t_ovh)
-    store = real_rows * bn * st.c_b / st.l2_rate
-    t_l2_share = per_sm * (k_iters * t_l2 + store)
     t_chain = rounds * k_iters * t_lat
     # a program fills its pipeline (one latency) and ends with its epilogue; co-resident programs
     # drift apart, so after the first round one's fill and epilogue run under the others' main
@@ -552,7 +601,7 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     p = st.overlap_p
     core = (t_sm ** p + t_dram ** p) ** (1.0 / p)
     launch = st.launch_us
-    if _time_only:
+    if time_only:
         return launch + core * 1e6
     terms = {"compute": t_compute * 1e6, "l2": t_l2_share * 1e6, "latency": t_chain * 1e6,
              "dram": t_dram * 1e6}
