@@ -290,6 +290,15 @@ class _Static:
     # every _Static of one tile_key: the batch sizes of a device and dtype path)
     blocks: dict = field(default_factory=dict, compare=False, repr=False)
     tiles: dict = field(default_factory=dict, compare=False, repr=False)
+    # config-free parts of the DRAM terms, each the very expression _predict used to evaluate
+    l2_reused: float = 0.0  # l2_size * l2_reuse
+    expert_w: float = 0.0  # n * k * b_b
+    w_all: float = 0.0  # active * expert_w
+    miss: float = 0.0  # min(1.0, expert_w / l2_reused)
+    a_all: float = 0.0  # a_rows * k * a_b
+    c_all: float = 0.0  # rows * n * c_b
+    inv_bw: float = 0.0  # 1.0 / bw
+    fixed: float = 0.0  # latency + epilogue
 
 
 _STATIC: dict[tuple, tuple] = {}
@@ -383,7 +392,12 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
     tiles = _TILES.get(tile_key)
     if tiles is None or len(tiles) > 200000:
         tiles = _TILES[tile_key] = {}
-    st = replace(st, tile_key=tile_key, M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={}, tiles=tiles)
+    l2_reused = st.l2_size * st.l2_reuse
+    expert_w = shape.n * shape.k * st.b_b
+    st = replace(st, tile_key=tile_key, M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={}, tiles=tiles,
+                 l2_reused=l2_reused, expert_w=expert_w, w_all=st.active * expert_w,
+                 miss=min(1.0, expert_w / l2_reused), a_all=st.a_rows * shape.k * st.a_b,
+                 c_all=st.rows * shape.n * st.c_b, inv_bw=1.0 / st.bw, fixed=st.latency + st.epilogue)
     if len(_STATIC) > 4096:
         _STATIC.clear()
     _STATIC[key] = (c, device, st)
@@ -517,40 +531,49 @@ def _block_terms(st: _Static, bm: int, bn: int, bk: int) -> tuple:
     # round of programs is not a full one)
     store = real_rows * bn * st.c_b / st.l2_rate
     t_l2_share = per_sm * (k_iters * t_l2 + store)
+    # K-contiguous rows of BK elements: segments shorter than c.dram_segment_bytes waste bursts
+    seg_b = min(1.0, bk * st.b_b / st.segment)
+    seg_a = min(1.0, bk * st.a_b / st.segment)
     return (blocks_m, m_blocks_per_expert, padding, n_tiles, programs, k_iters, per_sm, real_rows, stage_bytes, t_l2,
-            t_l2_share)
+            t_l2_share, seg_b, seg_a)
 
 
 def _predict(st: _Static, bm: int, bn: int, bk: int, group: int, warps: int, stages: int, smem_bytes,
              time_only: bool):
     """:func:`predict` once the config's values, the shape's and device's facts (``st``) and the
-    shared memory are known."""
+    shared memory are known. (It runs for every candidate of every fix search: ``min``/``max`` of
+    two values are written out as the comparisons they make, same operands, same result.)"""
     blocks = st.blocks.get((bm, bn, bk))
     if blocks is None:
         blocks = st.blocks[(bm, bn, bk)] = _block_terms(st, bm, bn, bk)
     (blocks_m, m_blocks_per_expert, padding, n_tiles, programs, k_iters, per_sm, real_rows, stage_bytes, t_l2,
-     t_l2_share) = blocks
-    n, k = st.n, st.k
-    rows, active = st.rows, st.active
-
-    (swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy,
-     limit_name) = _tile_terms(st, bm, bn, bk, warps, smem_bytes)
-    resident = min(occupancy, per_sm)
+     t_l2_share, seg_b, seg_a) = blocks
+    tile = st.tiles.get((bm, bn, bk, warps, smem_bytes))
+    if tile is None:
+        tile = _tile_terms(st, bm, bn, bk, warps, smem_bytes)
+    swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy, limit_name = tile
+    resident = per_sm if per_sm < occupancy else occupancy  # min(occupancy, per_sm)
     if resident < occupancy:
         limit_name = "grid"
     rounds = -(-per_sm // resident)
 
     # -- per-iteration times on one SM
-    util = min(1.0, resident * warps / st.subpartitions)
-    t_mma = max(flops_iter / (st.peak_per_sm * path_eff * util), smem_read / st.smem_rate)
+    util = resident * warps / st.subpartitions
+    if not util < 1.0:  # min(1.0, util)
+        util = 1.0
+    t_mma = flops_iter / (st.peak_per_sm * path_eff * util)
+    t_smem = smem_read / st.smem_rate
+    if t_smem > t_mma:  # max(t_mma, t_smem)
+        t_mma = t_smem
     if st.block_scales:
         t_mma += bm * bn * st.scale_cycles / st.clock
     latency = st.latency
+    in_stages = stages - 1 if stages - 1 > 1 else 1  # max(stages - 1, 1): loads in flight
     # one stage's load completes after the latency plus its own transfer; S-1 are in flight
     if stages <= 1:
         t_lat = latency + t_l2 + t_mma + st.t_ovh
     else:
-        t_lat = (latency + t_l2) / max(stages - 1, 1)
+        t_lat = (latency + t_l2) / in_stages
     # Throughput terms are work: the SM runs all its programs' iterations (a last, partial
     # round of programs is not a full one). The latency bound is a chain: each wave of resident
     # programs waits for its own loads.
@@ -559,44 +582,57 @@ def _predict(st: _Static, bm: int, bn: int, bk: int, group: int, warps: int, sta
     # a program fills its pipeline (one latency) and ends with its epilogue; co-resident programs
     # drift apart, so after the first round one's fill and epilogue run under the others' main
     # loops (a lone program per SM exposes them every round)
-    fixed = latency + st.epilogue
+    fixed = st.fixed  # latency + epilogue
     # the launch's fill: the first wave's resident programs all issue their num_stages - 1
     # prologue stages (BK deep each) at once and share the SM's part of the DRAM bandwidth before
     # any MMA can start (c.pipeline_fill_share; later programs start under the running ones' loops).
     # Exposed once, so it matters where the SM runs one wave of short K loops (small M): what a
     # deeper BLOCK_SIZE_K costs there
-    fill = resident * max(stages - 1, 1) * stage_bytes * st.fill_share
-    t_sm = (max(t_compute, t_l2_share, t_chain) * spill_factor + fixed * (1.0 + (rounds - 1) / resident)
-            + fill)
+    fill = resident * in_stages * stage_bytes * st.fill_share
+    busiest = t_compute  # max(t_compute, t_l2_share, t_chain)
+    if t_l2_share > busiest:
+        busiest = t_l2_share
+    if t_chain > busiest:
+        busiest = t_chain
+    t_sm = busiest * spill_factor + fixed * (1.0 + (rounds - 1) / resident) + fill
 
     # -- DRAM
-    expert_w = n * k * st.b_b
-    g_eff = min(float(group), m_blocks_per_expert)
+    g = float(group)
+    g_eff = m_blocks_per_expert if m_blocks_per_expert < g else g  # min(group, m_blocks_per_expert)
     # groups of G M blocks per expert: each group after the first re-reads the weights. The
     # expected count, not its ceiling: an expert gets a second M block only as often as its
     # rows overflow one (E[ceil(X / BM)] of a few rows is 1.00001, not 2)
-    passes = max(1.0, m_blocks_per_expert / g_eff)
-    miss = min(1.0, expert_w / (st.l2_size * st.l2_reuse))
-    w_bytes = active * expert_w * (1.0 + (passes - 1) * miss)
+    passes = m_blocks_per_expert / g_eff
+    if not passes > 1.0:  # max(1.0, passes)
+        passes = 1.0
+    w_bytes = st.w_all * (1.0 + (passes - 1) * st.miss)
     # A re-reads: the programs in flight cover min(G, in flight) M blocks and the N tiles that
     # leave room for; a group's A rows are visited once per such sweep of its N tiles, and come
     # from DRAM again as far as the group's A rows do not stay in L2
-    window = float(min(programs, st.sms * occupancy))
-    g_all = min(float(group), blocks_m)
-    n_window = min(float(n_tiles), max(1.0, window / min(g_all, window)))
+    resident_all = st.sms * occupancy
+    in_flight_programs = resident_all if resident_all < programs else programs  # min(programs, sms x occupancy)
+    window = float(in_flight_programs)
+    g_all = blocks_m if blocks_m < g else g  # min(group, blocks_m)
+    per_group = window / (window if window < g_all else g_all)  # window / min(g_all, window)
+    if not per_group > 1.0:  # max(1.0, per_group)
+        per_group = 1.0
+    n_window = float(n_tiles)
+    if per_group < n_window:  # min(n_tiles, per_group)
+        n_window = per_group
     sweeps = math.ceil(n_tiles / n_window - 1e-9)
-    miss_a = min(1.0, g_all * bm * k * st.a_b / (st.l2_size * st.l2_reuse))
-    a_bytes = st.a_rows * k * st.a_b * (1.0 + (sweeps - 1) * miss_a)
+    miss_a = g_all * bm * st.k * st.a_b / st.l2_reused
+    if not miss_a < 1.0:  # min(1.0, miss_a)
+        miss_a = 1.0
+    a_bytes = st.a_all * (1.0 + (sweeps - 1) * miss_a)
     # K-contiguous rows of BK elements: segments shorter than c.dram_segment_bytes waste bursts
-    seg_b = min(1.0, bk * st.b_b / st.segment)
-    seg_a = min(1.0, bk * st.a_b / st.segment)
-    dram_bytes = w_bytes / seg_b + a_bytes / seg_a + rows * n * st.c_b
+    # (seg_b, seg_a: _block_terms)
+    dram_bytes = w_bytes / seg_b + a_bytes / seg_a + st.c_all
     # Little's law: the bandwidth reached is at most the bytes in flight over the latency. The
     # two limits meet softly (a 2-norm): near saturation requests queue and the loaded latency
     # grows, so a deeper pipeline still gains a few per cent where the hard minimum says the
     # bandwidth is already reached
-    in_flight = min(programs, st.sms * occupancy) * max(stages - 1, 1) * stage_bytes
-    t_dram = dram_bytes * math.hypot(1.0 / st.bw, latency / max(in_flight, 1e-9))
+    in_flight = in_flight_programs * in_stages * stage_bytes
+    t_dram = dram_bytes * math.hypot(st.inv_bw, latency / (in_flight if in_flight > 1e-9 else 1e-9))
 
     p = st.overlap_p
     core = (t_sm ** p + t_dram ** p) ** (1.0 / p)
