@@ -644,17 +644,23 @@ class FixPlanner:
             return chosen
         allowed = {cfg_key(c) for c, _ in order}
         best = None
+        chosen_time = self._model_log_time(ctx, key, M, chosen)
         for a in anchors:
             if a is None or cfg_key(a) not in allowed:
                 continue
             if cfg_key(a) == cfg_key(chosen):
                 return chosen
+            t = self._model_log_time(ctx, key, M, a)
+            # an anchor predicted slower than the margin allows is never taken, and the best
+            # accepted anchor is never one: its rules are not asked (a probe of the engine's
+            # check: a third of them went to such anchors)
+            if t - chosen_time > ANCHOR_MARGIN:
+                continue
             if not self._rules_accept(table, key, a, original_sig):
                 continue
-            t = self._model_log_time(ctx, key, M, a)
             if best is None or t < best[1]:
                 best = (a, t)
-        if best is not None and best[1] - self._model_log_time(ctx, key, M, chosen) <= ANCHOR_MARGIN:
+        if best is not None and best[1] - chosen_time <= ANCHOR_MARGIN:
             return best[0]
         return chosen
 

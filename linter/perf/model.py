@@ -338,8 +338,7 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
     hit = _STATIC.get(key)
     if hit is not None and hit[0] is c and hit[1] is device:
         return hit[2]
-    sms = device.sm_count or int(c["default_sm_count"])
-    clock = (device.boost_clock_mhz or c["default_clock_mhz"]) * 1e6
+    base = _device_static(device, c, shape.kernel, shape.dtype, shape.block_shape is not None)
     rows = max(shape.rows, 1)
     if shape.experts > 1:
         hit_p = min(1.0, shape.top_k / shape.experts)
@@ -347,19 +346,45 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         active = max(1.0, min(float(shape.experts), active, float(rows)))
     else:
         active = 1.0
-    a_b, b_b, c_b = shape.operand_bytes
+    a_rows = shape.a_rows_unique if shape.a_rows_unique is not None else rows
+    expert_w = shape.n * shape.k * base.b_b
+    st = replace(base, rows=rows, active=active, per_expert=rows / active, a_rows=a_rows,
+                 route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
+                 M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={},
+                 expert_w=expert_w, w_all=active * expert_w, miss=min(1.0, expert_w / base.l2_reused),
+                 a_all=a_rows * shape.k * base.a_b, c_all=rows * shape.n * base.c_b)
+    if len(_STATIC) > 4096:
+        _STATIC.clear()
+    _STATIC[key] = (c, device, st)
+    return st
+
+
+_DEVICE_STATIC: dict[tuple, tuple] = {}
+
+
+def _device_static(device, c: Coefficients, kernel: str, dtype: str, block_shaped: bool) -> _Static:
+    """The part of :func:`_static` that no size of the shape changes (the device's facts, the
+    coefficients, the kernel's dtype path), memoised: :func:`_static` fills in the shape's."""
+    key = (device.key, id(c), kernel, dtype, block_shaped)
+    hit = _DEVICE_STATIC.get(key)
+    if hit is not None and hit[0] is c and hit[1] is device:
+        return hit[2]
+    sms = device.sm_count or int(c["default_sm_count"])
+    clock = (device.boost_clock_mhz or c["default_clock_mhz"]) * 1e6
+    from tilefit.dtypes import operand_bytes
+
+    a_b, b_b, c_b = operand_bytes(dtype)
     st = _Static(
         sms=sms, clock=clock,
         bw=(device.memory_bandwidth_gbps or c["default_bandwidth_gbps"]) * 1e9 * c["dram_efficiency"],
         l2_size=device.l2_bytes or c["default_l2_bytes"],
         warp_size=device.warp_size or 32,
-        a_b=a_b, b_b=b_b, c_b=c_b, rows=rows, active=active, per_expert=rows / active,
+        a_b=a_b, b_b=b_b, c_b=c_b, rows=0, active=0.0, per_expert=0.0,
         mma=device.mma or "mma_v2",
-        fp8_swap_kernel=shape.dtype == "fp8_w8a8" and _can_swap(shape.kernel),
-        block_scales=shape.block_shape is not None and shape.dtype in ("fp8_w8a8", "int8_w8a8")
-        and _block_scaled(shape.kernel),
+        fp8_swap_kernel=dtype == "fp8_w8a8" and _can_swap(kernel),
+        block_scales=block_shaped and dtype in ("fp8_w8a8", "int8_w8a8") and _block_scaled(kernel),
         scale_cycles=c["block_scale_cycles_per_kelement"] / 1024.0,
-        peak_per_sm=peak_tflops(device, shape.dtype, c) * 1e12 / sms * c["mma_efficiency"],
+        peak_per_sm=peak_tflops(device, dtype, c) * 1e12 / sms * c["mma_efficiency"],
         max_regs=device.max_regs_per_thread or 255,
         regs_per_block=device.regs_per_block or 65536,
         max_blocks=device.max_blocks_per_sm or 32,
@@ -371,8 +396,8 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         latency=c["load_latency_ns"] * 1e-9,
         t_ovh=c["iter_overhead_cycles"] / clock,
         epilogue=c["epilogue_latency_ns"] * 1e-9,
-        a_rows=shape.a_rows_unique if shape.a_rows_unique is not None else rows,
-        route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
+        a_rows=0,
+        route_p=1.0,
         mma_v2_on_wgmma=c["mma_v2_on_wgmma"],
         base_regs=c["base_regs_per_thread"],
         acc_regs=c["accumulator_reg_factor"],
@@ -392,15 +417,11 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
     tiles = _TILES.get(tile_key)
     if tiles is None or len(tiles) > 200000:
         tiles = _TILES[tile_key] = {}
-    l2_reused = st.l2_size * st.l2_reuse
-    expert_w = shape.n * shape.k * st.b_b
-    st = replace(st, tile_key=tile_key, M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={}, tiles=tiles,
-                 l2_reused=l2_reused, expert_w=expert_w, w_all=st.active * expert_w,
-                 miss=min(1.0, expert_w / l2_reused), a_all=st.a_rows * shape.k * st.a_b,
-                 c_all=st.rows * shape.n * st.c_b, inv_bw=1.0 / st.bw, fixed=st.latency + st.epilogue)
-    if len(_STATIC) > 4096:
-        _STATIC.clear()
-    _STATIC[key] = (c, device, st)
+    st = replace(st, tile_key=tile_key, tiles=tiles, l2_reused=st.l2_size * st.l2_reuse, inv_bw=1.0 / st.bw,
+                 fixed=st.latency + st.epilogue)
+    if len(_DEVICE_STATIC) > 4096:
+        _DEVICE_STATIC.clear()
+    _DEVICE_STATIC[key] = (c, device, st)
     return st
 
 
