@@ -171,8 +171,9 @@ def build_engine(settings: Settings, opts: CheckOptions) -> Engine:
 
 
 @contextlib.contextmanager
-def _collector_paused():
-    """Run a check without Python's cyclic garbage collector walking its objects.
+def collector_paused():
+    """Run a check (or render its report: `tilefit check`'s render) without Python's cyclic
+    garbage collector walking its objects.
 
     A check allocates a few objects per entry and per diagnostic and keeps most of them until
     it returns (tables, memoised findings, diagnostics). The collector walks every young object
@@ -210,7 +211,7 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
     One bar shows every stage (files, compiles, files again): ``progress``, else
     ``opts.progress`` (a :class:`tilefit.progress.Progress`; ``False``: none at all), else one on
     stderr when it is a terminal, shown only once the run compiles or takes over a second."""
-    with _collector_paused():
+    with collector_paused():
         opts = opts or CheckOptions()
         settings = settings or Settings()
         bar = progress if progress is not None else opts.progress
@@ -421,7 +422,7 @@ def run_check_source(data: bytes, filename: str, opts: CheckOptions | None = Non
     if meta is None:
         raise UsageError(f"--stdin-filename {filename}: not a tuning-config file name (E=..,N=..,device_name=...json "
                          "and the other families tilefit knows); Python sources are checked from files")
-    with _collector_paused():
+    with collector_paused():
         engine = engine or build_engine(settings, opts)
         table = read_table(filename, meta=meta, data=data)
         errors: list[str] = []

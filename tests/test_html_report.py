@@ -241,6 +241,39 @@ def test_identical_entries_are_stored_once(corpus):
     assert sum(len(row) for rows in data["needs"].values() for row in rows.values()) <= len(pairs) * len(audit.columns)
 
 
+def test_interned_configs_are_those_json_tells_apart(corpus_files):
+    """The audit's interner keys a plain entry by its typed items, not its JSON text: it must give
+    the ids the JSON key gave, on every entry of the corpus and on values JSON tells apart
+    (1, 1.0 and true; key order; nested values)."""
+    from tilefit.audit import check as audit_check
+
+    values = []
+    for path in corpus_files[::3]:
+        try:
+            table = json.loads(path.read_bytes())
+        except ValueError:
+            continue
+        if isinstance(table, dict):
+            values.extend(table.values())
+    plain = {"BLOCK_SIZE_M": 16, "num_warps": 4}
+    values += [plain, dict(reversed(list(plain.items()))), {"BLOCK_SIZE_M": 16.0, "num_warps": 4},
+               {"BLOCK_SIZE_M": True, "num_warps": 4}, {"BLOCK_SIZE_M": 1, "num_warps": 4}, {"BLOCK_SIZE_M": "16"},
+               {"BLOCK_SIZE_M": None}, {"BLOCK_SIZE_M": [16]}, {"BLOCK_SIZE_M": {"a": 1}}, [16, 4], 16, "x", None,
+               {"é": 1}, {}]
+    fast_values, slow_values = [], []
+    fast = audit_check._Interner(fast_values)
+    ids = [fast(v) for v in values]
+    saved = audit_check._plain_key
+    audit_check._plain_key = lambda value: None  # every value keyed by its JSON text
+    try:
+        slow = audit_check._Interner(slow_values)
+        assert [slow(v) for v in values] == ids
+    finally:
+        audit_check._plain_key = saved
+    assert fast_values == slow_values and len(fast_values) > 20
+    assert ids[-15] == ids[-14] and len({ids[-15], ids[-13], ids[-12], ids[-11]}) == 4
+
+
 # ---------------------------------------------------------------------------------------------
 # the page's HTML
 

@@ -264,3 +264,25 @@ def test_littles_law_caps_bandwidth_for_few_shallow_programs(h200):
     shallow = predict(cfg("16/128/64/G1/w4/s2"), shape, h200)
     deep = predict(cfg("16/128/64/G1/w4/s5"), shape, h200)
     assert shallow.dram_us > deep.dram_us
+
+
+def test_time_predictor_answers_as_predict(db):
+    """The ranking's time function (one per shape and device, its block and tile memos shared
+    across batch sizes) gives predict's time to the last bit, whatever was asked before it."""
+    from itertools import product
+
+    from tilefit.perf.model import time_predictor
+
+    devices = [db.get(k) for k in ("h200", "rtx4090", "rtx5090")]
+    shapes = [qwen3(dtype, M) for dtype in ("fp8_w8a8", "bf16") for M in (1, 48, 4096)]
+    shapes.append(GemmShape("block_gemm", "fp8_w8a8", 256, n=7168, k=2304, block_shape=(128, 128), a_rows_unique=256))
+    grid = list(product((16, 64, 256), (32, 256), (64, 128), (1, 16), (4, 8), (1, 3, 5)))
+    for shape, dev in product(shapes, devices):
+        c = load_coefficients(dev)
+        fast = time_predictor(shape, dev, c)
+        for (bm, bn, bk, g, w, s), smem in product(grid, (0, 65536)):
+            config = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g,
+                      "num_warps": w, "num_stages": s}
+            full = predict(config, shape, dev, c, smem_bytes=smem)
+            assert fast(config, smem) == full.time_us, (shape, dev.key, config, smem)
+            assert math.isfinite(full.time_us) and full.time_us > full.launch_us

@@ -34,12 +34,36 @@ class _Interner:
         self._index: dict[str, int] = {}
 
     def __call__(self, value) -> int:
-        key = json.dumps(value, sort_keys=True, default=str)  # key order does not make another config
+        key = _plain_key(value)
+        if key is None:
+            key = json.dumps(value, sort_keys=True, default=str)  # key order does not make another config
         i = self._index.get(key)
         if i is None:
             i = self._index[key] = len(self.values)
             self.values.append(value)
         return i
+
+
+def _plain_key(value) -> tuple | None:
+    """For an object of text keys and int, text, boolean or null values (what a table entry is):
+    its (key, type, value) items sorted by key, equal for two such objects exactly when their
+    ``json.dumps(sort_keys=True)`` texts are (the type keeps 1 and true apart, as JSON does); None
+    for anything else (the interner then keys by that JSON). A warm html run interns every entry
+    of every table: the JSON text took longer than the rest of the interning."""
+    if not isinstance(value, dict):
+        return None
+    items = []
+    for k, v in value.items():
+        t = type(v)
+        if type(k) is not str or not (t is int or t is str or t is bool or v is None):
+            return None
+        items.append((k, t, v))
+    items.sort(key=_first)
+    return tuple(items)
+
+
+def _first(item):
+    return item[0]
 
 
 def table_shape(meta) -> str:

@@ -66,6 +66,21 @@ def entry_need(meta, entry: Mapping, device, estimator, variants=None) -> Need:
     return Need(worst.shared_bytes, verdict, worst.estimator)
 
 
+def _store_keys():
+    """(needstore.key_of, needstore.key_prefix), imported on the first ask (the store is
+    imported only where a run has one; a function-level import ran on each of a warm html run's
+    tens of thousands of asks)."""
+    global _KEYS
+    if _KEYS is None:
+        from .needstore import key_of, key_prefix
+
+        _KEYS = (key_of, key_prefix)
+    return _KEYS
+
+
+_KEYS = None
+
+
 class NeedTable:
     """:func:`entry_need` for many (kernel, config, device class) triples, the kernel variants
     built once per (kernel, config, vendor, launch arch key): archs differ only by the engines'
@@ -84,8 +99,7 @@ class NeedTable:
     def need(self, kernel_key, config_key, meta, entry: Mapping, device) -> Need:
         skey = None
         if self.store is not None:
-            from .needstore import key_of, key_prefix
-
+            key_of, key_prefix = _store_keys()
             hit = self._meta_text.get(id(meta))
             if hit is None or hit[0] is not meta:
                 hit = self._meta_text[id(meta)] = (meta, repr(meta))

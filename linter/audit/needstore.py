@@ -47,7 +47,13 @@ def key_of(prefix: str | None, device_key: str) -> str | None:
     """:func:`need_key` from its :func:`key_prefix` (the JSON list ``[meta_text, entry, device_key]``)."""
     if prefix is None:
         return None
-    return hashlib.sha256((prefix + _KEY_ENCODER.encode(device_key) + "]").encode()).hexdigest()[:24]
+    end = _KEY_ENDS.get(device_key)
+    if end is None:
+        end = _KEY_ENDS[device_key] = _KEY_ENCODER.encode(device_key) + "]"
+    return hashlib.sha256((prefix + end).encode()).hexdigest()[:24]
+
+
+_KEY_ENDS: dict[str, str] = {}  # device key -> its JSON and the list's end (a run has a few devices)
 
 
 def _valid(value) -> bool:

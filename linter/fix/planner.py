@@ -644,17 +644,23 @@ class FixPlanner:
             return chosen
         allowed = {cfg_key(c) for c, _ in order}
         best = None
+        chosen_time = self._model_log_time(ctx, key, M, chosen)
         for a in anchors:
             if a is None or cfg_key(a) not in allowed:
                 continue
             if cfg_key(a) == cfg_key(chosen):
                 return chosen
+            t = self._model_log_time(ctx, key, M, a)
+            # an anchor predicted slower than the margin allows is never taken, and the best
+            # accepted anchor is never one: its rules are not asked (a probe of the engine's
+            # check: a third of them went to such anchors)
+            if t - chosen_time > ANCHOR_MARGIN:
+                continue
             if not self._rules_accept(table, key, a, original_sig):
                 continue
-            t = self._model_log_time(ctx, key, M, a)
             if best is None or t < best[1]:
                 best = (a, t)
-        if best is not None and best[1] - self._model_log_time(ctx, key, M, chosen) <= ANCHOR_MARGIN:
+        if best is not None and best[1] - chosen_time <= ANCHOR_MARGIN:
             return best[0]
         return chosen
 
@@ -667,11 +673,38 @@ class FixPlanner:
         """The log predicted time of ``entry`` on each ranking device, in ``ctx.ranking``'s order
         (memoised per shape, ranking and config: the ranking asks for each candidate on every
         device, and again in later searches of the same batch size)."""
-        shape = ctx.shape(key, M)
-        k = (ctx.kernel_key, shape, ctx.ranking_keys, cfg_key(entry))
-        hit = self._log_memo.get(k)
+        memo, predictors = self._ranking_memos(ctx, key, M)
+        ck = cfg_key(entry)
+        hit = memo.get(ck)
         if hit is None:
-            hit = self._log_memo[k] = tuple(math.log(self._predict(ctx, key, M, entry, dev)) for dev, _ in ctx.ranking)
+            skey = smem_key(ctx.meta.family, entry)
+            hit = memo[ck] = tuple(math.log(self._predicted_on(ctx, p, ck, skey, entry)) for p in predictors)
+        return hit
+
+    def _ranking_memos(self, ctx, key, M):
+        """(the log-time memo of ``key``'s shape and ``ctx``'s ranking: config -> log times, one
+        ``_Predictor`` per ranking device), looked up once per batch key of a table."""
+        hit = ctx._memos.get(key)
+        if hit is None:
+            shape = ctx.shape(key, M)
+            memo = self._log_memo.setdefault((ctx.kernel_key, shape, ctx.ranking_keys), {})
+            hit = ctx._memos[key] = (memo, tuple(self._predictor(ctx, shape, dev) for dev, _ in ctx.ranking))
+        return hit
+
+    def _predictor(self, ctx, shape, dev) -> "_Predictor":
+        from tilefit.perf.model import time_predictor
+
+        return _Predictor(dev, self._pred_memo.setdefault((ctx.kernel_key, shape, dev.key), {}),
+                          time_predictor(shape, dev, self._coeffs(dev)))
+
+    def _predicted_on(self, ctx, p: "_Predictor", ck: tuple, skey: tuple, entry: Mapping) -> float:
+        """Predicted microseconds of ``entry`` (its ``cfg_key`` and ``smem_key`` given) on
+        ``p``'s device (memoised: see :meth:`_predict`)."""
+        hit = p.memo.get(ck)
+        if hit is None:
+            dev = p.device
+            smem = self._need(ctx.meta, ctx.kernel_key, skey, entry, dev.arch, dev.vendor)
+            hit = p.memo[ck] = p.time(entry, smem or 0)
         return hit
 
     def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
@@ -702,19 +735,12 @@ class FixPlanner:
 
     # -- ranking -------------------------------------------------------------------------------
     def _predict(self, ctx, key, M, entry, dev) -> float:
-        """Predicted microseconds, memoised per (kernel, shape, device, config): the kernel too,
-        since the prediction reads the config's shared memory, which one shape's tables of other
-        kernels (SGLang's triton_X_Y_Z folders) need differently."""
-        shape = ctx.shape(key, M)
-        k = (ctx.kernel_key, shape, dev.key, cfg_key(entry))
-        hit = self._pred_memo.get(k)
-        if hit is None:
-            from tilefit.perf import predict_time
-
-            smem = self.need(ctx.meta, entry, dev.arch, dev.vendor)
-            hit = predict_time(entry, shape, dev, self._coeffs(dev), smem_bytes=smem or 0)
-            self._pred_memo[k] = hit
-        return hit
+        """Predicted microseconds on ranking device ``dev``, memoised per (kernel, shape, device,
+        config): the kernel too, since the prediction reads the config's shared memory, which one
+        shape's tables of other kernels (SGLang's triton_X_Y_Z folders) need differently."""
+        _memo, predictors = self._ranking_memos(ctx, key, M)
+        p = next(p for p in predictors if p.device is dev)
+        return self._predicted_on(ctx, p, cfg_key(entry), smem_key(ctx.meta.family, entry), entry)
 
     def _default_trust(self, ctx, key, M, default) -> float:
         """``DEFAULT_TRUST`` times the DRAM share of the default's predicted time on the file's
@@ -803,6 +829,16 @@ class FixPlanner:
         return all((c, t) in before for c, _, t in sig)
 
 
+@dataclass(frozen=True)
+class _Predictor:
+    """One ranking device's predictions for one kernel and shape: its memo (config key ->
+    microseconds) and the model's time function for the shape on the device."""
+
+    device: object
+    memo: dict
+    time: object  # tilefit.perf.model.time_predictor(shape, device, coefficients)
+
+
 @dataclass
 class _TableContext:
     meta: object
@@ -819,6 +855,7 @@ class _TableContext:
     naive: Mapping | None = None  # the naive fix of the entry being planned
     bucketed: bool = False  # plan per batch-size bucket (a table of over LARGE_TABLE_ENTRIES entries)
     _shapes: dict = field(default_factory=dict)
+    _memos: dict = field(default_factory=dict)  # batch key -> FixPlanner._ranking_memos' answer
 
     @property
     def ranking_keys(self) -> tuple[str, ...]:

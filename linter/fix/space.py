@@ -182,9 +182,21 @@ class ConfigSpace:
 
     @property
     def start(self) -> Node:
-        e = self.entry
-        return (e["BLOCK_SIZE_M"], e["BLOCK_SIZE_N"], e["BLOCK_SIZE_K"], e.get("num_warps", self.default_warps),
-                e.get("num_stages", self.default_stages))
+        hit = self.__dict__.get("_start")  # asked for each candidate's distance: built once
+        if hit is None:
+            e = self.entry
+            hit = self.__dict__["_start"] = (e["BLOCK_SIZE_M"], e["BLOCK_SIZE_N"], e["BLOCK_SIZE_K"],
+                                             e.get("num_warps", self.default_warps),
+                                             e.get("num_stages", self.default_stages))
+        return hit
+
+    @property
+    def _original(self) -> dict:
+        """The original entry as a dict, built once (read, never changed)."""
+        hit = self.__dict__.get("_original_dict")
+        if hit is None:
+            hit = self.__dict__["_original_dict"] = dict(self.original)
+        return hit
 
     def node_of(self, entry: Mapping) -> Node:
         return (entry["BLOCK_SIZE_M"], entry["BLOCK_SIZE_N"], entry["BLOCK_SIZE_K"],
@@ -214,7 +226,7 @@ class ConfigSpace:
 
     def changes(self, entry: Mapping) -> dict:
         """Keys whose value differs from the original (added keys included), in entry order."""
-        orig = dict(self.original)
+        orig = self._original
         return {k: v for k, v in entry.items() if k not in orig or orig[k] != v or type(orig[k]) is not type(v)}
 
     def distance(self, entry: Mapping) -> int:
@@ -228,7 +240,7 @@ class ConfigSpace:
             if a == b:
                 continue
             total += abs(values.index(a) - values.index(b)) if (a in values and b in values) else 1
-        if self.has_group and entry.get("GROUP_SIZE_M") != dict(self.original).get("GROUP_SIZE_M"):
+        if self.has_group and entry.get("GROUP_SIZE_M") != self._original.get("GROUP_SIZE_M"):
             total += 1
         return total
 
@@ -248,7 +260,7 @@ class ConfigSpace:
 
     def changes_accumulation(self, entry: Mapping) -> bool:
         """True when the launch's BLOCK_SIZE_K (after vLLM's clamp) differs: an unsafe change."""
-        return self.effective_bk(entry["BLOCK_SIZE_K"]) != self.effective_bk(dict(self.original)["BLOCK_SIZE_K"])
+        return self.effective_bk(entry["BLOCK_SIZE_K"]) != self.effective_bk(self._original["BLOCK_SIZE_K"])
 
     def group_values(self, group: int | None = None) -> list[int]:
         """The GROUP_SIZE_M values a fix may set, ``group`` excluded (the engines' grid and the

@@ -281,6 +281,24 @@ class _Static:
     smem_rate: float  # shared-memory bytes per second per SM
     fill_share: float  # c.pipeline_fill_share over the SM's share of DRAM bandwidth (s per byte)
     tile_key: tuple = ()  # the facts above that _tile_terms reads (its memo key)
+    # the shape's sizes the config-dependent terms read (copied: one attribute read, not two)
+    M: int = 0
+    n: int = 0
+    k: int = 0
+    experts: int = 1
+    # memos: (BM, BN, BK) -> _block_terms; (BM, BN, BK, warps, bytes) -> _tile_terms (shared by
+    # every _Static of one tile_key: the batch sizes of a device and dtype path)
+    blocks: dict = field(default_factory=dict, compare=False, repr=False)
+    tiles: dict = field(default_factory=dict, compare=False, repr=False)
+    # config-free parts of the DRAM terms, each the very expression _predict used to evaluate
+    l2_reused: float = 0.0  # l2_size * l2_reuse
+    expert_w: float = 0.0  # n * k * b_b
+    w_all: float = 0.0  # active * expert_w
+    miss: float = 0.0  # min(1.0, expert_w / l2_reused)
+    a_all: float = 0.0  # a_rows * k * a_b
+    c_all: float = 0.0  # rows * n * c_b
+    inv_bw: float = 0.0  # 1.0 / bw
+    fixed: float = 0.0  # latency + epilogue
 
 
 _STATIC: dict[tuple, tuple] = {}
@@ -320,8 +338,7 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
     hit = _STATIC.get(key)
     if hit is not None and hit[0] is c and hit[1] is device:
         return hit[2]
-    sms = device.sm_count or int(c["default_sm_count"])
-    clock = (device.boost_clock_mhz or c["default_clock_mhz"]) * 1e6
+    base = _device_static(device, c, shape.kernel, shape.dtype, shape.block_shape is not None)
     rows = max(shape.rows, 1)
     if shape.experts > 1:
         hit_p = min(1.0, shape.top_k / shape.experts)
@@ -329,19 +346,45 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         active = max(1.0, min(float(shape.experts), active, float(rows)))
     else:
         active = 1.0
-    a_b, b_b, c_b = shape.operand_bytes
+    a_rows = shape.a_rows_unique if shape.a_rows_unique is not None else rows
+    expert_w = shape.n * shape.k * base.b_b
+    st = replace(base, rows=rows, active=active, per_expert=rows / active, a_rows=a_rows,
+                 route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
+                 M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={},
+                 expert_w=expert_w, w_all=active * expert_w, miss=min(1.0, expert_w / base.l2_reused),
+                 a_all=a_rows * shape.k * base.a_b, c_all=rows * shape.n * base.c_b)
+    if len(_STATIC) > 4096:
+        _STATIC.clear()
+    _STATIC[key] = (c, device, st)
+    return st
+
+
+_DEVICE_STATIC: dict[tuple, tuple] = {}
+
+
+def _device_static(device, c: Coefficients, kernel: str, dtype: str, block_shaped: bool) -> _Static:
+    """The part of :func:`_static` that no size of the shape changes (the device's facts, the
+    coefficients, the kernel's dtype path), memoised: :func:`_static` fills in the shape's."""
+    key = (device.key, id(c), kernel, dtype, block_shaped)
+    hit = _DEVICE_STATIC.get(key)
+    if hit is not None and hit[0] is c and hit[1] is device:
+        return hit[2]
+    sms = device.sm_count or int(c["default_sm_count"])
+    clock = (device.boost_clock_mhz or c["default_clock_mhz"]) * 1e6
+    from tilefit.dtypes import operand_bytes
+
+    a_b, b_b, c_b = operand_bytes(dtype)
     st = _Static(
         sms=sms, clock=clock,
         bw=(device.memory_bandwidth_gbps or c["default_bandwidth_gbps"]) * 1e9 * c["dram_efficiency"],
         l2_size=device.l2_bytes or c["default_l2_bytes"],
         warp_size=device.warp_size or 32,
-        a_b=a_b, b_b=b_b, c_b=c_b, rows=rows, active=active, per_expert=rows / active,
+        a_b=a_b, b_b=b_b, c_b=c_b, rows=0, active=0.0, per_expert=0.0,
         mma=device.mma or "mma_v2",
-        fp8_swap_kernel=shape.dtype == "fp8_w8a8" and _can_swap(shape.kernel),
-        block_scales=shape.block_shape is not None and shape.dtype in ("fp8_w8a8", "int8_w8a8")
-        and _block_scaled(shape.kernel),
+        fp8_swap_kernel=dtype == "fp8_w8a8" and _can_swap(kernel),
+        block_scales=block_shaped and dtype in ("fp8_w8a8", "int8_w8a8") and _block_scaled(kernel),
         scale_cycles=c["block_scale_cycles_per_kelement"] / 1024.0,
-        peak_per_sm=peak_tflops(device, shape.dtype, c) * 1e12 / sms * c["mma_efficiency"],
+        peak_per_sm=peak_tflops(device, dtype, c) * 1e12 / sms * c["mma_efficiency"],
         max_regs=device.max_regs_per_thread or 255,
         regs_per_block=device.regs_per_block or 65536,
         max_blocks=device.max_blocks_per_sm or 32,
@@ -353,8 +396,8 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         latency=c["load_latency_ns"] * 1e-9,
         t_ovh=c["iter_overhead_cycles"] / clock,
         epilogue=c["epilogue_latency_ns"] * 1e-9,
-        a_rows=shape.a_rows_unique if shape.a_rows_unique is not None else rows,
-        route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
+        a_rows=0,
+        route_p=1.0,
         mma_v2_on_wgmma=c["mma_v2_on_wgmma"],
         base_regs=c["base_regs_per_thread"],
         acc_regs=c["accumulator_reg_factor"],
@@ -368,27 +411,31 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         fill_share=c["pipeline_fill_share"] * sms / ((device.memory_bandwidth_gbps or c["default_bandwidth_gbps"])
                                                      * 1e9 * c["dram_efficiency"]),
     )
-    st = replace(st, tile_key=(st.mma, st.fp8_swap_kernel, st.a_b, st.b_b, st.warp_size, st.block_scales,
-                               st.base_regs, st.acc_regs, st.max_regs, st.regs_per_block, st.spill_penalty,
-                               st.max_blocks, st.max_threads_sm, st.regs_per_sm, st.smem_per_sm, st.reserved,
-                               st.mma_v2_on_wgmma))
-    if len(_STATIC) > 4096:
-        _STATIC.clear()
-    _STATIC[key] = (c, device, st)
+    tile_key = (st.mma, st.fp8_swap_kernel, st.a_b, st.b_b, st.warp_size, st.block_scales, st.base_regs, st.acc_regs,
+                st.max_regs, st.regs_per_block, st.spill_penalty, st.max_blocks, st.max_threads_sm, st.regs_per_sm,
+                st.smem_per_sm, st.reserved, st.mma_v2_on_wgmma)
+    tiles = _TILES.get(tile_key)
+    if tiles is None or len(tiles) > 200000:
+        tiles = _TILES[tile_key] = {}
+    st = replace(st, tile_key=tile_key, tiles=tiles, l2_reused=st.l2_size * st.l2_reuse, inv_bw=1.0 / st.bw,
+                 fixed=st.latency + st.epilogue)
+    if len(_DEVICE_STATIC) > 4096:
+        _DEVICE_STATIC.clear()
+    _DEVICE_STATIC[key] = (c, device, st)
     return st
 
 
 
-_TILES: dict[tuple, tuple] = {}
+_TILES: dict[tuple, dict] = {}  # tile_key -> that _Static.tiles
 
 
 def _tile_terms(st: _Static, bm: int, bn: int, bk: int, warps: int, smem_bytes: int | None) -> tuple:
     """What a prediction takes from the tile, the warps and the shared memory alone (the MMA path,
     the warp layout, registers, occupancy): the same for every batch size of a device and dtype
-    path, so memoised on the device's and path's facts (``st.tile_key``). The ranking predicts
-    each candidate at many batch sizes."""
-    key = (st.tile_key, bm, bn, bk, warps, smem_bytes)
-    hit = _TILES.get(key)
+    path, so memoised on the device's and path's facts (``st.tile_key``: ``st.tiles`` is that
+    key's memo). The ranking predicts each candidate at many batch sizes."""
+    key = (bm, bn, bk, warps, smem_bytes)
+    hit = st.tiles.get(key)
     if hit is not None:
         return hit
     # -- MMA path
@@ -439,9 +486,7 @@ def _tile_terms(st: _Static, bm: int, bn: int, bk: int, warps: int, smem_bytes: 
             occupancy, limit_name = value, name
     occupancy = max(1, occupancy)
     out = (swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy, limit_name)
-    if len(_TILES) > 200000:
-        _TILES.clear()
-    _TILES[key] = out
+    st.tiles[key] = out
     return out
 
 
@@ -463,12 +508,34 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     if smem_bytes is None:
         smem_bytes = smem(config, device) if smem is not None else _smem_default(config, shape, device)
     st = _static(shape, device, c)
-    n, k = shape.n, shape.k
+    return _predict(st, bm, bn, bk, group, warps, stages, smem_bytes, _time_only)
+
+
+def time_predictor(shape: GemmShape, device, coefficients: Coefficients) -> Callable[[Mapping, int | None], float]:
+    """``f(config, smem_bytes)``: :func:`predict_time` of ``config`` for ``shape`` on ``device``
+    with these coefficients, the shape's and device's part (``_static``) looked up once (what a
+    ranking asks for many configs of one shape and device). The same float operations, in the
+    same order, as :func:`predict`: the same numbers."""
+    st = _static(shape, device, coefficients)
+    vendor = getattr(device, "vendor", None)
+
+    def time(config: Mapping, smem_bytes: int | None) -> float:
+        bm, bn, bk, group, warps, stages = _config_values(config, vendor)
+        return _predict(st, bm, bn, bk, group, warps, stages, smem_bytes, True)
+
+    return time
+
+
+def _block_terms(st: _Static, bm: int, bn: int, bk: int) -> tuple:
+    """What a prediction takes from the block sizes, the shape and the device alone (the
+    padding, the grid, the K loop, a stage's bytes and its L2 time): the same for every warp
+    count, stage count and group size of a tile (``st.blocks`` memoises it)."""
+    n, k = st.n, st.k
     rows, active = st.rows, st.active
 
     # -- rows, experts and padding (per-expert counts vary: expected padded blocks per expert)
-    if shape.experts > 1:
-        blocks_m = shape.experts * expected_blocks(shape.M, st.route_p, bm)
+    if st.experts > 1:
+        blocks_m = st.experts * expected_blocks(st.M, st.route_p, bm)
     else:
         blocks_m = float(-(-rows // bm))
     blocks_m = max(blocks_m, 1.0)
@@ -477,82 +544,121 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     n_tiles = -(-n // bn)
     programs = max(1, int(math.ceil(blocks_m * n_tiles - 1e-9)))
     k_iters = max(1, -(-k // bk))
-
-    (swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy,
-     limit_name) = _tile_terms(st, bm, bn, bk, warps, smem_bytes)
     per_sm = -(-programs // st.sms)
-    resident = min(occupancy, per_sm)
+    real_rows = rows / blocks_m
+    stage_bytes = real_rows * bk * st.a_b + bn * bk * st.b_b
+    t_l2 = stage_bytes / st.l2_rate
+    # Throughput terms are work: the SM runs all its programs' iterations (a last, partial
+    # round of programs is not a full one)
+    store = real_rows * bn * st.c_b / st.l2_rate
+    t_l2_share = per_sm * (k_iters * t_l2 + store)
+    # K-contiguous rows of BK elements: segments shorter than c.dram_segment_bytes waste bursts
+    seg_b = min(1.0, bk * st.b_b / st.segment)
+    seg_a = min(1.0, bk * st.a_b / st.segment)
+    return (blocks_m, m_blocks_per_expert, padding, n_tiles, programs, k_iters, per_sm, real_rows, stage_bytes, t_l2,
+            t_l2_share, seg_b, seg_a)
+
+
+def _predict(st: _Static, bm: int, bn: int, bk: int, group: int, warps: int, stages: int, smem_bytes,
+             time_only: bool):
+    """:func:`predict` once the config's values, the shape's and device's facts (``st``) and the
+    shared memory are known. (It runs for every candidate of every fix search: ``min``/``max`` of
+    two values are written out as the comparisons they make, same operands, same result.)"""
+    blocks = st.blocks.get((bm, bn, bk))
+    if blocks is None:
+        blocks = st.blocks[(bm, bn, bk)] = _block_terms(st, bm, bn, bk)
+    (blocks_m, m_blocks_per_expert, padding, n_tiles, programs, k_iters, per_sm, real_rows, stage_bytes, t_l2,
+     t_l2_share, seg_b, seg_a) = blocks
+    tile = st.tiles.get((bm, bn, bk, warps, smem_bytes))
+    if tile is None:
+        tile = _tile_terms(st, bm, bn, bk, warps, smem_bytes)
+    swap, label, path_eff, flops_iter, smem_read, regs, spilled, spill_factor, occupancy, limit_name = tile
+    resident = per_sm if per_sm < occupancy else occupancy  # min(occupancy, per_sm)
     if resident < occupancy:
         limit_name = "grid"
     rounds = -(-per_sm // resident)
 
     # -- per-iteration times on one SM
-    util = min(1.0, resident * warps / st.subpartitions)
-    t_mma = max(flops_iter / (st.peak_per_sm * path_eff * util), smem_read / st.smem_rate)
+    util = resident * warps / st.subpartitions
+    if not util < 1.0:  # min(1.0, util)
+        util = 1.0
+    t_mma = flops_iter / (st.peak_per_sm * path_eff * util)
+    t_smem = smem_read / st.smem_rate
+    if t_smem > t_mma:  # max(t_mma, t_smem)
+        t_mma = t_smem
     if st.block_scales:
         t_mma += bm * bn * st.scale_cycles / st.clock
-    real_rows = rows / blocks_m
-    stage_bytes = real_rows * bk * st.a_b + bn * bk * st.b_b
-    t_l2 = stage_bytes / st.l2_rate
     latency = st.latency
+    in_stages = stages - 1 if stages - 1 > 1 else 1  # max(stages - 1, 1): loads in flight
     # one stage's load completes after the latency plus its own transfer; S-1 are in flight
     if stages <= 1:
         t_lat = latency + t_l2 + t_mma + st.t_ovh
     else:
-        t_lat = (latency + t_l2) / max(stages - 1, 1)
+        t_lat = (latency + t_l2) / in_stages
     # Throughput terms are work: the SM runs all its programs' iterations (a last, partial
     # round of programs is not a full one). The latency bound is a chain: each wave of resident
     # programs waits for its own loads.
     t_compute = per_sm * k_iters * (t_mma + st.t_ovh)
-    store = real_rows * bn * st.c_b / st.l2_rate
-    t_l2_share = per_sm * (k_iters * t_l2 + store)
     t_chain = rounds * k_iters * t_lat
     # a program fills its pipeline (one latency) and ends with its epilogue; co-resident programs
     # drift apart, so after the first round one's fill and epilogue run under the others' main
     # loops (a lone program per SM exposes them every round)
-    fixed = latency + st.epilogue
+    fixed = st.fixed  # latency + epilogue
     # the launch's fill: the first wave's resident programs all issue their num_stages - 1
     # prologue stages (BK deep each) at once and share the SM's part of the DRAM bandwidth before
     # any MMA can start (c.pipeline_fill_share; later programs start under the running ones' loops).
     # Exposed once, so it matters where the SM runs one wave of short K loops (small M): what a
     # deeper BLOCK_SIZE_K costs there
-    fill = resident * max(stages - 1, 1) * stage_bytes * st.fill_share
-    t_sm = (max(t_compute, t_l2_share, t_chain) * spill_factor + fixed * (1.0 + (rounds - 1) / resident)
-            + fill)
+    fill = resident * in_stages * stage_bytes * st.fill_share
+    busiest = t_compute  # max(t_compute, t_l2_share, t_chain)
+    if t_l2_share > busiest:
+        busiest = t_l2_share
+    if t_chain > busiest:
+        busiest = t_chain
+    t_sm = busiest * spill_factor + fixed * (1.0 + (rounds - 1) / resident) + fill
 
     # -- DRAM
-    expert_w = n * k * st.b_b
-    g_eff = min(float(group), m_blocks_per_expert)
+    g = float(group)
+    g_eff = m_blocks_per_expert if m_blocks_per_expert < g else g  # min(group, m_blocks_per_expert)
     # groups of G M blocks per expert: each group after the first re-reads the weights. The
     # expected count, not its ceiling: an expert gets a second M block only as often as its
     # rows overflow one (E[ceil(X / BM)] of a few rows is 1.00001, not 2)
-    passes = max(1.0, m_blocks_per_expert / g_eff)
-    miss = min(1.0, expert_w / (st.l2_size * st.l2_reuse))
-    w_bytes = active * expert_w * (1.0 + (passes - 1) * miss)
+    passes = m_blocks_per_expert / g_eff
+    if not passes > 1.0:  # max(1.0, passes)
+        passes = 1.0
+    w_bytes = st.w_all * (1.0 + (passes - 1) * st.miss)
     # A re-reads: the programs in flight cover min(G, in flight) M blocks and the N tiles that
     # leave room for; a group's A rows are visited once per such sweep of its N tiles, and come
     # from DRAM again as far as the group's A rows do not stay in L2
-    window = float(min(programs, st.sms * occupancy))
-    g_all = min(float(group), blocks_m)
-    n_window = min(float(n_tiles), max(1.0, window / min(g_all, window)))
+    resident_all = st.sms * occupancy
+    in_flight_programs = resident_all if resident_all < programs else programs  # min(programs, sms x occupancy)
+    window = float(in_flight_programs)
+    g_all = blocks_m if blocks_m < g else g  # min(group, blocks_m)
+    per_group = window / (window if window < g_all else g_all)  # window / min(g_all, window)
+    if not per_group > 1.0:  # max(1.0, per_group)
+        per_group = 1.0
+    n_window = float(n_tiles)
+    if per_group < n_window:  # min(n_tiles, per_group)
+        n_window = per_group
     sweeps = math.ceil(n_tiles / n_window - 1e-9)
-    miss_a = min(1.0, g_all * bm * k * st.a_b / (st.l2_size * st.l2_reuse))
-    a_bytes = st.a_rows * k * st.a_b * (1.0 + (sweeps - 1) * miss_a)
+    miss_a = g_all * bm * st.k * st.a_b / st.l2_reused
+    if not miss_a < 1.0:  # min(1.0, miss_a)
+        miss_a = 1.0
+    a_bytes = st.a_all * (1.0 + (sweeps - 1) * miss_a)
     # K-contiguous rows of BK elements: segments shorter than c.dram_segment_bytes waste bursts
-    seg_b = min(1.0, bk * st.b_b / st.segment)
-    seg_a = min(1.0, bk * st.a_b / st.segment)
-    dram_bytes = w_bytes / seg_b + a_bytes / seg_a + rows * n * st.c_b
+    # (seg_b, seg_a: _block_terms)
+    dram_bytes = w_bytes / seg_b + a_bytes / seg_a + st.c_all
     # Little's law: the bandwidth reached is at most the bytes in flight over the latency. The
     # two limits meet softly (a 2-norm): near saturation requests queue and the loaded latency
     # grows, so a deeper pipeline still gains a few per cent where the hard minimum says the
     # bandwidth is already reached
-    in_flight = min(programs, st.sms * occupancy) * max(stages - 1, 1) * stage_bytes
-    t_dram = dram_bytes * math.hypot(1.0 / st.bw, latency / max(in_flight, 1e-9))
+    in_flight = in_flight_programs * in_stages * stage_bytes
+    t_dram = dram_bytes * math.hypot(st.inv_bw, latency / (in_flight if in_flight > 1e-9 else 1e-9))
 
     p = st.overlap_p
     core = (t_sm ** p + t_dram ** p) ** (1.0 / p)
     launch = st.launch_us
-    if _time_only:
+    if time_only:
         return launch + core * 1e6
     terms = {"compute": t_compute * 1e6, "l2": t_l2_share * 1e6, "latency": t_chain * 1e6,
              "dram": t_dram * 1e6}
