@@ -668,18 +668,16 @@ class CallsiteEvaluator:
         return hit
 
     def scratch_ready(self, job: "CompileJob") -> "Outcome | None":
-        """Write the job's scratch module for the child (checked again there), or the outcome
-        that says why it cannot be compiled."""
+        """Write the job's scratch module for the child, or the outcome that says why it cannot
+        be written. Its ``triton.language`` paths are resolved by the compile child before it
+        loads the module (:meth:`~tilefit.pysource.extract.ScratchModule.load`; a refusal comes
+        back as ``error_stage="blocked"`` with the same reason, :meth:`outcome_of`), not here:
+        resolving them imports Triton, whose library would add ~76 MB to this process's resident
+        memory (issue 18 item 5) and to every worker forked after it."""
         if job.src.kind != "scratch":
             return None
-        from tilefit.pysource.extract import ExtractError
-
         try:
-            job.src.scratch.check()  # the child checks again before it loads
             job.src.scratch.write()  # the child loads it from there
-        except ExtractError as exc:  # a triton.language path that leaves Triton
-            hint = "" if self.allow_import else "; --allow-import imports the module instead"
-            return Outcome("unknown", detail=exc.reason + hint)
         except Exception as exc:  # noqa: BLE001
             return Outcome("failed", estimator="exact",
                            detail=f"the scratch module cannot be written: {type(exc).__name__}: {exc}")

@@ -33,7 +33,7 @@ class PrefetchStats:
     distinct: int = 0  # distinct compiles among them
     cached: int = 0  # already in memory or on disk
     compiled: int = 0  # run in the pool
-    refused: int = 0  # scratch module refused before compiling (the allowlist)
+    refused: int = 0  # scratch module that could not be written (the allowlist refuses in the child)
 
 
 def _cases(sites: Sites) -> Iterable[Case]:
