@@ -382,6 +382,12 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
             diagnostics.extend(run.diagnostics)
             errors.extend(run.errors)
             coverage = run.coverage
+            if run.project is not None:  # its ASTs are cycles: freed now, not under the report and the next pass
+                from .callsites.project import collect_cycles
+
+                parsed = run.project.stats.parsed
+                run = None
+                collect_cycles(parsed)
         except Exception as exc:
             errors.append(f"internal error while checking Python files: {type(exc).__name__}: {exc}")
     if cache is not None:
