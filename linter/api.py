@@ -358,6 +358,8 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         diagnostics.extend(found_here)
     coverage = None
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
+        if planner is not None and hasattr(planner, "forget_searches"):
+            planner.forget_searches()  # the tables are planned: their search memos are not held under the call sites
         if progress is not None:
             progress.phase(f"checking the kernel call sites of {len(found.python_files)} Python files",
                            compiles=bool(engine.extra_targets))
