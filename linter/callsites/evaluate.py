@@ -343,7 +343,7 @@ class CallsiteEvaluator:
         self.compiles = 0
         self.compile_seconds = 0.0
 
-    def _triton_version(self) -> str | None:
+    def triton_version(self) -> str | None:
         """The Triton release the compiles are made with (the arch classes are per release)."""
         version = getattr(self, "_version", _MISSING)
         if version is _MISSING:
@@ -530,7 +530,7 @@ class CallsiteEvaluator:
                 key = json.dumps([src.function, [(a.name, a.kind, _jsonable(arg_key(a.kind, a.value))) for a in args],
                                   num_warps, num_stages, [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
                 text = src.scratch.source if src.kind == "scratch" else None
-                target = compile_arch(arch, self._triton_version(), key, text)
+                target = compile_arch(arch, self.triton_version(), key, text)
                 return CompileJob(src, case, tuple(args), num_warps, num_stages, options, arch, key, bound,
                                   "" if target == arch else target)
             reason = src.reason
