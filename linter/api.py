@@ -359,6 +359,8 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         diagnostics.extend(found_here)
     coverage = None
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
+        if planner is not None and hasattr(planner, "forget_searches"):
+            planner.forget_searches()  # the tables are planned: their search memos are not held under the call sites
         if progress is not None:
             progress.phase(f"checking the kernel call sites of {len(found.python_files)} Python files",
                            compiles=bool(engine.extra_targets))
@@ -383,6 +385,12 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
             diagnostics.extend(run.diagnostics)
             errors.extend(run.errors)
             coverage = run.coverage
+            if run.project is not None:  # its ASTs are cycles: freed now, not under the report and the next pass
+                from .callsites.project import collect_cycles
+
+                parsed = run.project.stats.parsed
+                run = None
+                collect_cycles(parsed)
         except Exception as exc:
             errors.append(f"internal error while checking Python files: {type(exc).__name__}: {exc}")
     if cache is not None:

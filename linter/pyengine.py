@@ -22,7 +22,7 @@ from tilefit.model import Diagnostic, fingerprint_of
 from tilefit.callsites.checks import SiteChecks
 from tilefit.callsites.options import CallsiteOptions  # noqa: F401 - re-exported
 from tilefit.callsites.evaluate import CallsiteEvaluator
-from tilefit.callsites.project import Project
+from tilefit.callsites.project import Project, collect_cycles
 from tilefit.callsites.sites import Sites, build_scenario_sites
 
 
@@ -78,6 +78,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
     # memory (issue 18 item 5): the bodies and second-pass modules the sites' evaluation read
     keep = [s.module for s in list(sites.launches) + list(sites.autotunes)]
     project.release_bodies(keep)
+    collect_cycles(project.stats.parsed)  # what the release let go (dematerialised modules)
     checks = SiteChecks(evaluator, classes)
     if classes:  # the compiles the rules will ask for, in a pool of children (one per core)
         from tilefit.callsites.prefetch import prefetch
@@ -87,6 +88,7 @@ def check_python(engine, paths: Sequence[str], rules: Sequence, options: Callsit
             bar.phase("compiling kernel call sites", compiles=True)
         prefetch(evaluator, sites, classes, progress=bar.update if bar is not None else None)
         project.release_bodies(keep)  # the kernels' bodies their extraction read
+        collect_cycles(project.stats.parsed)
     from tilefit.rules.base import CallsiteContext, Planner
 
     out: list[Diagnostic] = []

@@ -155,3 +155,51 @@ def test_engine_kernel_points_of_one_class_share_a_compile(tmp_path, monkeypatch
     assert sorted(p.name for p in (tmp_path / "off").glob("engine/*/triton-*/*")) == ["sm_120", "sm_121"]
     assert got[(spec, "sm_121")].shared_bytes == alone[(spec, "sm_121")].shared_bytes > 0
     assert got[(spec, "sm_121")] == alone[(spec, "sm_121")] and got[(spec, "sm_120")] == alone[(spec, "sm_120")]
+
+
+def test_frontend_classes_follow_from_the_frontend_reads(monkeypatch):
+    f = archclass.frontend_class
+    text = "acc = tl.dot(a, b)"
+    assert f("sm_110", "3.9.0", text) == f("sm_120", "3.9.0", text) == f("sm_121", "3.9.0", text)
+    assert f("sm_86", "3.9.0", text) == f("sm_87", "3.9.0", text) != f("sm_89", "3.9.0", text)  # fp8e4nv
+    assert f("sm_89", "3.9.0", text) != f("sm_120", "3.9.0", text)  # cc >= 90, cc < 100
+    # the code generator reads options.arch in a Gluon kernel and in triton.language.extra.hip's helpers
+    assert f("sm_120", "3.9.0", "from triton.experimental import gluon") is None
+    assert f("sm_120", "3.9.0", "tl.extra.hip.libdevice") is None
+    assert f("sm_120", "3.9.0", None) is None and f("sm_120", "3.8.0", text) is None and f("gfx942", "3.9.0", text) is None
+    monkeypatch.setenv("TILEFIT_ARCH_CLASSES", "0")
+    assert f("sm_120", "3.9.0", text) is None
+
+
+def test_a_frontend_failure_answers_its_twins_as_their_own_compiles_do(evaluator, monkeypatch, tmp_path):
+    """A compile that fails in the AST code generator (dot operands of two dtypes) on sm_110 and
+    sm_120: the prefetch compiles one and stores its failure for the other; compiled each on its
+    own (classes off, another cache), the outcomes are the same, message included."""
+    from tilefit.callsites.evaluate import config_cases
+    from tilefit.callsites.prefetch import prefetch
+    from tilefit.callsites.sites import Sites, build_sites
+    from tilefit.device_db import load_database
+    from tilefit.engine import group_devices
+    from tilefit.smem.pool import CompilePool
+
+    db = load_database()
+    devices = [db.get("sm_110"), db.get("sm_120")]
+    kernels = {"engine.ops.gemm:matmul_kernel": {"a_ptr": ["fp16"], "b_ptr": ["bf16"]}}
+
+    def outcomes(ev):
+        site = next(s for s in build_sites(ev.project).autotunes if s.kernel.name == "matmul_kernel")
+        site.configs = site.configs[1:2]
+        with CompilePool(1) as pool:
+            stats = prefetch(ev, Sites([], [site], []), group_devices(devices), pool=pool)
+        (case,) = config_cases(site, site.configs[0])
+        (variant,) = ev.variants(case.kernel)
+        return stats, [ev.run(case, variant, d) for d in devices]
+
+    stats, shared = outcomes(evaluator([FIXTURES / "ops" / "gemm.py"], kernels))
+    assert stats.compiled == 1 and stats.shared == 1, stats
+    monkeypatch.setenv("TILEFIT_ARCH_CLASSES", "0")
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "apart"))
+    stats, apart = outcomes(evaluator([FIXTURES / "ops" / "gemm.py"], kernels))
+    assert stats.compiled == 2 and stats.shared == 0, stats
+    assert [o.status for o in shared] == ["failed", "failed"] and "dtype" in shared[0].detail, shared
+    assert shared == apart

@@ -125,6 +125,14 @@ def test_check_with_the_pool_gives_the_findings_of_the_serial_path(cache, monkey
     settings = Settings(kernels=PLAIN)
     opts = CheckOptions(targets=["rtx4090"])
     monkeypatch.setenv(pool_mod.ENV, "2")
+    # the scratch modules' triton.language paths are resolved in the compile child, never in this
+    # process (resolving them imports Triton: ~76 MB resident, issue 18 item 5), on both paths
+    from tilefit.pysource import extract
+
+    def resolved_here(paths):
+        raise AssertionError(f"triton.language paths resolved in the parent: {sorted(paths)[:3]}")
+
+    monkeypatch.setattr(extract, "check_members", resolved_here)
     pooled = run_check([str(p) for p in FILES], opts, settings)
     # the serial path: no prefetch (every compile asked by the rules, one at a time), fresh cache
     import tilefit.callsites.prefetch as pre

@@ -122,3 +122,47 @@ def test_the_wrappers_caller_is_still_a_site_and_methods_have_none(tmp_path):
     # wrapper's own launch only at its caller (its BLOCK is a parameter without a default)
     scopes = sorted(s.launch.scope_name for s in sites.launches if s.caller is None)
     assert scopes == ["Buffer.gather.inner", "Buffer.update"]
+
+
+# a second-pass module whose function is long enough to be held as text (tilefit.pysource.lazybody)
+LONG_CALLER = '''
+from pkg.kernels import launch
+
+
+def run(x, flag):
+    if flag:
+        launch(x, 64)
+    else:
+        launch(x, 128)
+    return x
+'''
+
+
+def test_a_large_scan_frees_the_first_parse_of_its_second_pass_modules(tmp_path, monkeypatch):
+    """A check runs with the cyclic collector paused, and a function held as text and its body
+    point at each other: the first parse of a second-pass module (the :class:`DeferredModule`
+    keeps only its names) is cyclic garbage. A large project frees it at the end of the scan."""
+    import gc
+
+    from tilefit.callsites import project as project_mod
+
+    files = _tree(tmp_path)
+    (tmp_path / "pkg" / "caller.py").write_text(textwrap.dedent(LONG_CALLER))
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        gc.collect()
+        monkeypatch.setattr(project_mod, "COLLECT_AT_PARSED", 10 ** 9)  # a small project: nothing collected
+        small = Project.scan(files)
+        left = gc.collect()
+        monkeypatch.setattr(project_mod, "COLLECT_AT_PARSED", 3)  # as large as this one
+        large = Project.scan(files)
+        left_large = gc.collect()
+    finally:
+        if was:
+            gc.enable()
+    assert left > 0 and left_large == 0, (left, left_large)
+    for project in (small, large):  # the same modules either way
+        by_name = {Path(p).name: m for p, m in project.by_path.items()}
+        assert isinstance(by_name["caller.py"], DeferredModule) and project.stats.parsed == 3
+        assert by_name["caller.py"].binding("run").kind == "def"

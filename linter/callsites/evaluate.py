@@ -365,7 +365,7 @@ class CallsiteEvaluator:
         self.compiles = 0
         self.compile_seconds = 0.0
 
-    def _triton_version(self) -> str | None:
+    def triton_version(self) -> str | None:
         """The Triton release the compiles are made with (the arch classes are per release)."""
         version = getattr(self, "_version", _MISSING)
         if version is _MISSING:
@@ -552,7 +552,7 @@ class CallsiteEvaluator:
                 key = json.dumps([src.function, [(a.name, a.kind, _jsonable(arg_key(a.kind, a.value))) for a in args],
                                   num_warps, num_stages, [(k, _jsonable(v)) for k, v in options]], sort_keys=False)
                 text = src.scratch.source if src.kind == "scratch" else None
-                target = compile_arch(arch, self._triton_version(), key, text)
+                target = compile_arch(arch, self.triton_version(), key, text)
                 return CompileJob(src, case, tuple(args), num_warps, num_stages, options, arch, key, bound,
                                   "" if target == arch else target)
             reason = src.reason
@@ -710,18 +710,16 @@ class CallsiteEvaluator:
         return hit
 
     def scratch_ready(self, job: "CompileJob") -> "Outcome | None":
-        """Write the job's scratch module for the child (checked again there), or the outcome
-        that says why it cannot be compiled."""
+        """Write the job's scratch module for the child, or the outcome that says why it cannot
+        be written. Its ``triton.language`` paths are resolved by the compile child before it
+        loads the module (:meth:`~tilefit.pysource.extract.ScratchModule.load`; a refusal comes
+        back as ``error_stage="blocked"`` with the same reason, :meth:`outcome_of`), not here:
+        resolving them imports Triton, whose library would add ~76 MB to this process's resident
+        memory (issue 18 item 5) and to every worker forked after it."""
         if job.src.kind != "scratch":
             return None
-        from tilefit.pysource.extract import ExtractError
-
         try:
-            job.src.scratch.check()  # the child checks again before it loads
             job.src.scratch.write()  # the child loads it from there
-        except ExtractError as exc:  # a triton.language path that leaves Triton
-            hint = "" if self.allow_import else "; --allow-import imports the module instead"
-            return Outcome("unknown", detail=exc.reason + hint)
         except Exception as exc:  # noqa: BLE001
             return Outcome("failed", estimator="exact",
                            detail=f"the scratch module cannot be written: {type(exc).__name__}: {exc}")

@@ -13,15 +13,20 @@ rules run, :func:`prefetch` collects the compiles they are going to ask for, in 
 drops the ones this run or the disk cache already holds, keeps one job per distinct
 specialisation (two launches of one kernel with the same constexprs, options and argument
 specialisation compile once: :attr:`~tilefit.callsites.evaluate.CompileJob.identity`), and runs
-them in a :class:`~tilefit.smem.pool.CompilePool` of isolated children, one per core. The
-rules then find every result in memory. Prefetching changes no verdict: a job it skips is
-compiled later, one at a time, exactly as without it.
+them in a :class:`~tilefit.smem.pool.CompilePool` of isolated children, one per core. A job whose
+twin on an arch of the same :func:`~tilefit.smem.archclass.frontend_class` (same kernel text and
+specialisation) is in the same wave waits for it: when the twin fails before the end of the
+AST code generator, that failure is this job's too (stored under its own arch), else the job is
+compiled after the others. The rules then find every result in memory. Prefetching changes no
+verdict: a job it skips is compiled later, one at a time, exactly as without it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable
+
+from tilefit.smem.archclass import FRONTEND_STAGES, frontend_class
 
 from .evaluate import CallsiteEvaluator, Case, CompileJob, Outcome, config_cases, launch_cases
 from .sites import Sites
@@ -33,7 +38,8 @@ class PrefetchStats:
     distinct: int = 0  # distinct compiles among them
     cached: int = 0  # already in memory or on disk
     compiled: int = 0  # run in the pool
-    refused: int = 0  # scratch module refused before compiling (the allowlist)
+    shared: int = 0  # answered by a twin's frontend failure (tilefit.smem.archclass.frontend_class)
+    refused: int = 0  # scratch module that could not be written (the allowlist refuses in the child)
 
 
 def _cases(sites: Sites) -> Iterable[Case]:
@@ -67,13 +73,48 @@ def _run(evaluator: CallsiteEvaluator, jobs: list[CompileJob], pool, stats: Pref
             stats.refused += 1  # evaluated (and explained) when the rules ask
             continue
         ready.append(job)
-    if not ready:
+    first, followers = _frontend_twins(evaluator, ready)
+    _compile(evaluator, first, pool, stats, progress)
+    rest = []
+    for job, twin in followers:
+        result = evaluator.cached(twin)
+        if result is not None and result.error_stage in FRONTEND_STAGES:
+            evaluator.store(job, replace(result, arch=job.target))  # the same failure, on its own arch
+            stats.shared += 1
+        else:
+            rest.append(job)
+    _compile(evaluator, rest, pool, stats, progress)
+
+
+def _frontend_twins(evaluator: CallsiteEvaluator, jobs: list[CompileJob]):
+    """``(jobs to compile first, [(job, its twin among them)])``: a job waits for the first job
+    of the same kernel text and specialisation on an arch of its frontend class."""
+    version = evaluator.triton_version()
+    first: list[CompileJob] = []
+    followers: list[tuple[CompileJob, CompileJob]] = []
+    twins: dict[tuple, CompileJob] = {}
+    for job in jobs:
+        text = job.src.scratch.source if job.src.kind == "scratch" else None
+        fc = frontend_class(job.target, version, text) if job.src.hash else None
+        if fc is None:
+            first.append(job)
+            continue
+        twin = twins.setdefault((job.src.hash, job.key, fc), job)
+        if twin is job:
+            first.append(job)
+        else:
+            followers.append((job, twin))
+    return first, followers
+
+
+def _compile(evaluator: CallsiteEvaluator, jobs: list[CompileJob], pool, stats: PrefetchStats, progress) -> None:
+    if not jobs:
         return
     # each result is kept (and written to the disk cache) as it arrives
-    pool.compile_plans([(evaluator.plan_of(j), j.target, j.src.scratch) for j in ready], progress,
-                       on_result=lambda i, result: evaluator.store(ready[i], result))
-    evaluator.compiles += len(ready)
-    stats.compiled += len(ready)
+    pool.compile_plans([(evaluator.plan_of(j), j.target, j.src.scratch) for j in jobs], progress,
+                       on_result=lambda i, result: evaluator.store(jobs[i], result))
+    evaluator.compiles += len(jobs)
+    stats.compiled += len(jobs)
 
 
 def _fits(evaluator: CallsiteEvaluator, case: Case, classes) -> bool:

@@ -26,7 +26,8 @@ from pathlib import Path
 DATA = Path(__file__).resolve().parent.parent / "data" / "arch_classes.json"
 _READ = {"type": "object", "required": ["cc", "where", "what"], "additionalProperties": False,
          "properties": {"cc": {"type": "string"}, "where": {"type": "string", "minLength": 1},
-                        "what": {"type": "string"}, "fp8": {"type": "boolean"}}}
+                        "what": {"type": "string"}, "fp8": {"type": "boolean"},
+                        "frontend": {"type": "boolean"}}}
 _CLASS = {"type": "object", "required": ["archs", "when"], "additionalProperties": False,
           "properties": {"archs": {"type": "array", "minItems": 2, "items": {"type": "string", "pattern": "^sm_[0-9]+$"}},
                          "when": {"enum": ["always", "no_fp8"]}}}
@@ -50,6 +51,10 @@ _OPS = {">=": lambda a, b: a >= b, "<=": lambda a, b: a <= b, "==": lambda a, b:
 _FP8_WORDS = ("fp8", "float8", "e4m3", "e5m2")
 # a Gluon kernel's builder reads options.arch itself (code_generator.py): no class covers it
 _GLUON_WORDS = ("gluon",)
+# triton.language.extra.hip's helpers read options.arch in the code generator (frontend_class)
+_HIP_WORDS = ("hip",)
+# the stages of a failure that frontend_class archs share (exact.py: parse_options, make_ir)
+FRONTEND_STAGES = ("options", "ast")
 
 
 def predicate(text: str):
@@ -117,11 +122,12 @@ def classes(triton: str | None) -> dict:
 
 
 @lru_cache(maxsize=1024)
-def _text_names(source: str) -> tuple[bool, bool]:
-    """(names an fp8 type, is a Gluon kernel) of a kernel's text: read once per text (a run asks
-    for every (case, variant, arch) of a kernel, tens of thousands of times)."""
+def _text_names(source: str) -> tuple[bool, bool, bool]:
+    """(names an fp8 type, is a Gluon kernel, names hip) of a kernel's text: read once per text
+    (a run asks for every (case, variant, arch) of a kernel, tens of thousands of times)."""
     text = source.lower()
-    return any(w in text for w in _FP8_WORDS), any(w in text for w in _GLUON_WORDS)
+    return (any(w in text for w in _FP8_WORDS), any(w in text for w in _GLUON_WORDS),
+            any(w in text for w in _HIP_WORDS))
 
 
 def fp8_free(key: str, source: str | None) -> bool:
@@ -131,6 +137,40 @@ def fp8_free(key: str, source: str | None) -> bool:
         return False
     key = key.lower()
     return not any(w in key for w in _FP8_WORDS)
+
+
+def frontend_class(arch: str, triton: str | None, source: str | None) -> tuple | None:
+    """Equal for archs whose compiles of the kernel text ``source`` are alike up to the end of
+    the AST code generator, else None (not known: a release without reads, an imported module,
+    ``TILEFIT_ARCH_CLASSES=0``): the answers of the reads marked ``frontend`` (``parse_options``,
+    ``get_codegen_implementation``). The code generator and ``triton.language`` read no compute
+    capability of the compile target besides those options, only ``options.arch`` itself in a
+    Gluon kernel and in ``triton.language.extra.hip``'s helpers (kernels whose text names either
+    get None) and in a warning's text. So a compile that fails there (``error_stage`` in
+    :data:`FRONTEND_STAGES`) fails alike, with the same message, on every arch of the key: one
+    such failure answers the others (:func:`tilefit.callsites.prefetch.prefetch`; 302 of
+    sglang 0.5.23's sm_110 compiles fail as their sm_120 twin, 118 sm_87 ones as sm_86)."""
+    if os.environ.get("TILEFIT_ARCH_CLASSES", "1") == "0" or source is None or not arch.startswith("sm_"):
+        return None
+    names = _text_names(source)
+    if names[1] or names[2]:
+        return None
+    reads = _frontend_reads(triton)
+    if not reads:
+        return None
+    try:
+        cc = capability(arch)
+    except ValueError:
+        return None
+    return tuple(fn(cc) for fn in reads)
+
+
+@lru_cache(maxsize=None)
+def _frontend_reads(triton: str | None) -> tuple:
+    for release in _releases():
+        if triton in release["triton"]:
+            return tuple(predicate(r["cc"]) for r in release["reads"] if r.get("frontend"))
+    return ()
 
 
 def compile_arch(arch: str, triton: str | None, key: str, source: str | None) -> str:
