@@ -1,0 +1,122 @@
+"""Compile children are started only when a compile needs one (issue 19, the suite's time: a
+start imports Triton again, ~0.7 s of CPU): a change of a setting the child reads as it goes
+(the cache folder) is sent to the running child, and the idle children of a closed pool serve
+the next pool of the same process. Real compiles for sm_89 (no GPU); skipped without Triton."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("triton")
+
+from tilefit.kernels.plan import Arg, LaunchPlan  # noqa: E402
+from tilefit.kernels.spec import make_spec  # noqa: E402
+from tilefit.pysource.extract import extract_kernel  # noqa: E402
+from tilefit.smem import worker as worker_mod  # noqa: E402
+from tilefit.smem.worker import CompileWorker, compile_plan_limited, compile_spec_limited  # noqa: E402
+
+SPEC = make_spec("fused_moe", "fp16", dict(BLOCK_SIZE_M=64, BLOCK_SIZE_N=64, BLOCK_SIZE_K=32, GROUP_SIZE_M=1),
+                 num_warps=4, num_stages=2)
+COPY = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
+        "def copy_kernel(x_ptr, y_ptr, BLOCK: tl.constexpr):\n"
+        "    offs = tl.arange(0, BLOCK)\n    tl.store(y_ptr + offs, tl.load(x_ptr + offs))\n")
+
+
+@pytest.fixture
+def no_spares():
+    worker_mod._stop_spares()
+    yield
+    worker_mod._stop_spares()
+
+
+def _compile(worker, spec=SPEC):
+    got = compile_spec_limited(spec, "sm_89", worker=worker, timeout=300)
+    assert got.error is None and got.shared_bytes == 8192, got
+    return worker._proc.pid if worker._proc is not None else None
+
+
+def test_a_new_cache_folder_reaches_the_running_child(tmp_path, monkeypatch):
+    """The child writes a scratch module it is sent into the cache folder of the caller's
+    current settings: the new folder, with no new child started."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "first"))
+    worker = CompileWorker()
+    try:
+        pid = _compile(worker)
+        src = tmp_path / "copy.py"
+        src.write_text(COPY)
+        scratch = extract_kernel(str(src), "copy_kernel")  # not written by this process
+        plan = LaunchPlan("copy", scratch.name, "copy_kernel",
+                          (Arg("x_ptr", "ptr", "fp32"), Arg("y_ptr", "ptr", "fp32"), Arg("BLOCK", "constexpr", 128)),
+                          4, 1)
+        monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "second"))
+        got = compile_plan_limited(plan, "sm_89", source=scratch, worker=worker, timeout=300)
+        assert got.error is None, got.error
+        assert worker._proc.pid == pid  # the same child
+        assert (tmp_path / "second" / "scratch" / f"{scratch.name}.py").read_text() == scratch.source
+        assert not (tmp_path / "first" / "scratch").exists()
+        # a setting read when the child starts (the kernel registry's folders) starts another
+        monkeypatch.setenv("TILEFIT_KERNEL_PATH", str(tmp_path / "families"))
+        assert _compile(worker) != pid
+    finally:
+        worker.close()
+
+
+def test_a_closed_pools_child_serves_the_next_pool(no_spares, monkeypatch):
+    first = CompileWorker(reuse=True)
+    pid = _compile(first)
+    first.close()
+    assert first._proc is None and [p.pid for p in worker_mod._spares] == [pid]
+    second = CompileWorker(reuse=True)
+    try:
+        assert _compile(second) == pid and not worker_mod._spares
+    finally:
+        second.close(keep=False)
+    assert not worker_mod._spares
+    # a worker that does not ask for reuse starts its own child and stops it when closed
+    own = CompileWorker()
+    try:
+        assert _compile(own) != pid
+    finally:
+        own.close()
+    assert not worker_mod._spares
+
+
+def test_only_a_child_fit_to_serve_is_kept(no_spares, monkeypatch):
+    from tilefit.smem import pool as pool_mod
+
+    worn = CompileWorker(reuse=True)
+    _compile(worn)
+    worn._proc.served = pool_mod.RECYCLE_AFTER  # as many compiles as the pool's recycling allows
+    worn.close()
+    assert not worker_mod._spares
+    big = CompileWorker(reuse=True)
+    _compile(big)
+    monkeypatch.setenv(pool_mod.RSS_ENV, str(big._proc.rss_mb / 2))  # past the memory limit
+    big.close()
+    assert not worker_mod._spares
+    monkeypatch.delenv(pool_mod.RSS_ENV)
+    kept = CompileWorker(reuse=True)
+    pid = _compile(kept)
+    kept.close()
+    assert [p.pid for p in worker_mod._spares] == [pid]
+    # a child started under other start settings (another interpreter, kernel folders) is not taken
+    monkeypatch.setenv("TILEFIT_KERNEL_PATH", "/nonexistent-tilefit-families")
+    other = CompileWorker(reuse=True)
+    try:
+        assert _compile(other) != pid and [p.pid for p in worker_mod._spares] == [pid]
+    finally:
+        other.close(keep=False)
+
+
+def test_a_timed_out_childs_worker_starts_afresh(no_spares):
+    worker = CompileWorker(reuse=True)
+    try:
+        pid = _compile(worker)
+        big = make_spec("fused_moe", "fp8_w8a8", dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256, BLOCK_SIZE_K=128,
+                                                      GROUP_SIZE_M=1), num_warps=8, num_stages=4, quant="per_tensor")
+        timed = compile_spec_limited(big, "sm_89", worker=worker, timeout=0.001)
+        assert timed.error_stage == "timeout" and worker._proc is None  # killed, not kept
+        assert _compile(worker) != pid
+    finally:
+        worker.close(keep=False)
+    assert not worker_mod._spares
