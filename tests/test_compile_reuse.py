@@ -22,24 +22,21 @@ COPY = ("import triton\nimport triton.language as tl\n\n\n@triton.jit\n"
         "    offs = tl.arange(0, BLOCK)\n    tl.store(y_ptr + offs, tl.load(x_ptr + offs))\n")
 
 
-@pytest.fixture
-def no_spares():
-    worker_mod._stop_spares()
-    yield
-    worker_mod._stop_spares()
-
-
 def _compile(worker, spec=SPEC):
     got = compile_spec_limited(spec, "sm_89", worker=worker, timeout=300)
     assert got.error is None and got.shared_bytes == 8192, got
     return worker._proc.pid if worker._proc is not None else None
 
 
+def _spare_pids():
+    return [p.pid for p in worker_mod._spares]
+
+
 def test_a_new_cache_folder_reaches_the_running_child(tmp_path, monkeypatch):
     """The child writes a scratch module it is sent into the cache folder of the caller's
     current settings: the new folder, with no new child started."""
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "first"))
-    worker = CompileWorker()
+    worker = CompileWorker(reuse=True)
     try:
         pid = _compile(worker)
         src = tmp_path / "copy.py"
@@ -54,61 +51,56 @@ def test_a_new_cache_folder_reaches_the_running_child(tmp_path, monkeypatch):
         assert worker._proc.pid == pid  # the same child
         assert (tmp_path / "second" / "scratch" / f"{scratch.name}.py").read_text() == scratch.source
         assert not (tmp_path / "first" / "scratch").exists()
-        # a setting read when the child starts (the kernel registry's folders) starts another
-        monkeypatch.setenv("TILEFIT_KERNEL_PATH", str(tmp_path / "families"))
-        assert _compile(worker) != pid
-    finally:
         worker.close()
+        assert pid in _spare_pids()
+        # a setting read when the child starts (the kernel registry's folders) starts another,
+        # and the idle child started without it is not taken
+        monkeypatch.setenv("TILEFIT_KERNEL_PATH", str(tmp_path / "families"))
+        other = _compile(worker)
+        assert other != pid and pid in _spare_pids()
+    finally:
+        worker.close(keep=False)
 
 
-def test_a_closed_pools_child_serves_the_next_pool(no_spares, monkeypatch):
+def test_a_closed_pools_child_serves_the_next_pool():
     first = CompileWorker(reuse=True)
     pid = _compile(first)
     first.close()
-    assert first._proc is None and [p.pid for p in worker_mod._spares] == [pid]
+    assert first._proc is None and _spare_pids()[-1] == pid
     second = CompileWorker(reuse=True)
     try:
-        assert _compile(second) == pid and not worker_mod._spares
+        assert _compile(second) == pid and pid not in _spare_pids()
     finally:
-        second.close(keep=False)
-    assert not worker_mod._spares
+        second.close()
+    assert _spare_pids()[-1] == pid
     # a worker that does not ask for reuse starts its own child and stops it when closed
     own = CompileWorker()
     try:
-        assert _compile(own) != pid
+        mine = _compile(own)
+        assert mine not in _spare_pids()
     finally:
         own.close()
-    assert not worker_mod._spares
+    assert mine not in _spare_pids() and _spare_pids()[-1] == pid
 
 
-def test_only_a_child_fit_to_serve_is_kept(no_spares, monkeypatch):
+def test_only_a_child_fit_to_serve_is_kept(monkeypatch):
     from tilefit.smem import pool as pool_mod
 
     worn = CompileWorker(reuse=True)
-    _compile(worn)
-    worn._proc.served = pool_mod.RECYCLE_AFTER  # as many compiles as the pool's recycling allows
+    pid = _compile(worn)
+    child = worn._proc
+    child.served = pool_mod.RECYCLE_AFTER  # as many compiles as the pool's recycling allows
     worn.close()
-    assert not worker_mod._spares
+    assert pid not in _spare_pids() and not child.is_alive()
     big = CompileWorker(reuse=True)
-    _compile(big)
-    monkeypatch.setenv(pool_mod.RSS_ENV, str(big._proc.rss_mb / 2))  # past the memory limit
+    pid = _compile(big)
+    child = big._proc
+    monkeypatch.setenv(pool_mod.RSS_ENV, str(child.rss_mb / 2))  # past the memory limit
     big.close()
-    assert not worker_mod._spares
-    monkeypatch.delenv(pool_mod.RSS_ENV)
-    kept = CompileWorker(reuse=True)
-    pid = _compile(kept)
-    kept.close()
-    assert [p.pid for p in worker_mod._spares] == [pid]
-    # a child started under other start settings (another interpreter, kernel folders) is not taken
-    monkeypatch.setenv("TILEFIT_KERNEL_PATH", "/nonexistent-tilefit-families")
-    other = CompileWorker(reuse=True)
-    try:
-        assert _compile(other) != pid and [p.pid for p in worker_mod._spares] == [pid]
-    finally:
-        other.close(keep=False)
+    assert pid not in _spare_pids() and not child.is_alive()
 
 
-def test_a_timed_out_childs_worker_starts_afresh(no_spares):
+def test_a_timed_out_child_is_stopped_not_kept():
     worker = CompileWorker(reuse=True)
     try:
         pid = _compile(worker)
@@ -116,7 +108,7 @@ def test_a_timed_out_childs_worker_starts_afresh(no_spares):
                                                       GROUP_SIZE_M=1), num_warps=8, num_stages=4, quant="per_tensor")
         timed = compile_spec_limited(big, "sm_89", worker=worker, timeout=0.001)
         assert timed.error_stage == "timeout" and worker._proc is None  # killed, not kept
+        assert pid not in _spare_pids()
         assert _compile(worker) != pid
     finally:
-        worker.close(keep=False)
-    assert not worker_mod._spares
+        worker.close()
