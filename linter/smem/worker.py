@@ -11,6 +11,11 @@ the OOM killer) answers ``error_stage="crash"`` the same way. Kernels reach the 
 our reference kernels by their :class:`KernelSpec`, extracted kernels by their scratch module
 (:mod:`tilefit.pysource.extract`), an ``--allow-import`` kernel by its module and package root.
 
+A child is started only when no running one can answer for the caller's settings: a change of
+the settings it reads as it goes (:data:`LIVE_SETTINGS`: the cache folder, ...) is sent to it,
+and the idle children of closed pools are taken by the next pool of the process
+(``CompileWorker(reuse=True)``): each start imports Triton again (~0.7 s of CPU).
+
 The limit is :data:`DEFAULT_TIMEOUT` seconds, ``[tool.tilefit] compile-timeout`` or
 ``--compile-timeout``; the process-wide value is set with :func:`set_default_timeout`.
 
