@@ -83,6 +83,30 @@ def test_a_closed_pools_child_serves_the_next_pool():
     assert mine not in _spare_pids() and _spare_pids()[-1] == pid
 
 
+def test_a_forked_process_does_not_take_its_parents_idle_child():
+    """tilefit.parallel forks workers: one that asked for a compile child must not share the
+    parent's socket to an idle one (two readers of one answer)."""
+    import os
+
+    first = CompileWorker(reuse=True)
+    pid = _compile(first)
+    first.close()
+    assert _spare_pids()[-1] == pid
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the forked process
+        try:
+            taken = worker_mod._take_spare()
+            os.write(w, b"took" if taken is not None else b"none")
+        finally:
+            os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        said = fh.read()
+    os.waitpid(child, 0)
+    assert said == b"none" and _spare_pids()[-1] == pid
+
+
 def test_only_a_child_fit_to_serve_is_kept(monkeypatch):
     from tilefit.smem import pool as pool_mod
 

@@ -126,6 +126,7 @@ class _Child:
         self.rss_mb = 0.0  # resident memory after the last answer
         self.clean = True  # no request left half-answered (an answer may still be on its way)
         self.imported = False  # served an ``("import", root, module)`` plan: its modules stay imported
+        self.owner = os.getpid()  # a forked process (tilefit.parallel) never takes its parent's child
 
     @property
     def pid(self) -> int:
@@ -177,8 +178,8 @@ _spares_lock = threading.Lock()
 def _keep_spare(proc: _Child) -> bool:
     from .pool import RECYCLE_AFTER, default_size, recycle_rss_mb
 
-    if not (proc.clean and not proc.imported and proc.is_alive() and proc.served < RECYCLE_AFTER
-            and proc.rss_mb <= recycle_rss_mb()):
+    if not (proc.clean and not proc.imported and proc.owner == os.getpid() and proc.is_alive()
+            and proc.served < RECYCLE_AFTER and proc.rss_mb <= recycle_rss_mb()):
         return False
     with _spares_lock:
         if not _spares:
@@ -193,9 +194,10 @@ def _keep_spare(proc: _Child) -> bool:
 
 def _take_spare() -> _Child | None:
     want = start_settings(kept_settings())
+    me = os.getpid()
     with _spares_lock:
         for i in range(len(_spares) - 1, -1, -1):
-            if start_settings(_spares[i].settings) == want and _spares[i].is_alive():
+            if _spares[i].owner == me and start_settings(_spares[i].settings) == want and _spares[i].is_alive():
                 return _spares.pop(i)
     return None
 
