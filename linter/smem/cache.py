@@ -300,7 +300,7 @@ class ExactEstimator:
         from .worker import CompileWorker, compile_spec_limited
 
         pool: queue.Queue = queue.Queue()
-        children = [CompileWorker() for _ in range(workers)]
+        children = [CompileWorker(reuse=True) for _ in range(workers)]
         for child in children:
             pool.put(child)
         limit = self.timeout
@@ -322,7 +322,7 @@ class ExactEstimator:
                     for fut in futures:
                         fut.cancel()
                     for child in children:  # unblocks the threads waiting on them
-                        child.close()
+                        child.close(keep=False)
                     raise
         finally:
             for child in children:

@@ -65,7 +65,7 @@ class _Recycling(CompileWorker):
     than ``rss_mb`` of resident memory after its last one."""
 
     def __init__(self, after: int, rss_mb: float | None = None):
-        super().__init__()
+        super().__init__(reuse=True)  # an idle child of an earlier pool of this process, if one fits
         self.after = after
         self.limit_mb = rss_mb if rss_mb is not None else recycle_rss_mb()
         self.served = 0  # requests of the current child
@@ -75,10 +75,11 @@ class _Recycling(CompileWorker):
     def _start(self) -> None:
         super()._start()
         self.started += 1
+        self.served = self._proc.served + 1  # a reused child's earlier compiles count (and this one)
 
     def request(self, job: tuple, timeout: float | None) -> dict:
         if self.served >= self.after or self.rss_mb > self.limit_mb:
-            self.close()
+            self.close(keep=False)
             self.served = 0
             self.rss_mb = 0.0
         self.served += 1

@@ -11,6 +11,11 @@ the OOM killer) answers ``error_stage="crash"`` the same way. Kernels reach the 
 our reference kernels by their :class:`KernelSpec`, extracted kernels by their scratch module
 (:mod:`tilefit.pysource.extract`), an ``--allow-import`` kernel by its module and package root.
 
+A child is started only when no running one can answer for the caller's settings: a change of
+the settings it reads as it goes (:data:`LIVE_SETTINGS`: the cache folder, ...) is sent to it,
+and the idle children of closed pools are taken by the next pool of the process
+(``CompileWorker(reuse=True)``): each start imports Triton again (~0.7 s of CPU).
+
 The limit is :data:`DEFAULT_TIMEOUT` seconds, ``[tool.tilefit] compile-timeout`` or
 ``--compile-timeout``; the process-wide value is set with :func:`set_default_timeout`.
 
@@ -71,6 +76,27 @@ def kept_settings(environ=None) -> dict[str, str]:
             if (k in _KEEP_ENV or k.startswith(_KEEP_PREFIXES)) and k not in _NOT_KEPT}
 
 
+# tilefit's settings that the child reads each time it uses them, never once when it starts
+# (the cache folder a scratch module is written to, the user data folder, job counts, ...): a
+# running child is told their new values before its next compile instead of being replaced
+# (a start imports Triton again: ~0.7 s of CPU). Every other kept setting starts a new child:
+# TILEFIT_KERNEL_PATH (the kernel registry, loaded once), TILEFIT_TRITON_PYTHON (the interpreter),
+# Triton's, CUDA's and the compiler's own variables, the locale.
+LIVE_SETTINGS = ("TILEFIT_CACHE_DIR", "TILEFIT_DATA_DIR", "TILEFIT_JOBS", "TILEFIT_COMPILE_JOBS",
+                 "TILEFIT_COMPILE_CHILD_MB", "TILEFIT_ISOLATED_PERF", "TILEFIT_PERF_MODEL_PATH",
+                 "TILEFIT_KEEP_BODIES", "TILEFIT_ARCH_CLASSES", "TILEFIT_CORPUS")
+
+
+def start_settings(settings: dict[str, str]) -> dict[str, str]:
+    """The part of :func:`kept_settings` a child reads when it starts: when it changes, the
+    child is replaced (the rest, :data:`LIVE_SETTINGS`, is sent to the running child)."""
+    return {k: v for k, v in settings.items() if k not in LIVE_SETTINGS}
+
+
+def live_settings(settings: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in settings.items() if k in LIVE_SETTINGS}
+
+
 class _Child:
     """A started ``python -I -m tilefit.smem.worker``: the process, its socket, its folder."""
 
@@ -96,6 +122,11 @@ class _Child:
         finally:
             child.close()
         self.conn = Connection(parent.detach())
+        self.served = 0  # requests answered
+        self.rss_mb = 0.0  # resident memory after the last answer
+        self.clean = True  # no request left half-answered (an answer may still be on its way)
+        self.imported = False  # served an ``("import", root, module)`` plan: its modules stay imported
+        self.owner = os.getpid()  # a forked process (tilefit.parallel) never takes its parent's child
 
     @property
     def pid(self) -> int:
@@ -134,18 +165,71 @@ def timeout_message(seconds: float) -> str:
     return f"the compile did not finish within {seconds:g} s (compile-timeout)"
 
 
-class CompileWorker:
-    """One child process that compiles on request; thread-safe (requests are serialised)."""
+# Idle children of closed workers that asked for reuse (the compile pool's, the exact
+# estimator's): a worker that asks for reuse takes one started under the same settings before it
+# starts a child, so the runs of one process (an API user's, a test suite's) do not import
+# Triton again for each run. A child is kept only while it is fit to serve: alive, no answer
+# pending, fewer than RECYCLE_AFTER compiles and below the pool's memory limit (tilefit.smem.pool),
+# no ``--allow-import`` module loaded; at most the pool's default size are kept, stopped at exit.
+_spares: list[_Child] = []
+_spares_lock = threading.Lock()
 
-    def __init__(self):
+
+def _keep_spare(proc: _Child) -> bool:
+    from .pool import RECYCLE_AFTER, default_size, recycle_rss_mb
+
+    if not (proc.clean and not proc.imported and proc.owner == os.getpid() and proc.is_alive()
+            and proc.served < RECYCLE_AFTER and proc.rss_mb <= recycle_rss_mb()):
+        return False
+    with _spares_lock:
+        if not _spares:
+            atexit.register(_stop_spares)
+        _spares.append(proc)
+        old = _spares[:-default_size()] if len(_spares) > default_size() else []
+        del _spares[:len(old)]
+    for stale in old:
+        stale.stop()
+    return True
+
+
+def _take_spare() -> _Child | None:
+    want = start_settings(kept_settings())
+    me = os.getpid()
+    with _spares_lock:
+        for i in range(len(_spares) - 1, -1, -1):
+            if _spares[i].owner == me and start_settings(_spares[i].settings) == want and _spares[i].is_alive():
+                return _spares.pop(i)
+    return None
+
+
+def _stop_spares() -> None:
+    with _spares_lock:
+        procs = list(_spares)
+        _spares.clear()
+    for proc in procs:
+        proc.stop()
+
+
+class CompileWorker:
+    """One child process that compiles on request; thread-safe (requests are serialised).
+
+    ``reuse``: start from an idle child of a closed worker (:data:`_spares`) when one fits, and
+    leave the child idle for the next such worker when closed. Without it (the default) the
+    worker's child is its own: started by it, stopped by :meth:`close`."""
+
+    def __init__(self, reuse: bool = False):
         self._proc = None
         self._conn = None
         self._lock = threading.Lock()
+        self.reuse = reuse
         self.rss_mb = 0.0  # the child's resident memory after its last answer
 
     def _start(self) -> None:
-        proc = _Child()
+        proc = _take_spare() if self.reuse else None
+        if proc is None:
+            proc = _Child()
         self._proc, self._conn = proc, proc.conn
+        self.rss_mb = proc.rss_mb
 
     def _stop(self) -> None:
         proc = self._proc
@@ -153,8 +237,14 @@ class CompileWorker:
         if proc is not None:
             proc.stop()
 
-    def close(self) -> None:
+    def close(self, keep: bool = True) -> None:
+        """Stop the child; a ``reuse`` worker's is left idle for the next one instead when
+        ``keep`` and it is fit to serve."""
         with self._lock:
+            proc = self._proc
+            if keep and self.reuse and proc is not None and _keep_spare(proc):
+                self._proc = self._conn = None
+                return
             self._stop()
 
     def request(self, job: tuple, timeout: float | None) -> dict:
@@ -162,19 +252,32 @@ class CompileWorker:
         record with ``error_stage`` ``"timeout"`` / ``"crash"``."""
         with self._lock:
             # a child started before the settings changed (a kernel family registered since:
-            # $TILEFIT_KERNEL_PATH; another cache folder) would answer with the old ones
-            if self._proc is None or not self._proc.is_alive() or self._proc.settings != kept_settings():
+            # $TILEFIT_KERNEL_PATH; another Triton) would answer with the old ones; one that
+            # only missed a change of the settings it reads as it goes is told the new values
+            now = kept_settings()
+            if (self._proc is None or not self._proc.is_alive()
+                    or start_settings(self._proc.settings) != start_settings(now)):
                 self._stop()
                 self._start()
             t0 = time.perf_counter()
+            proc = self._proc
             try:
+                proc.clean = False
+                if proc.settings != now:
+                    self._conn.send(("settings", live_settings(now)))
+                    self._conn.recv()
+                    proc.settings = now
+                if job[0] == "plan" and isinstance(job[-1], tuple):
+                    proc.imported = True
                 self._conn.send(job)
                 if timeout is not None and not self._conn.poll(timeout):
                     self._stop()
                     return {"error": timeout_message(timeout), "error_stage": "timeout",
                             "seconds": time.perf_counter() - t0}
                 answer = self._conn.recv()
-                self.rss_mb = float(answer.pop(RSS_KEY, 0.0) or 0.0)
+                self.rss_mb = proc.rss_mb = float(answer.pop(RSS_KEY, 0.0) or 0.0)
+                proc.served += 1
+                proc.clean = True
                 return answer
             except (EOFError, OSError, BrokenPipeError):
                 proc = self._proc
@@ -199,8 +302,8 @@ def shared_worker() -> CompileWorker:
     global _shared
     with _shared_lock:
         if _shared is None:
-            _shared = CompileWorker()
-            atexit.register(_shared.close)
+            _shared = CompileWorker(reuse=True)
+            atexit.register(_shared.close, False)
         return _shared
 
 
@@ -295,6 +398,14 @@ def _run(job: tuple) -> dict:
     from .exact import compile_plan, compile_spec
 
     kind = job[0]
+    if kind == "settings":  # the caller's LIVE_SETTINGS now (those absent are unset)
+        _, values = job
+        for name in LIVE_SETTINGS:
+            if name in values:
+                os.environ[name] = values[name]
+            else:
+                os.environ.pop(name, None)
+        return {}
     if kind == "spec":
         _, spec, arch, stop = job
         return compile_spec(spec, arch, stop=stop, raise_on_error=False).to_json()
