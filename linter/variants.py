@@ -71,21 +71,5 @@ def kernel_variants(meta: TableMeta, entry: Mapping, arch: str, vendor: str, eng
     group = family.group_name
     if group:
         tile[group] = entry.get(group, 1) if is_int(entry.get(group, 1)) else 1
-    key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.down, meta.triton_folder,
-           tuple(tile.values()), warps, stages, arch, engine, entry.get("USE_TMA") is True)
-    hit = _MEMO.get(key)
-    if hit is None:
-        if len(_MEMO) >= _MEMO_LIMIT:  # a tune or fix search visits many tiles: the memo stays bounded
-            _MEMO.clear()
-        variants = family.table_variants(meta, tile, warps, stages, arch, engine)
-        hit = _MEMO[key] = family.engine_variants(variants, entry, meta, engine, arch)
-    return hit
-
-
-# kernel_variants' answers by the inputs that decide them once the entry is launchable: the name's
-# fields the families' ``table_variants``/``engine_variants`` read (never E, N, K or the device
-# name), the tile, warps, stages, arch, engine and the one other key an engine reads (SGLang's
-# ``USE_TMA``). Entries of other tables with equal tiles share one answer (a fifth of the calls of a
-# corpus check). tests/test_variants_memo.py holds it to the unmemoised answer over the corpus.
-_MEMO: dict[tuple, tuple[Variant, ...]] = {}
-_MEMO_LIMIT = 1 << 16
+    variants = family.table_variants(meta, tile, warps, stages, arch, engine)
+    return family.engine_variants(variants, entry, meta, engine, arch)
