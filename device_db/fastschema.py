@@ -110,19 +110,42 @@ class _Compiler:
             return lambda x: True
         if len(checks) == 1:
             return checks[0]
-        return lambda x: all(c(x) for c in checks)
+        if len(checks) == 2:
+            first, second = checks
+            return lambda x: first(x) and second(x)
+
+        def every(x: Any) -> bool:  # a loop, not all() over a generator: this runs per node of a table
+            for c in checks:
+                if not c(x):
+                    return False
+            return True
+        return every
 
     def keyword(self, key: str, v: Any, s: Mapping) -> Check:  # noqa: C901 - one branch per keyword
         if key == "type":
             tests = [_TYPES[t] for t in ([v] if isinstance(v, str) else v)]
             if len(tests) == 1:
                 return tests[0]
-            return lambda x: any(t(x) for t in tests)
+
+            def any_type(x: Any) -> bool:
+                for t in tests:
+                    if t(x):
+                        return True
+                return False
+            return any_type
         if key == "$ref":
             return self.resolve(v)
         if key == "properties":
             props = [(name, self.compile(sub)) for name, sub in v.items()]
-            return lambda x: not isinstance(x, dict) or all(c(x[n]) for n, c in props if n in x)
+
+            def properties(x: Any) -> bool:
+                if type(x) is not dict and not isinstance(x, dict):
+                    return True
+                for n, c in props:
+                    if n in x and not c(x[n]):
+                        return False
+                return True
+            return properties
         if key == "required":
             need = tuple(v)
             return lambda x: not isinstance(x, dict) or all(n in x for n in need)
@@ -130,8 +153,15 @@ class _Compiler:
             known = set(s.get("properties") or ())
             patterns = [re.compile(p) for p in (s.get("patternProperties") or ())]
             sub = self.compile(v)
-            return lambda x: not isinstance(x, dict) or all(
-                sub(val) for k, val in x.items() if k not in known and not any(p.search(k) for p in patterns))
+
+            def additional(x: Any) -> bool:
+                if type(x) is not dict and not isinstance(x, dict):
+                    return True
+                for k, val in x.items():
+                    if k not in known and not any(p.search(k) for p in patterns) and not sub(val):
+                        return False
+                return True
+            return additional
         if key == "patternProperties":
             pats = [(re.compile(p), self.compile(sub)) for p, sub in v.items()]
             return lambda x: not isinstance(x, dict) or all(
@@ -144,7 +174,15 @@ class _Compiler:
         if key == "items":
             sub = self.compile(v)
             skip = len(s.get("prefixItems") or ())  # 2020-12: items judges what prefixItems leaves
-            return lambda x: not isinstance(x, list) or all(sub(i) for i in x[skip:])
+
+            def items(x: Any) -> bool:
+                if type(x) is not list and not isinstance(x, list):
+                    return True
+                for i in (x[skip:] if skip else x):
+                    if not sub(i):
+                        return False
+                return True
+            return items
         if key == "prefixItems":
             subs = [self.compile(i) for i in v]
             return lambda x: not isinstance(x, list) or all(c(i) for c, i in zip(subs, x))
@@ -165,8 +203,17 @@ class _Compiler:
         if key == "enum":
             scalars = {_scalar_key(e) for e in v if not isinstance(e, (dict, list))}
             containers = [e for e in v if isinstance(e, (dict, list))]
-            return lambda x: (_scalar_key(x) in scalars if not isinstance(x, (dict, list))
-                              else any(json_equal(x, e) for e in containers))
+
+            def enum(x: Any) -> bool:
+                t = type(x)
+                if t is str:  # the common members first: _scalar_key's keys of a str and an int
+                    return ("str", x) in scalars
+                if t is int:
+                    return ("n", x) in scalars
+                if isinstance(x, (dict, list)):
+                    return any(json_equal(x, e) for e in containers)
+                return _scalar_key(x) in scalars
+            return enum
         if key == "minimum":
             return lambda x: not _number(x) or x >= v
         if key == "maximum":

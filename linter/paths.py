@@ -17,6 +17,8 @@ def relative_to(path: str, root: str) -> str | None:
     base = _abs_root(root)
     if full.startswith(base) and full[len(base):len(base) + 1] == os.sep and os.sep == "/" and "/." not in full:
         return full[len(base) + 1:]  # the common case: a file under the root (what relpath gives)
+    if os.sep == "/" and base != "/" and full != base and not full.startswith(base + "/"):
+        return None  # both normalised: relpath would climb out of the root ("../...")
     try:
         rel = os.path.relpath(full, base)
     except ValueError:  # another drive (Windows)

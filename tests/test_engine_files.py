@@ -160,3 +160,28 @@ def test_shipped_extensions_hold_on_their_points():
                 assert len(mine) == n if own is None else len(mine) >= n, (forms, where)
                 checked += 1
     assert checked > 0
+
+
+def test_compiled_points_index_is_the_row_decoders_reading():
+    """``KernelForms.compiled_on`` indexes an arch's rows without decoding each into a Point: on every
+    shipped points file and arch it holds what :func:`calibrate.decode_row` reads from the rows."""
+    files = sorted(Path(engine_files.__file__).parent.parent.glob("kernels/*/smem/*/points-triton-*.json"))
+    assert len(files) > 40
+    looked = 0
+    for pp in files:
+        doc = json.loads(pp.read_text(encoding="utf-8"))
+        paths = [cal.Path.from_json(p) for p in doc["paths"]]
+        want: dict[str, dict] = {}
+        for row in doc["points"]:
+            p, _rest = cal.decode_row(paths, row)
+            want.setdefault(p.arch, {})
+            if p.shared is not None:
+                want[p.arch][(p.path.name, (*p.tile, p.num_warps, p.num_stages))] = p.shared
+        engine, version = pp.parent.name.split("-", 1)
+        forms = engine_model.KernelForms(pp.parent.parent.parent.name, engine, version,
+                                         pp.name[len("points-triton-"):-len(".json")])
+        assert forms.path.with_name(f"points-{forms.path.name}") == pp
+        for arch, points in want.items():
+            assert forms.compiled_on(arch) == points, (pp, arch)
+            looked += len(points)
+    assert looked > 10000

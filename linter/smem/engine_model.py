@@ -250,10 +250,20 @@ class KernelForms:
         if rows:
             from .calibrate import decode_row
 
+            paths = self._point_paths
+            # per path: its name and tile columns (decode_row's reading of a row, without its Point)
+            shapes = [(p.name, len(registry.get(p.kernel).point_columns)) for p in paths]
             for row in rows:
-                p, _rest = decode_row(self._point_paths, row)
-                if p.shared is not None:
-                    hit[(p.path.name, (*p.tile, p.num_warps, p.num_stages))] = p.shared
+                i = row[0] if type(row) is list and len(row) >= 5 else None
+                if type(i) is not int or not 0 <= i < len(paths) or len(row) < 5 + shapes[i][1]:
+                    p, _rest = decode_row(paths, row)  # any other row as decode_row reads it (or its error)
+                    if p.shared is not None:
+                        hit[(p.path.name, (*p.tile, p.num_warps, p.num_stages))] = p.shared
+                    continue
+                name, ntile = shapes[i]
+                shared = row[4 + ntile]
+                if shared is not None:  # the key: (path name, (*tile, num_warps, num_stages))
+                    hit[(name, tuple([int(x) for x in row[2:4 + ntile]]))] = int(shared)
         return hit
 
     @property
