@@ -66,6 +66,16 @@ class SiteChecks:
         self.unlimited = tuple(c for c in classes if c.first.smem_per_block_optin is None)
         self._launch: dict[int, list[Verdict]] = {}
         self._configs: dict[tuple[int, int], list[Verdict]] = {}
+        self._prunes = None
+
+    @property
+    def prunes(self):
+        """The autotune prunes of the run, evaluated statically (:mod:`.prune`)."""
+        if self._prunes is None:
+            from .prune import PruneEvaluator
+
+            self._prunes = PruneEvaluator(self.evaluator.project.evaluator)
+        return self._prunes
 
     # -- verdicts ------------------------------------------------------------------------------
     def verdicts(self, cases: list[Case]) -> list[Verdict]:
