@@ -153,10 +153,12 @@ class PruneSpec:
     module: Any
     name: str
     extra: str = ""  # e.g. a perf_model that prunes further at run time
+    whole: bool = False  # ``node`` is the whole prune_configs_by value, not its early_config_prune
 
 
 def prune_spec(dec: ast.Call, module) -> PruneSpec | None:
-    """The ``early_config_prune`` expression of ``@triton.autotune(prune_configs_by={...})``, or None."""
+    """The ``early_config_prune`` of ``@triton.autotune(prune_configs_by=...)``, or None. A literal
+    dict gives its entry; another expression (``None if _ON_HIP else {...}``) is evaluated whole."""
     for kw in dec.keywords:
         if kw.arg != "prune_configs_by" or isinstance(kw.value, ast.Constant):
             continue
@@ -169,9 +171,9 @@ def prune_spec(dec: ast.Call, module) -> PruneSpec | None:
                 "perf_model" in entries and not (isinstance(entries["perf_model"], ast.Constant)
                                                  and entries["perf_model"].value is None) else ""
             if target is None:
-                return PruneSpec(node, module, "prune_configs_by", "no early_config_prune")
+                return None  # no early prune: the list Triton benchmarks is the whole list
             return PruneSpec(target, module, _callable_name(target), extra)
-        return PruneSpec(node, module, "prune_configs_by", "prune_configs_by is not a literal dict")
+        return PruneSpec(node, module, _callable_name(node), "", whole=True)
     return None
 
 
@@ -182,6 +184,13 @@ def _callable_name(node: ast.expr) -> str:
         return node.attr
     if isinstance(node, ast.Call):
         return f"{_callable_name(node.func)}(...)"
+    if isinstance(node, ast.IfExp):
+        for arm in (node.body, node.orelse):
+            if isinstance(arm, ast.Dict):
+                entry = next((v for k, v in zip(arm.keys, arm.values)
+                              if isinstance(k, ast.Constant) and k.value == "early_config_prune"), None)
+                if entry is not None:
+                    return _callable_name(entry)
     return "early_config_prune"
 
 
@@ -206,8 +215,6 @@ class PruneEvaluator:
         spec = self.spec(site)
         if spec is None:
             return None
-        if spec.extra and spec.extra.startswith(("no early", "prune_configs_by is")):
-            return PruneResult(spec.name, None, spec.extra)
         key = (id(site), tuple(sorted((k, repr(v)) for k, v in given.items())),
                tuple(sorted(reasons)), id(dclass))
         hit = self._memo.get(key)
@@ -225,6 +232,12 @@ class PruneEvaluator:
                 if name not in own and name not in launch:
                     launch[name] = Opaque(why)
             fn = run.eval(spec.node, {}, spec.module)
+            if spec.whole:
+                if fn is not None and not isinstance(fn, dict):
+                    raise NotStatic("prune_configs_by is not a static dict")
+                fn = (fn or {}).get("early_config_prune")
+                if fn is None:  # `None if _ON_HIP else {...}` on the other platform: no prune there
+                    return PruneResult(spec.name, frozenset(c.index for c in configs))
             out = run.call(fn, [configs, launch], dict(launch), spec.name)
             if not isinstance(out, (list, tuple)) or not out:
                 raise NotStatic(f"{spec.name}() does not return a non-empty list")
