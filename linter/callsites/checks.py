@@ -89,7 +89,14 @@ class SiteChecks:
     def launch(self, site: LaunchSite) -> list[Verdict]:
         key = id(site)
         if key not in self._launch:
-            self._launch[key] = self.verdicts(launch_cases(site)) if self.classes else []
+            if self.classes:
+                from .kerneltable import merge_overridden
+
+                # instances a [tool.tilefit.kernels] table makes identical are one evaluation
+                cases = merge_overridden(launch_cases(site), self.evaluator.variants(site.kernel))
+                self._launch[key] = self.verdicts(cases)
+            else:
+                self._launch[key] = []
         return self._launch[key]
 
     def config(self, site: AutotuneSite, config: AutotuneConfig) -> list[Verdict]:
