@@ -45,6 +45,14 @@ class SMEM003(Rule):
     target (for some variant): the autotuner has nothing that can run there. Reports a
     **warning** on each config that overflows some target while others fit.
 
+    A list with ``prune_configs_by={"early_config_prune": f}`` is judged as Triton runs it: ``f``
+    is evaluated statically (interpreted over the AST, never imported or run) with the launch's
+    values (the scenario's) and the target's device queries (``get_device_properties(...)``,
+    ``get_device_capability()``); a config it drops there is not reported, "every config
+    overflows" counts the kept ones, and the finding says how many it kept ("2 of 6 configs kept
+    by _prune_configs"). Where ``f`` cannot be evaluated statically, the whole list is judged and
+    the finding says why ("prune function not evaluated: ...").
+
     ## Why is this bad?
     Lists tuned for an H100's 227 KB per block routinely hold configs that cannot launch on
     99 KB parts. The autotuner benchmarks every config on first use: configs that overflow
