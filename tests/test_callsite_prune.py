@@ -160,3 +160,33 @@ def test_prune_results_follow_the_launch_values():
     assert on_h200.kept == {0, 1} and on_h200.device_read
     missing = prunes.result(site, {"USE_FP8_DOT": False}, {"topk": "q.shape[1] is computed at run time"}, dclass)
     assert missing.kept is None and "topk" in missing.reason and "run time" in missing.reason
+
+
+@pytest.mark.parametrize("body", [
+    "x = [1]\n    for _ in range(40):\n        x.extend(x)",  # a memory bomb: stopped by the size bound
+    "x = [1]\n    while True:\n        x = x + x",
+    "x = {[1]: 2}",  # an unhashable key: no traceback
+    "x = configs[::0]",
+])
+def test_a_prune_that_grows_or_errs_is_not_evaluated_and_never_crashes(tmp_path, body):
+    (tmp_path / "k.py").write_text(f'''import triton
+import triton.language as tl
+
+
+def _prune(configs, named_args, **kwargs):
+    {body}
+    return configs
+
+
+@triton.autotune(configs=[triton.Config({{"BLOCK": 128}}, num_warps=4, num_stages=2)], key=["n"],
+                 prune_configs_by={{"early_config_prune": _prune}})
+@triton.jit
+def scale_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+''')
+    project = Project.scan([str(tmp_path / "k.py")])
+    (site,) = build_sites(project).autotunes
+    dclass = group_devices([load_database().get("rtx4090")])[0]
+    got = PruneEvaluator(project.evaluator).result(site, {"n": 1024}, {}, dclass)
+    assert got.kept is None and got.reason, got

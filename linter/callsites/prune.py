@@ -28,6 +28,7 @@ from .values import ConfigVal, DictVal, Lit, Ref, Seq, Unknown, Val, _safe_binop
 MAX_STEPS = 20000  # statements and expressions per evaluation of one prune
 MAX_CALL_DEPTH = 8
 MAX_LOOP = 4096  # iterations of one while loop
+MAX_ITEMS = 65536  # items of a list or dict the interpreted code builds
 _SCALARS = (int, float, bool, str, type(None))
 
 
@@ -253,6 +254,8 @@ class PruneEvaluator:
             return PruneResult(spec.name, None, f"{spec.name}() raises ({e})" if str(e) else f"{spec.name}() raises")
         except RecursionError:
             return PruneResult(spec.name, None, f"{spec.name}() nests too deeply")
+        except Exception as e:  # noqa: BLE001  (an operation of the interpreted code on odd values: never a traceback)
+            return PruneResult(spec.name, None, f"{spec.name}() is not evaluated statically ({type(e).__name__})")
 
 
 class _LaunchArgs(dict):
@@ -306,6 +309,13 @@ _BUILTINS = frozenset({"len", "min", "max", "sum", "any", "all", "sorted", "list
                        "int", "float", "bool", "abs", "enumerate", "zip", "reversed", "isinstance"})
 _EXTERNAL_ROOTS = frozenset({"torch", "triton", "tl"})
 _DEVICE_INDEX_CALLS = frozenset({"current_device", "get_current_device"})
+
+
+def _bounded(container):
+    """``container``, unless it grew past what a prune of a config list needs (``x.extend(x)`` in a loop)."""
+    if isinstance(container, (list, tuple, dict, set)) and len(container) > MAX_ITEMS:
+        raise NotStatic(f"a container of more than {MAX_ITEMS} items")
+    return container
 
 
 def _safe_call(fn, *a, **k):
@@ -656,7 +666,7 @@ class _Interpreter:
         if type(op) not in _BINOPS:
             raise NotStatic("an operator that is not evaluated statically")
         if isinstance(a, (list, tuple)) and isinstance(b, type(a)) and isinstance(op, ast.Add):
-            return a + b
+            return _bounded(a + b)
         try:
             return _safe_binop(op, a, b)
         except (TypeError, ValueError) as e:
@@ -721,6 +731,7 @@ class _Interpreter:
                     base[:] = self._builtin("sorted", [base], kwargs)
                     return None
                 got = self.call(("method", base, name), args, kwargs)
+                _bounded(base)
                 return list(got) if name in ("items", "keys", "values") else got
             return self.call(fn, args, kwargs, ast.unparse(node.func))
         fn = self.eval(node.func, env, module)
