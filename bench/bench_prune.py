@@ -60,7 +60,7 @@ def measure(tree: Path, target: str, scenario_names) -> dict:
         rows.append(f"  {os.path.relpath(site.path, tree)} {site.kernel.name} [{prunes.spec(site).name}]: "
                     f"{len(done)}/{len(results)} (case, target) evaluated"
                     + (f", keeps {'/'.join(map(str, kept))} of {len(site.configs)}" if kept else "")
-                    + (f", device read" if any(r.device_read for r in done) else "")
+                    + (", device read" if any(r.device_read for r in done) else "")
                     + (f"; not: {failed[0].reason[:160]}" if failed else ""))
     return {"lists": lists, "evaluated": evaluated, "reasons": reasons, "rows": rows,
             "seconds": time.perf_counter() - t0, "files": len(files)}
