@@ -26,6 +26,14 @@ def _config_text(site, config) -> str:
     return ", ".join(parts)
 
 
+def _not_evaluated(site, prune) -> str:
+    """The suffix of a list whose prune_configs_by was not evaluated (for some launch or target)."""
+    if not site.pruned or prune.name is not None and not prune.reason:
+        return ""
+    why = f"; prune function not evaluated: {prune.reason}" if prune.reason else ""
+    return f" (the list is pruned at run time by prune_configs_by{why})"
+
+
 class SMEM003(Rule):
     """Autotune configs need more shared memory per block than the target allows.
 
@@ -36,6 +44,14 @@ class SMEM003(Rule):
     variant, as SMEM002 does for launches. Reports an **error** when every config overflows a
     target (for some variant): the autotuner has nothing that can run there. Reports a
     **warning** on each config that overflows some target while others fit.
+
+    A list with ``prune_configs_by={"early_config_prune": f}`` is judged as Triton runs it: ``f``
+    is evaluated statically (interpreted over the AST, never imported or run) with the launch's
+    values (the scenario's) and the target's device queries (``get_device_properties(...)``,
+    ``get_device_capability()``); a config it drops there is not reported, "every config
+    overflows" counts the kept ones, and the finding says how many it kept ("2 of 6 configs kept
+    by _prune_configs"). Where ``f`` cannot be evaluated statically, the whole list is judged and
+    the finding says why ("prune function not evaluated: ...").
 
     ## Why is this bad?
     Lists tuned for an H100's 227 KB per block routinely hold configs that cannot launch on
@@ -74,8 +90,13 @@ class SMEM003(Rule):
         site = ctx.site
         if site.kind != "autotune" or not site.configs:
             return
+        from tilefit.callsites.prune import judge_prune
+
         checks = ctx.checks
-        per_config = {c.index: checks.config(site, c) for c in site.configs}
+        every = {c.index: checks.config(site, c) for c in site.configs}
+        # a config the prune_configs_by function drops for a launch and target is not judged there
+        prune = judge_prune(checks.prunes, site, every)
+        per_config = {i: [v for v in vs if id(v) not in prune.dropped] for i, vs in every.items()}
         classes = checks.classes
         # error: for some device class and variant, no config fits (merged over equal figures)
         reported_all = set()
@@ -90,6 +111,8 @@ class SMEM003(Rule):
                 status = []
                 for index, vs in per_config.items():
                     mine = [v for v in vs if v.dclass is dclass and v.variant == variant]
+                    if not mine and any(v.dclass is dclass and v.variant == variant for v in every[index]):
+                        continue  # the prune drops it here
                     if not mine or any(v.undecided for v in mine):
                         status.append(None)
                     elif all(not v.outcome.ok for v in mine):
@@ -101,9 +124,10 @@ class SMEM003(Rule):
                     needs = sorted(v.outcome.shared for vs in per_config.values() for v in vs
                                    if v.dclass is dclass and v.variant == variant and v.over)
                     reported_all.add((id(dclass), variant))
-                    key = (needs[0], needs[-1], dclass.first.smem_per_block_optin, len(decided))
+                    key = (needs[0], needs[-1], dclass.first.smem_per_block_optin, len(decided),
+                           prune.summary(dclass))
                     errors.setdefault(key, []).append((dclass, variant))
-        for (low, high, limit, n), pairs in errors.items():
+        for (low, high, limit, n, pruned), pairs in errors.items():
             devices = list(dict.fromkeys(d for dclass, _ in pairs for d in dclass.devices))
             archs = sorted({dclass.first.arch for dclass, _ in pairs}, key=arch_key)
             label = join_labels([variant.label for _, variant in pairs])
@@ -111,10 +135,12 @@ class SMEM003(Rule):
             yield Finding(
                 f"every autotune config of {site.kernel.name} overflows {format_targets(devices)}"
                 f"{f' with {label}' if label else ''}: shared memory, Required: {need}, Hardware limit: {limit} "
-                f"({n} configs, {'/'.join(archs)}); the autotuner has nothing to run there",
+                f"({pruned or f'{n} configs'}, {'/'.join(archs)}); the autotuner has nothing "
+                f"to run there{_not_evaluated(site, prune)}",
                 severity=Severity.ERROR,
                 data={"targets": [d.key for d in devices], "variant": label or None, "archs": archs,
-                      "min_required_bytes": low, "limit_bytes": limit, "configs": n, "kernel": site.kernel.key},
+                      "min_required_bytes": low, "limit_bytes": limit, "configs": n, "kernel": site.kernel.key,
+                      "prune": prune.data([dclass for dclass, _ in pairs])},
                 identity=f"{site.identity}|all|{label}|{'/'.join(archs)}",
             )
         # warnings: single configs that overflow where others fit
@@ -130,8 +156,10 @@ class SMEM003(Rule):
             msg = (f"autotune config #{config.index + 1} of {site.kernel.name} ({_config_text(site, config)}) "
                    f"overflows {format_targets(devices)}{label}: shared memory, Required: {worst.outcome.shared}, "
                    f"Hardware limit: {worst.limit}; the autotuner compiles it for nothing there")
-            if site.pruned:
-                msg += " (the list is pruned at run time by prune_configs_by)"
+            kept = prune.summary(worst.dclass)
+            if kept:
+                msg += f" ({kept} there)"
+            msg += _not_evaluated(site, prune)
             fix = None
             case = worst.case
             suggestion = checks.suggest(case, vs, options_only=True)
@@ -149,6 +177,7 @@ class SMEM003(Rule):
                 fix=fix,
                 data={"targets": [d.key for d in devices], "variant": worst.variant.label or None,
                       "required_bytes": worst.outcome.shared, "limit_bytes": worst.limit,
-                      "config": config.index, "kernel": site.kernel.key},
+                      "config": config.index, "kernel": site.kernel.key,
+                      "prune": prune.data([v.dclass for v in over])},
                 identity=f"{site.identity}|config|{_config_text(site, config)}",
             )

@@ -107,6 +107,17 @@ def test_the_report_says_which_values_the_table_gave():
     assert not [d for d in result.diagnostics if d.code == "EST002"]
 
 
+def test_branches_the_table_makes_identical_are_reported_once():
+    """The launcher's ``num_stages`` is 1 on one branch and 2 on the other; the table pins 2: one
+    evaluation per KV dtype, not one per branch (review3: the launch was reported twice)."""
+    result = _check({**BASE, "IS_MLA": False})
+    smem = [d for d in result.diagnostics if d.code == "SMEM002"]
+    assert sorted(d.data["variant"] for d in smem) == ["kv_cache=bf16", "kv_cache=fp8e4nv"], \
+        [d.message for d in smem]
+    # the kept arm is the one whose own num_stages the table does not override, without its branch label
+    assert not any("over 1" in d.message or "(line 46)" in d.message for d in smem)
+
+
 def test_with_is_mla_the_launch_fits():
     result = _check({**BASE, "IS_MLA": True})
     assert not [d for d in result.diagnostics if d.code in ("SMEM002", "EST002")], \

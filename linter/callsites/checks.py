@@ -66,6 +66,16 @@ class SiteChecks:
         self.unlimited = tuple(c for c in classes if c.first.smem_per_block_optin is None)
         self._launch: dict[int, list[Verdict]] = {}
         self._configs: dict[tuple[int, int], list[Verdict]] = {}
+        self._prunes = None
+
+    @property
+    def prunes(self):
+        """The autotune prunes of the run, evaluated statically (:mod:`.prune`)."""
+        if self._prunes is None:
+            from .prune import PruneEvaluator
+
+            self._prunes = PruneEvaluator(self.evaluator.project.evaluator)
+        return self._prunes
 
     # -- verdicts ------------------------------------------------------------------------------
     def verdicts(self, cases: list[Case]) -> list[Verdict]:
@@ -79,7 +89,14 @@ class SiteChecks:
     def launch(self, site: LaunchSite) -> list[Verdict]:
         key = id(site)
         if key not in self._launch:
-            self._launch[key] = self.verdicts(launch_cases(site)) if self.classes else []
+            if self.classes:
+                from .kerneltable import merge_overridden
+
+                # instances a [tool.tilefit.kernels] table makes identical are one evaluation
+                cases = merge_overridden(launch_cases(site), self.evaluator.variants(site.kernel))
+                self._launch[key] = self.verdicts(cases)
+            else:
+                self._launch[key] = []
         return self._launch[key]
 
     def config(self, site: AutotuneSite, config: AutotuneConfig) -> list[Verdict]:

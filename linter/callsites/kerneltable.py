@@ -136,3 +136,56 @@ def notes(case, variant) -> tuple[str, ...]:
             text += f", over {_shown(had)}{via}"
         out.append(text + ")")
     return tuple(out)
+
+
+def merge_overridden(cases: list, variants: list) -> list:
+    """``cases`` less those a table's values make identical to another: the arms of a launcher's
+    ``num_stages = 1 if ... else 2`` both pinned by ``num_stages = 2`` are one evaluation, reported
+    once. Of such a group the case whose own values the table overrides least is kept, and the
+    label atoms that name an overridden value (``num_stages=1 (line 46)``) leave its label; cases
+    whose other label atoms differ (another branch, a target's arm) stay apart."""
+    from dataclasses import replace
+
+    from .sites import is_option
+
+    table = {k for variant in variants for k, _ in variant.values}
+    if not table or len(cases) < 2:
+        return cases
+
+    def atoms_left(case) -> tuple:
+        atoms = [a for a in case.label.split(", ") if a]
+        return tuple(a for a in atoms if a.partition("=")[0] not in table or "=" not in a)
+
+    def effective(case) -> tuple:
+        out = []
+        for variant in variants:
+            vals = dict(variant.values)
+            given = {**case.given, **{k: v for k, v in vals.items() if not is_option(case.kernel, k)}}
+            options = {**case.options, **{k: v for k, v in vals.items() if is_option(case.kernel, k)}}
+            reasons = sorted(k for k in case.reasons if k not in vals)
+            out.append((variant.label, repr(sorted(given.items(), key=repr)), repr(sorted(options.items())),
+                        tuple(reasons), repr(sorted(case.hints.items()))))
+        return (atoms_left(case), tuple(out))
+
+    def overridden(case) -> int:
+        vals = {k: v for variant in variants for k, v in variant.values}
+        return sum(1 for k, v in vals.items() if k in case.given and case.given[k] != v
+                   or k in case.options and case.options[k] != v)
+
+    groups: dict[tuple, list] = {}
+    order: list[tuple] = []
+    for case in cases:
+        key = effective(case)
+        if key not in groups:
+            groups[key] = []
+            order.append(key)
+        groups[key].append(case)
+    out = []
+    for key in order:
+        group = groups[key]
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        best = min(group, key=overridden)
+        out.append(replace(best, label=", ".join(key[0])))
+    return out
