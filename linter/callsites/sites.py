@@ -24,7 +24,7 @@ from tilefit.pysource.lazybody import release_recent
 from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan, is_top_level_def
 
 from .project import Project
-from .platforms import backend_of
+from .platforms import backend_of, capabilities_running, runs_on_none_of
 from .values import (ALIAS, CAPABILITY_LABEL, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown,
                      Val, both_values, branches, combine, consistent, function_params, restrict)
 
@@ -518,6 +518,9 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
             if ev.backend is not None and backend_of(module.path) not in (None, ev.backend):
                 off_platform += 1  # a module only another backend imports (platform_modules.json)
                 continue
+            if ev.backend is not None and runs_on_none_of(module.path, ev.capabilities):
+                off_platform += 1  # a module only GPUs of other capability majors run (SM100-only)
+                continue
             if ev.scenario is not None and not ev.scenario.applies(module.path):
                 # a kernel family the scenario's model does not run in this role (an MLA model's
                 # absorbed head in vLLM's generic prefill): judged under the other scenarios
@@ -530,6 +533,9 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 off_platform += 1  # e.g. the ROCm-only branch, on NVIDIA targets
                 continue
             on_targets = ev.reachable_targets(frame)  # `if has_device_capability(90): launch`
+            on_module = capabilities_running(module.path, ev.capabilities) if ev.backend is not None else None
+            if on_module is not None:  # a module only some targets' GPUs run (platform_modules.json)
+                on_targets = on_module if on_targets is None else on_targets & on_module
             if on_targets is not None and not on_targets:
                 off_platform += 1
                 continue
