@@ -127,3 +127,12 @@ def test_serving_size_facts_are_positive_integers():
     assert from_facts("x", {"request_slots": 9, "pages_per_request": 4}).values["tail_k.shape[0]"] == 9
     with pytest.raises(ScenarioError, match="request_slots must be a positive integer"):
         from_facts("x", {"request_slots": 0})
+
+
+def test_the_row_counts_and_offsets_are_int32_in_attention_scenarios():
+    # SGLang allocates the per-row valid counts and their prefix sum as int32: typed so, not swept
+    # through the float dtypes (an int32 cumsum takes twice the shared memory of a bf16 one)
+    llama = resolve(["llama-gqa-128"])[0]
+    assert llama.dtypes_of("counts") == ("i32",) and llama.dtypes_of("cu_k") == ("i32",)
+    assert resolve(["mixtral-8x7b"])[0].dtypes_of("counts") == ("i32",)  # an attention model too
+    assert from_facts("moe only", {"experts": 8, "top_k": 2}).dtypes_of("counts") == ()

@@ -308,6 +308,9 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
     if batches:
         for e in batch_expressions():
             values[e] = batches[0]
+        rows = names_table()["token_rows"].get("int32_pointers", ())
+        if rows:  # the per-row counts and offsets of the token-row launchers (names.json token_rows)
+            dtypes[",".join(rows)] = ("i32",)
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
                     "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "",
                     batch=batches[0] if batches else None)
