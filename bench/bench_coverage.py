@@ -176,8 +176,8 @@ def main() -> None:
             for label in sorted(then - now):
                 print(f"  no longer reached: {label}")
     before = f" | {args.baseline}: reached" if base else ""
-    table = [f"| tree | .py{before} | launch sites of known kernels | reached | share | vs 90% | launches only on ROCm "
-             "dropped | launches of kernels from outside the tree |",
+    table = [f"| tree | .py{before} | launch sites of known kernels | reached | share | vs 90% | launches off the targets "
+             "dropped (ROCm-only, other GPU families) | launches of kernels from outside the tree |",
              "|---|---:|" + ("---:|" if base else "") + "---:|---:|---:|---:|---:|---:|"]
 
     def was(name):

@@ -105,4 +105,34 @@ def test_the_platform_modules_table_is_validated_data():
     assert backend_of("/x/vllm/v1/attention/ops/chunked_prefill_paged_decode.py") == "hip"  # ROCM_ATTN only
     assert backend_of("/x/vllm/v1/attention/ops/triton_prefill_attention.py") is None  # TRITON_ATTN's prefill
     assert backend_of("/x/vllm/model_executor/layers/fused_moe/router/bf16x3_router_gemm_rocm.py") == "hip"
-    assert backend_of("/x/vllm/model_executor/layers/fused_moe/router/bf16x3_router_gemm_cutedsl.py") is None
+    # its CuTe DSL twin runs on CUDA, on the SM100 family only (capability_majors)
+    assert backend_of("/x/vllm/model_executor/layers/fused_moe/router/bf16x3_router_gemm_cutedsl.py") == "cuda"
+
+
+def test_a_module_only_sm100_gpus_run_is_no_launch_on_consumer_targets(tmp_path):
+    # vLLM 0.33.0's DeepGEMM MegaMoE staging (prepare_megamoe.py) has no capability test of its
+    # own: both its importers raise unless the GPU is of the SM100 family (platform_modules.json
+    # capability_majors [10]); on sm_86/89/120 targets its launches are off-platform
+    from tilefit.callsites.platforms import runs_on_none_of
+
+    rel = "vllm/model_executor/layers/fused_moe/prepare_megamoe.py"
+
+    def sites(where, capabilities):
+        path = tmp_path / where / rel
+        path.parent.mkdir(parents=True)
+        path.write_text(_PLAIN_LAUNCH, encoding="utf-8")
+        project = Project.scan([str(path)])
+        project.evaluator.backend = "cuda"
+        project.evaluator.capabilities = frozenset(capabilities)
+        return build_sites(project)
+
+    consumer = sites("a", {86, 89, 120})
+    assert consumer.launches == [] and consumer.off_platform == 1
+    blackwell = sites("b", {89, 100})  # one target of the family: judged there only
+    assert [s.kernel.name for s in blackwell.launches] == ["gather_kernel"] and blackwell.off_platform == 0
+    assert all("compute capability 100 (the launch runs there only)" in i.label
+               for s in blackwell.launches for i in s.instances)
+    untargeted = sites("c", set())  # no capabilities known: nothing to fold
+    assert [s.kernel.name for s in untargeted.launches] == ["gather_kernel"]
+    assert runs_on_none_of("/x/" + rel, {120}) and not runs_on_none_of("/x/" + rel, {103})
+    assert not runs_on_none_of("/x/vllm/v1/attention/ops/triton_decode_attention.py", {86})

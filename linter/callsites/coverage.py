@@ -85,8 +85,8 @@ class Coverage:
                f"{self.found - self.evaluated} not evaluated",
                f"  launches {self.launches_evaluated} of {self.launches}, autotune lists "
                f"{self.autotunes_evaluated} of {self.autotunes}; {plural(self.unresolved, 'launch', 'launches')} "
-               f"of kernels from outside the scanned tree; {self.off_platform} only on another backend than the "
-               "targets'"]
+               f"of kernels from outside the scanned tree; {self.off_platform} only on another backend or GPU family than "
+               "the targets'"]
         if not self.targets and self.found:
             out.append("  no targets: nothing is evaluated without --target (or [tool.tilefit] targets)")
         if sum(self.reasons.values()) > self.found - self.evaluated:

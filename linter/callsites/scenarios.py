@@ -46,7 +46,8 @@ _FACTS = {"heads", "kv_heads", "head_dim", "v_head_dim", "kv_lora_rank", "qk_rop
           "batch_sizes", "kv_quant", "index_kpool", "index_page_size", "index_head_dim", "tail_extra_slots",
           "num_draft_tokens", "qsa_compress_ratio", "qsa_budget", "index_topk", "dcp_sizes",
           "qsa_index_kv_heads", "qsa_index_head_dim", "qsa_indexer_dtypes", "infllm_kernel_size",
-          "infllm_kernel_stride"}
+          "infllm_kernel_stride", "prefill_rows",
+          "request_slots", "pages_per_request"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -96,6 +97,9 @@ class Scenario:
     kv_quant: str = ""
     # the decode context-parallel group size it is judged at (names.json dcp; rank 0); None: no DCP
     dcp: int | None = None
+    # the token rows of the prefill chunk it is judged at (names.json token_rows; variant "rows");
+    # None: decode rows, one per request of its batch
+    rows: int | None = None
 
     @property
     def label(self) -> str:
@@ -110,6 +114,8 @@ class Scenario:
             out += f" (kv cache {self.kv_quant})"
         if self.dcp:
             out += f" (decode context parallel {self.dcp}, rank 0)"
+        if self.rows is not None:
+            out += f" (prefill chunk of {self.rows} token rows)"
         return out
 
     def applies(self, path: str) -> bool:
@@ -279,6 +285,7 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
             for a in ("hidden_states", "A", "a"):
                 values[f"{a}.shape[1]"] = values[f"{a}.shape[-1]"] = k
     values.update(dsa_kpool_values(facts))
+    values.update(serving_size_values(facts))
     qsa = qsa_dimensions(facts)
     if qsa:  # the compressed blocks a row selects (SGLang expands them only at that width)
         values["block_indices.shape[1]"] = values["block_indices.shape[-1]"] = qsa["qsa_block_topk"]
@@ -299,11 +306,28 @@ def from_facts(name: str, facts: Mapping[str, Any], description: str = "", sourc
         dtypes["hidden_states"] = (str(act),)
     batches = batch_sizes(facts)
     if batches:
-        for e in names_table()["batch_sizes"]["expressions"]:
+        for e in batch_expressions():
             values[e] = batches[0]
+        rows = names_table()["token_rows"].get("int32_pointers", ())
+        if rows:  # the per-row counts and offsets of the token-row launchers (names.json token_rows)
+            dtypes[",".join(rows)] = ("i32",)
     return Scenario(name, values, dtypes, description, source, dimensions(facts), dict(facts),
                     "absorbed" if mla else "", quant_schemes(facts)[0] if quant_schemes(facts) else "",
                     batch=batches[0] if batches else None)
+
+
+def serving_size_values(facts: Mapping[str, Any]) -> dict[str, int]:
+    """The shapes that hold the serving sizes among ``facts`` (names.json ``serving_sizes``:
+    request slots, page-table columns per request), each a positive integer; {} without them."""
+    out: dict[str, int] = {}
+    for expr, fact in names_table()["serving_sizes"]["expressions"].items():
+        value = facts.get(fact)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ScenarioError(f"fact {fact} must be a positive integer, not {value!r}")
+        out[expr] = value
+    return out
 
 
 def packed_layout_values(kv_dtypes: tuple[str, ...]) -> dict[str, PerDtype]:
@@ -429,9 +453,37 @@ def batch_sizes(facts: Mapping[str, Any]) -> tuple[int, ...]:
 
 @lru_cache(maxsize=None)
 def batch_keys() -> frozenset:
-    """The names and shape expressions of the batch dimension (names.json)."""
+    """The names and shape expressions of the batch dimension (names.json), with the token rows
+    of a decode forward (one per request)."""
     data = names_table()
-    return frozenset(data["dimensions"]["batch"]["names"]) | frozenset(data["batch_sizes"]["expressions"])
+    return frozenset(data["dimensions"]["batch"]["names"]) | frozenset(batch_expressions())
+
+
+def batch_expressions() -> tuple[str, ...]:
+    """The shape expressions a batch size binds: tensors with one row per request
+    (names.json batch_sizes) and a decode forward's per-token tensors (token_rows)."""
+    data = names_table()
+    return tuple(dict.fromkeys([*data["batch_sizes"]["expressions"], *data["token_rows"]["expressions"]]))
+
+
+@lru_cache(maxsize=None)
+def row_keys() -> frozenset:
+    """The shape expressions of a forward's token rows (names.json token_rows)."""
+    return frozenset(names_table()["token_rows"]["expressions"])
+
+
+def prefill_rows(facts: Mapping[str, Any]) -> tuple[int, ...]:
+    """The prefill-chunk row counts an attention scenario is judged at besides its decode batch
+    sizes (fact ``prefill_rows``, else names.json token_rows ``prefill``: SGLang's default
+    --chunked-prefill-size per GPU memory); () for a model without attention facts."""
+    if not batch_sizes(facts):
+        return ()
+    got = facts.get("prefill_rows", names_table()["token_rows"]["prefill"])
+    got = [got] if isinstance(got, int) else got
+    if not isinstance(got, (list, tuple)) or \
+            not all(isinstance(r, int) and not isinstance(r, bool) and r >= 1 for r in got):
+        raise ScenarioError(f"fact prefill_rows must be positive integers, not {facts['prefill_rows']!r}")
+    return tuple(dict.fromkeys(got))
 
 
 def quant_schemes(facts: Mapping[str, Any]) -> tuple[str, ...]:
@@ -529,7 +581,7 @@ def with_roles(scenarios) -> list[Scenario]:
             out.append(Scenario(s.name, {**s.values, **values}, dict(s.dtypes), s.description, s.source,
                                 {**s.dims, **dims}, dict(s.facts), s.role, s.quant, "kv_quant", s.batch, preset))
     names = names_table()["dimensions"]["batch"]["names"]
-    exprs = names_table()["batch_sizes"]["expressions"]
+    exprs = batch_expressions()
     for s in [x for x in out if not x.variant and x.role != "prefill"]:  # each DCP size, at each batch size
         for n in dcp_sizes(s.facts):
             values, dims = dcp_values(n, s.dims)
@@ -545,6 +597,12 @@ def with_roles(scenarios) -> list[Scenario]:
             out.append(Scenario(s.name, {**s.values, **dict.fromkeys(exprs, b)}, dict(s.dtypes), s.description,
                                 s.source, {**s.dims, **dict.fromkeys(names, b)}, {**s.facts, "batch_sizes": [b]},
                                 s.role, s.quant, "batch", b))
+    rows = names_table()["token_rows"]["expressions"]
+    for s in [x for x in out if not x.variant]:  # each prefill chunk: a variant of the launches that read rows
+        for r in prefill_rows(s.facts):
+            out.append(Scenario(s.name, {**s.values, **dict.fromkeys(rows, r)}, dict(s.dtypes), s.description,
+                                s.source, dict(s.dims), {**s.facts, "prefill_rows": [r]}, s.role, s.quant, "rows",
+                                s.batch, rows=r))
     return out
 
 

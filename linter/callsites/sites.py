@@ -24,7 +24,7 @@ from tilefit.pysource.lazybody import release_recent
 from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan, is_top_level_def
 
 from .project import Project
-from .platforms import backend_of
+from .platforms import backend_of, capabilities_running, runs_on_none_of
 from .values import (ALIAS, CAPABILITY_LABEL, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown,
                      Val, both_values, branches, combine, consistent, function_params, restrict)
 
@@ -496,13 +496,15 @@ def _anchor(module: ModuleScan, launch: LaunchCall) -> tuple[Span, tuple[int, ..
 
 def build_sites(project: Project, only: set | None = None, used: set | None = None,
                 quant_used: set | None = None, batch_used: set | None = None,
-                kv_quant_used: set | None = None, dcp_used: set | None = None) -> Sites:
+                kv_quant_used: set | None = None, dcp_used: set | None = None,
+                rows_used: set | None = None) -> Sites:
     """Launch and autotune sites of the project's primary modules. ``only``: ids of the
     launches to build (others skipped); ``used``: filled with the ids of the launches whose
     values read a key of the evaluator's scenarios; ``quant_used``: of those that read an
     attribute of its quantisation scheme or a MoE config; ``batch_used``: of those that read the
     batch dimension; ``kv_quant_used``: of those that read a quantised KV-cache preset's value;
-    ``dcp_used``: of those that read a decode context-parallel group's size, rank or buffers."""
+    ``dcp_used``: of those that read a decode context-parallel group's size, rank or buffers;
+    ``rows_used``: of those that read a forward's token rows (a prefill chunk's size)."""
     ev = project.evaluator
     launches: list[LaunchSite] = []
     unresolved: list[tuple[LaunchCall, str]] = []
@@ -516,6 +518,9 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
             if ev.backend is not None and backend_of(module.path) not in (None, ev.backend):
                 off_platform += 1  # a module only another backend imports (platform_modules.json)
                 continue
+            if ev.backend is not None and runs_on_none_of(module.path, ev.capabilities):
+                off_platform += 1  # a module only GPUs of other capability majors run (SM100-only)
+                continue
             if ev.scenario is not None and not ev.scenario.applies(module.path):
                 # a kernel family the scenario's model does not run in this role (an MLA model's
                 # absorbed head in vLLM's generic prefill): judged under the other scenarios
@@ -528,6 +533,9 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 off_platform += 1  # e.g. the ROCm-only branch, on NVIDIA targets
                 continue
             on_targets = ev.reachable_targets(frame)  # `if has_device_capability(90): launch`
+            on_module = capabilities_running(module.path, ev.capabilities) if ev.backend is not None else None
+            if on_module is not None:  # a module only some targets' GPUs run (platform_modules.json)
+                on_targets = on_module if on_targets is None else on_targets & on_module
             if on_targets is not None and not on_targets:
                 off_platform += 1
                 continue
@@ -592,6 +600,8 @@ def build_sites(project: Project, only: set | None = None, used: set | None = No
                 kv_quant_used.add(id(launch))
             if dcp_used is not None and ev.dcp_hit:
                 dcp_used.add(id(launch))
+            if rows_used is not None and ev.rows_hit:
+                rows_used.add(id(launch))
             if not kernels and not any(s.launch is launch for s in launches):
                 reason = "; ".join(v.reason for _, v in branches(callee) if isinstance(v, Unknown)) or \
                     "not a @triton.jit kernel of the scanned tree"
@@ -758,7 +768,7 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     seen: dict[tuple, set] = {}
     first: Sites | None = None
     keys = frozenset(k for s in scenarios for k in s.values)
-    from .scenarios import batch_keys, dcp_vocabulary, kv_quant_vocabulary, quant_vocabulary, vocabulary
+    from .scenarios import batch_keys, dcp_vocabulary, kv_quant_vocabulary, quant_vocabulary, row_keys, vocabulary
 
     # a KV-cache preset's own bindings (its softmax scale, flags) are no dimension other models lack
     dims = frozenset(k for s in scenarios if s.variant != "kv_quant" for k in s.dims) | vocabulary()
@@ -767,6 +777,7 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
     batch_only: set = set()  # the launches that read the batch dimension
     kv_quant_only: set = set()  # the launches that read a quantised KV-cache preset's value
     dcp_only: set = set()  # the launches that read a decode context-parallel group's value
+    rows_only: set = set()  # the launches that read a forward's token rows
     absent: dict[tuple, list[Instance]] = {}  # instances of scenarios without a dimension they read
     for scenario in scenarios:
         ev = Evaluator(project)
@@ -779,16 +790,17 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
         ev.quant_names = quant_vocabulary()
         ev.kv_quant_names = kv_quant_vocabulary()
         ev.batch_keys = batch_keys()
+        ev.row_keys = row_keys()
         ev.dcp_names = dcp_vocabulary()
         project.evaluator = ev
         used: set = set()
         if scenario.variant:  # a further scheme or batch size: only what reads it changes
-            rebuilt = {"quant": quant_only, "kv_quant": kv_quant_only, "dcp": dcp_only}.get(scenario.variant,
-                                                                                          batch_only)
+            rebuilt = {"quant": quant_only, "kv_quant": kv_quant_only, "dcp": dcp_only,
+                       "rows": rows_only}.get(scenario.variant, batch_only)
             sites = build_sites(project, only=rebuilt & (only or set()), used=used)
         else:
             sites = build_sites(project, only=only, used=used, quant_used=quant_only, batch_used=batch_only,
-                                kv_quant_used=kv_quant_only, dcp_used=dcp_only)
+                                kv_quant_used=kv_quant_only, dcp_used=dcp_only, rows_used=rows_only)
         if only is None:
             only = used
         first = first or sites
@@ -810,7 +822,7 @@ def build_scenario_sites(project: Project, scenarios, backend: str | None = None
                 seen[key].add(k)
                 if id(site.launch) in used:  # its values depend on the scenario (and the batch size)
                     label = scenario.label
-                    if scenario.batch is not None and id(site.launch) in batch_only:
+                    if scenario.batch is not None and scenario.rows is None and id(site.launch) in batch_only:
                         label += f" (batch size {scenario.batch})"
                     inst.label = ", ".join(x for x in (label, inst.label) if x)
                 if _absent_in(site.kernel, inst):

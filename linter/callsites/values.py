@@ -649,6 +649,10 @@ class Evaluator:
         # names and shape expressions of the batch dimension, and did the current site read one
         self.batch_keys: frozenset = frozenset()
         self.batch_hit = False
+        # shape expressions of a forward's token rows (names.json token_rows), and did the current
+        # site read one: only those launches are built again for a prefill-chunk variant
+        self.row_keys: frozenset = frozenset()
+        self.rows_hit = False
         # names and expressions of a decode context-parallel group (names.json dcp), and did the
         # current site read one: only those launches are built again for a DCP variant
         self.dcp_names: frozenset = frozenset()
@@ -676,7 +680,22 @@ class Evaluator:
         self.quant_hit = False
         self.kv_quant_hit = False
         self.batch_hit = False
+        self.rows_hit = False
         self.dcp_hit = False
+
+    _HITS = ("scenario_hit", "quant_hit", "kv_quant_hit", "batch_hit", "rows_hit", "dcp_hit")
+
+    def _take_hits(self) -> frozenset:
+        """The scenario-read flags raised so far in this site (and clear them): a memoised local
+        keeps the flags its evaluation raised, so each launch that reads it raises them again."""
+        out = frozenset(h for h in self._HITS if getattr(self, h))
+        for h in self._HITS:
+            setattr(self, h, False)
+        return out
+
+    def _raise_hits(self, hits: frozenset) -> None:
+        for h in hits:
+            setattr(self, h, True)
 
     def end_site(self) -> None:
         self._deadline = None
@@ -785,11 +804,16 @@ class Evaluator:
                 return Unknown(f"{name} is assigned {len(assigns)} times in {fn.name}()")
             memo_key = (fn_key(fn), name, frame.before_line, frame.token)
             if memo_key is not None and memo_key in self._locals:
-                return self._locals[memo_key]
+                out, hits = self._locals[memo_key]
+                self._raise_hits(hits)  # a later launch reading the local reads the scenario too
+                return out
             if assigns:
+                before = self._take_hits()
                 out = self._assigned_value(frame, fn, name, assigns, passed, params)
+                hits = self._take_hits()
+                self._raise_hits(before | hits)
                 if memo_key is not None and self._exhausted is None:
-                    self._locals[memo_key] = out
+                    self._locals[memo_key] = (out, hits)
                 return out
             if name in params:
                 return self._param(frame, fn, name, params[name])
@@ -1356,6 +1380,8 @@ class Evaluator:
         found, value = self.scenario.expression(node)
         if found and self.batch_keys and any(k in self.batch_keys for k in expression_keys_of(node)):
             self.batch_hit = True
+        if found and self.row_keys and any(k in self.row_keys for k in expression_keys_of(node)):
+            self.rows_hit = True
         if self.dcp_names and any(k in self.dcp_names for k in expression_keys_of(node)):
             self.dcp_hit = True
         if found or not frame.bindings or frame.func is None:
