@@ -87,27 +87,8 @@ def write_json(doc, stream, rows: Sequence[Any] = ()) -> None:
         body = "[]"
     else:
         inner = pad + "  "
-        text_of = _one_encoder()
-        body = "[\n" + ",\n".join(inner + text_of(r) for r in rows) + "\n" + pad + "]"
+        body = "[\n" + ",\n".join(inner + json.dumps(r) for r in rows) + "\n" + pad + "]"
     stream.write(text[:at] + body + text[at + len(mark):] + "\n")
-
-
-def _one_encoder():
-    """A function giving ``json.dumps(value)``'s text for each value, through one C encoder:
-    ``json.dumps`` builds a new one per call, which was most of the rows' encoding (10,000 rows
-    of a warm json run). The encoder is ``json.dumps``'s own: its default settings, the same
-    ``make_encoder`` arguments ``JSONEncoder.iterencode`` passes."""
-    import json
-    from json import encoder
-
-    if encoder.c_make_encoder is None:  # no C accelerator: json.dumps as it is
-        return json.dumps
-    settings = json.JSONEncoder()  # json.dumps's defaults
-    strings = encoder.encode_basestring_ascii if settings.ensure_ascii else encoder.encode_basestring
-    make = encoder.c_make_encoder({} if settings.check_circular else None, settings.default, strings, None,
-                                  settings.key_separator, settings.item_separator, settings.sort_keys,
-                                  settings.skipkeys, settings.allow_nan)
-    return lambda value: "".join(make(value, 0))
 
 
 def rule_url(code: str) -> str:
