@@ -154,3 +154,24 @@ def test_gitignore_is_respected_in_git_work_trees(cli, project, monkeypatch):
     assert cli("check", f"configs/sub/{NAME}", "-q").exit_code == 1
     assert cli("check", "configs/sub", "-q").exit_code == 1
     assert cli("check", "configs", "-q").exit_code == 0
+
+
+def test_sarif_locations_per_folder_equal_artifact_location(tmp_path, corpus):
+    """The sarif render's per-folder shortcut gives artifact_location's answer for files inside
+    the root, outside it (quoted file: URIs: the corpus's tables among them), in the root's own
+    folder, and for the root itself."""
+    from tilefit.reporters.common import RenderContext
+    from tilefit.reporters.sarif import _Locations, artifact_location
+
+    root = tmp_path / "proj"
+    (root / "sub dir").mkdir(parents=True)
+    ctx = RenderContext(root=str(root))
+    paths = [str(root / "a.json"), str(root / "sub dir" / "E=8,N=1:x%.json"), str(root),
+             str(tmp_path / "other" / "\u00fc \u00f1#?.json"), str(tmp_path / "proj2" / "b.json"), "/c.json",
+             "//d/e.json", "relative/f.json", str(root / ".hidden" / "g.json"),
+             *sorted(str(p) for p in corpus.rglob("*.json"))[::25]]
+    locate = _Locations(ctx)
+    for p in paths + paths:  # the second pass answers from the folder memo
+        assert locate(p) == artifact_location(p, ctx), p
+    assert locate(str(root / "a.json")) == {"uri": "a.json", "uriBaseId": "%SRCROOT%"}
+    assert locate("/c.json") == {"uri": "file:///c.json"}

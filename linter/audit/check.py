@@ -213,16 +213,22 @@ def _notes(diags) -> list[tuple[str, str, list[str]]]:
     return [(code, msg, keys) for (code, msg), keys in out.items()]
 
 
+_RANK = {v: i for i, v in enumerate(VERDICT_ORDER)}  # a verdict -> its place in VERDICT_ORDER
+
+
 def _cell(audit: Audit, ta: TableAudit, col) -> Cell:
     needs = audit.needs
     limit = col.limit
+    group, index, rank = ta.group, col.index, _RANK
     worst_rank, n_seen, over, max_over, max_fit = len(VERDICT_ORDER), 0, 0, None, None
     for _key, cfg in ta.entries:
-        n = needs.get((ta.group, col.index, cfg))
+        n = needs.get((group, index, cfg))
         if n is None or n.verdict == UNCHECKED:
             continue
         n_seen += 1
-        worst_rank = min(worst_rank, VERDICT_ORDER.index(n.verdict))
+        r = rank[n.verdict]
+        if r < worst_rank:
+            worst_rank = r
         if n.verdict == OVER:
             over += 1
             max_over = n.bytes if max_over is None else max(max_over, n.bytes)

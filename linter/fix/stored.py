@@ -54,11 +54,27 @@ def table_record(plan: TablePlan) -> dict:
             "skipped": dict(plan.skipped)}
 
 
+_NEEDS: dict[tuple, Need] = {}  # a stored need's values -> its Need (frozen: one object serves every plan)
+
+
+def _need_of(arch, vendor, devices, limit, threads, warp, before, after) -> Need:
+    """The :class:`Need` of a stored need's values: thousands of a run's plans share a few."""
+    try:
+        figures = (limit, threads, warp, before, after)
+        # the figures' types too: 1, 1.0 and true are one dict key
+        key = (arch, vendor, tuple(devices), figures, tuple(map(type, figures)))
+        hit = _NEEDS.get(key)
+    except TypeError:  # an unhashable value: built as it is, not memoised
+        return Need(FitGroup(arch, vendor, tuple(devices), limit, threads, warp), before, after)
+    if hit is None:
+        hit = _NEEDS[key] = Need(FitGroup(arch, vendor, key[2], limit, threads, warp), before, after)
+    return hit
+
+
 def _plan_of(record: Mapping, path: str, key: str, fix) -> EntryPlan:
     if record["title"] != fix.title:
         raise StoredPlanError(f"{key}: the stored plan is not the fix of its diagnostics")
-    needs = tuple(Need(FitGroup(arch, vendor, tuple(devices), limit, threads, warp), before, after)
-                  for arch, vendor, devices, limit, threads, warp, before, after in record["needs"])
+    needs = tuple(_need_of(*need) for need in record["needs"])
     return EntryPlan(path=path, key=key, original=dict(record["original"]), entry=dict(record["entry"]),
                      changes=dict(record["changes"]), applicability=_APPLICABILITY[record["applicability"]],
                      fix=fix, needs=needs, depth=record["depth"],

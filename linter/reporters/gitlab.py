@@ -11,16 +11,20 @@ _SEVERITY = {"error": "major", "warning": "minor", "info": "info"}
 
 def render(diagnostics, stream, ctx: RenderContext) -> None:
     root = ctx.root or "."
-    write_json(ROWS, stream, [
-        {
+    paths: dict[str, str] = {}  # path -> its project path, once per file (a file has many diagnostics)
+    rows = []
+    for d in diagnostics:
+        path = paths.get(d.path)
+        if path is None:
+            path = paths[d.path] = project_path(d.path, root)
+        rows.append({
             "check_name": d.code,
             "description": f"{d.code}: {d.message}",
             "fingerprint": d.fingerprint,
             "severity": _SEVERITY.get(d.severity.value, "info"),
-            "location": {"path": project_path(d.path, root), "lines": {"begin": d.span.start.line, "end": d.span.end.line}},
-        }
-        for d in diagnostics
-    ])
+            "location": {"path": path, "lines": {"begin": d.span.start.line, "end": d.span.end.line}},
+        })
+    write_json(ROWS, stream, rows)
 
 
 REPORTER = Reporter(render)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import quote
+from urllib.parse import quote, quote_from_bytes
 
 from .common import ROWS, RenderContext, Reporter, rule_url, write_json
 
@@ -25,6 +25,32 @@ def artifact_location(path: str, ctx: RenderContext) -> dict:
     if rel is None:
         return {"uri": Path(os.path.abspath(path)).as_uri()}
     return {"uri": quote(rel, safe=_SAFE), "uriBaseId": ROOT_ID}
+
+
+class _Locations:
+    """Each path's artifact location, as :func:`artifact_location` gives it, with the work done
+    once per folder where that gives the same text: a file is outside the project root when its
+    folder is (the root itself aside), and a POSIX ``file:`` URI is its folder's, quoted once, and
+    the quoted name (percent-encoding goes byte by byte, ``/`` left as it is)."""
+
+    def __init__(self, ctx: RenderContext):
+        self.ctx = ctx
+        self.root = os.path.abspath(ctx.root if ctx.root is not None else os.getcwd())
+        self.folders: dict[str, str | None] = {}  # folder -> its quoted file: URI prefix, None: inside the root
+
+    def __call__(self, path: str) -> dict:
+        full = os.path.abspath(path)
+        folder, name = os.path.split(full)
+        if os.sep != "/" or not name or full == self.root:
+            return artifact_location(path, self.ctx)
+        if folder not in self.folders:
+            outside = self.ctx.project_path(folder) is None
+            slashed = folder if folder.endswith("/") else folder + "/"
+            self.folders[folder] = "file://" + quote_from_bytes(os.fsencode(slashed)) if outside else None
+        prefix = self.folders[folder]
+        if prefix is None:
+            return artifact_location(path, self.ctx)
+        return {"uri": prefix + quote_from_bytes(os.fsencode(name))}
 
 
 def _rules(codes):
@@ -52,10 +78,11 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
     index = {r["id"]: i for i, r in enumerate(rules)}
     results = []
     where: dict[str, dict] = {}  # path -> its artifact location (a file has many diagnostics)
+    locate = _Locations(ctx)
     for d in diagnostics:
         location = where.get(d.path)
         if location is None:
-            location = where[d.path] = artifact_location(d.path, ctx)
+            location = where[d.path] = locate(d.path)
         s, e = d.span.start, d.span.end
         result = {
             "ruleId": d.code,
