@@ -72,7 +72,12 @@ class StaticConfig:
         if name == "kwargs":
             return self.kwargs
         if name in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
-            return self.options.get(name, {"num_warps": 4, "num_stages": 3, "num_ctas": 1, "maxnreg": None}[name])
+            from tilefit.variants import DEFAULT_NUM_STAGES_CUDA, DEFAULT_NUM_WARPS
+
+            # Triton's Config defaults (the CUDA stages; a ROCm target's default is not modelled here)
+            defaults = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES_CUDA, "num_ctas": 1,
+                        "maxnreg": None}
+            return self.options.get(name, defaults[name])
         if name in ("pre_hook",):
             return None
         raise NotStatic(f"reads `config.{name}`")
