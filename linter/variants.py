@@ -26,12 +26,17 @@ from .parameters import in_domain
 DEFAULT_NUM_WARPS = 4
 DEFAULT_NUM_STAGES_CUDA = 3
 DEFAULT_NUM_STAGES_ROCM = 2
+# ``triton.Config(kwargs)``'s own defaults: the autotuner passes them to every launch
+# (``Config.all_kwargs``), so on ROCm an autotune config without num_stages runs 3 stages, not
+# the HIP launch default of 2.
+CONFIG_NUM_WARPS = 4
+CONFIG_NUM_STAGES = 3
 
 # the tile keys of the GEMM config tables (fused_moe, w8a8_gemm)
 TILE_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")
 
-__all__ = ["DEFAULT_NUM_STAGES_CUDA", "DEFAULT_NUM_STAGES_ROCM", "DEFAULT_NUM_WARPS", "TILE_KEYS", "Variant",
-           "dtype_path", "effective_launch", "is_int", "kernel_variants"]
+__all__ = ["CONFIG_NUM_STAGES", "CONFIG_NUM_WARPS", "DEFAULT_NUM_STAGES_CUDA", "DEFAULT_NUM_STAGES_ROCM",
+           "DEFAULT_NUM_WARPS", "TILE_KEYS", "Variant", "dtype_path", "effective_launch", "is_int", "kernel_variants"]
 
 
 def dtype_path(meta: TableMeta) -> str | None:

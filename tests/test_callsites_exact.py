@@ -155,6 +155,51 @@ def test_autotuned_gemm_one_config_overflows_and_every_config_of_another():
     assert all(d.code == "SMEM003" for d in result.diagnostics)
 
 
+def test_autotune_configs_run_triton_configs_default_stages_on_rocm(tmp_path):
+    """A ``triton.Config`` without num_stages runs 3 stages on every backend (the autotuner passes
+    Config's own default), while a plain HIP launch without num_stages runs 2. The 128x128x128
+    fp16 tile needs 131072 B at 3 stages on gfx942 (LDS 65536) and fits at 2."""
+    body = """(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    rm = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rk = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+        acc += tl.dot(a, b)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16))
+"""
+    kernel = f"""import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({{"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 128}}, num_warps=8)], key=["M"])
+@triton.jit
+def mm_tuned{body}
+
+@triton.jit
+def mm_plain{body}
+
+def tuned(a, b, c, M, N, K):
+    mm_tuned[(1, 1)](a, b, c, M, N, K)
+
+
+def plain(a, b, c, M, N, K):
+    mm_plain[(1, 1)](a, b, c, M, N, K, BLOCK_M=128, BLOCK_N=128, BLOCK_K=128, num_warps=8)
+"""
+    (tmp_path / "gemm.py").write_text(kernel)
+    fp16 = {"a_ptr,b_ptr": ["fp16"]}
+    result = _check([tmp_path], ["mi300x"], kernels={"gemm:mm_tuned": fp16, "gemm:mm_plain": fp16})
+    # the plain launch is evaluated (no EST002) and fits at HIP's 2 stages
+    smem = result.diagnostics
+    assert [d.code for d in smem] == ["SMEM003"], [d.message for d in result.diagnostics]
+    assert smem[0].message.startswith("every autotune config of mm_tuned overflows mi300x")
+    assert "Hardware limit: 65536" in smem[0].message
+    if TRITON_39:
+        assert "Required: 131072," in smem[0].message
+
+
 # -- wrappers, module constants, noqa ---------------------------------------------------------------
 
 def test_wrapper_call_sites_module_constants_and_noqa():

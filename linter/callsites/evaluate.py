@@ -44,6 +44,8 @@ from .project import Project
 from tilefit.pysource.scan import KernelDef
 from .sites import AutotuneConfig, AutotuneSite, Instance, LaunchSite, heuristics_of
 from tilefit.smem.archclass import compile_arch
+from tilefit.variants import (CONFIG_NUM_STAGES, CONFIG_NUM_WARPS, DEFAULT_NUM_STAGES_CUDA, DEFAULT_NUM_STAGES_ROCM,
+                              DEFAULT_NUM_WARPS)
 from .speckey import arg_key
 from .values import DictVal, Frame, Lit, Ref, Unknown, Val, arch_capability, branches, label_capabilities, label_dtypes
 
@@ -107,6 +109,8 @@ class Case:
     tried: frozenset = frozenset()  # names the fix search set: a [tool.tilefit.kernels] value does not override them
     passed: dict[str, str] = field(default_factory=dict)  # parameter -> the name the launch passes it (`kv=key_cache`)
     viewed: dict[str, str] = field(default_factory=dict)  # pointer -> the element type a `.view(torch.uint8)` gives it
+    # an autotune config's launch: triton.Config's defaults (tilefit.variants.CONFIG_*) fill what it omits
+    from_config: bool = False
 
     def with_value(self, name: str, value: Any) -> "Case":
         from .sites import is_option
@@ -192,6 +196,7 @@ def case_from(kernel: KernelDef, inst: Instance, arg_exprs: Mapping[str, ast.exp
         _take(config.kwargs, case.given, case.reasons, case.literals)
         case.options = {}
         case.option_reasons = {}
+        case.from_config = True
         _take(config.options, case.options, case.option_reasons, case.literals)
     return case
 
@@ -674,8 +679,12 @@ class CallsiteEvaluator:
                if k in case.option_reasons and k not in table_values]
         if bad:
             return Outcome("unknown", detail="no static value for " + ", ".join(bad))
-        num_warps = opts.get("num_warps", 4)
-        num_stages = opts.get("num_stages", 2 if backend == "hip" else 3)
+        if case.from_config:
+            num_warps = opts.get("num_warps", CONFIG_NUM_WARPS)
+            num_stages = opts.get("num_stages", CONFIG_NUM_STAGES)
+        else:
+            num_warps = opts.get("num_warps", DEFAULT_NUM_WARPS)
+            num_stages = opts.get("num_stages", DEFAULT_NUM_STAGES_ROCM if backend == "hip" else DEFAULT_NUM_STAGES_CUDA)
         if not isinstance(num_warps, int) or not isinstance(num_stages, int):
             return Outcome("unknown", detail=f"num_warps={num_warps!r} num_stages={num_stages!r} are not ints")
         options = tuple(sorted((k, v) for k, v in opts.items() if k in BACKEND_OPTIONS and v is not None))

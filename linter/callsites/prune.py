@@ -72,10 +72,10 @@ class StaticConfig:
         if name == "kwargs":
             return self.kwargs
         if name in ("num_warps", "num_stages", "num_ctas", "maxnreg"):
-            from tilefit.variants import DEFAULT_NUM_STAGES_CUDA, DEFAULT_NUM_WARPS
+            from tilefit.variants import CONFIG_NUM_STAGES, CONFIG_NUM_WARPS
 
-            # Triton's Config defaults (the CUDA stages; a ROCm target's default is not modelled here)
-            defaults = {"num_warps": DEFAULT_NUM_WARPS, "num_stages": DEFAULT_NUM_STAGES_CUDA, "num_ctas": 1,
+            # triton.Config's own defaults (the same on every backend)
+            defaults = {"num_warps": CONFIG_NUM_WARPS, "num_stages": CONFIG_NUM_STAGES, "num_ctas": 1,
                         "maxnreg": None}
             return self.options.get(name, defaults[name])
         if name in ("pre_hook",):
