@@ -17,6 +17,7 @@ from .baseline import filter_baselined, load_baseline
 from .config import Settings, resolve_relative
 from .discovery import discover
 from .engine import Engine
+from .planning import as_planner
 from .estimate import Estimator
 from .selection import Selection, validate_selectors
 from .readfile import read_bytes
@@ -198,9 +199,10 @@ def collector_paused():
 
 def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: Settings | None = None,
               engine: Engine | None = None, *, planner=None, progress=None) -> CheckResult:
-    """Check ``paths``. ``planner`` (anything with ``attach(table, diagnostics)``, e.g. the fixer's
-    ``tilefit.fix.FixPlanner``) attaches planned fixes; this module does not know the fixer --
-    ``tilefit.app.run_check`` composes the two (``opts.fix``).
+    """Check ``paths``. ``planner`` (a :class:`tilefit.planning.RunPlanner`, e.g. the fixer's
+    ``tilefit.fix.FixPlanner``, or any object with ``attach(table, diagnostics)``) attaches
+    planned fixes; this module does not know the fixer -- ``tilefit.app.run_check`` composes the
+    two (``opts.fix``). ``CheckResult.planner`` is the object passed.
 
     With ``--estimator auto`` and Triton installed, kernels without a proven closed form are
     compiled: the first pass only collects them, they are compiled in parallel over all cores,
@@ -223,7 +225,9 @@ def run_check(paths: Sequence[str], opts: CheckOptions | None = None, settings: 
         if (bar or None) is not opts.progress:
             opts = replace(opts, progress=bar or None)
         try:
-            return _run_passes(paths, opts, settings, engine, planner)
+            result = _run_passes(paths, opts, settings, engine, as_planner(planner))
+            result.planner = planner
+            return result
         finally:
             if own_bar and bar:
                 bar.close()
@@ -248,7 +252,7 @@ def _run_passes(paths, opts: CheckOptions, settings: Settings, engine: Engine | 
         if bar is not None:
             bar.phase("compiling kernels without a proven closed form", len(est.deferred), compiles=True)
         est.precompile(progress=bar)
-        if planner is not None and hasattr(planner, "forget"):
+        if planner is not None:
             planner.forget()
         return _run_check(paths, opts, settings, replace(engine), planner, python)
     finally:
@@ -274,22 +278,22 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
     tables = {}
     errors: list[str] = []
     cache = None
-    if opts.use_cache and (planner is None or opts.cache_fixes) and not opts.engine_kernels:
+    if opts.use_cache and (planner is None or opts.cache_fixes and planner.cache_settings() is not None) \
+            and not opts.engine_kernels:
         from .resultcache import ResultCache, run_key
 
         cache_key = run_key(engine, settings, opts, planner=planner)
         cache = ResultCache(cache_key)
     # a format that reads the planner's plans (not only each diagnostic's fix) takes them from the
     # cache too (tilefit.fix.stored); one whose planner cannot restore plans does not use the cache
-    restore = getattr(planner, "restore", None) if cache is not None and opts.cache_plans else None
-    if cache is not None and opts.cache_plans and planner is not None and restore is None:
-        cache = None
+    restore = planner.restore if cache is not None and opts.cache_plans and planner is not None else None
+    if restore is not None and not planner.hands_back_plans:
+        cache = restore = None
     progress = opts.progress
     # a large cold run: the files the cache misses checked in forked workers (tilefit.parallel)
     shared = None
-    # (a planner whose plans the workers cannot hand back -- one without stored_plans/restore --
-    # plans in the serial loop)
-    if cache is not None and (planner is None or (hasattr(planner, "stored_plans") and hasattr(planner, "restore"))):
+    # (a planner whose plans the workers cannot hand back plans in the serial loop)
+    if cache is not None and (planner is None or planner.hands_back_plans):
         from .parallel import precheck
 
         shared = precheck(engine, found.files, cache, settings.max_file_size, planner)
@@ -355,11 +359,11 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
         if (digest is not None and len(getattr(engine.estimator, "deferred", ())) == pending  # no answers awaiting compiles
                 and not any(timed_out(d) for d in found_here)):  # a timeout is this run's
             cache.put(path, digest, found_here,
-                      plans=planner.stored_plans(path) if hasattr(planner, "stored_plans") else None)
+                      plans=planner.stored_plans(path) if planner is not None else None)
         diagnostics.extend(found_here)
     coverage = None
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files
-        if planner is not None and hasattr(planner, "forget_searches"):
+        if planner is not None:
             planner.forget_searches()  # the tables are planned: their search memos are not held under the call sites
         if progress is not None:
             progress.phase(f"checking the kernel call sites of {len(found.python_files)} Python files",
@@ -440,7 +444,7 @@ def run_check_source(data: bytes, filename: str, opts: CheckOptions | None = Non
             diagnostics = []
             errors.append(f"internal error while checking {filename}: {type(exc).__name__}: {exc}")
         if planner is not None and not errors:
-            diagnostics = planner.attach(table, diagnostics)
+            diagnostics = as_planner(planner).attach(table, diagnostics)
         diagnostics, baselined = _apply_baseline(diagnostics, opts, settings)
     return CheckResult(diagnostics=diagnostics, tables={filename: table}, files_checked=1, missing_paths=[],
                        errors=errors, baselined=baselined, engine=engine, planner=planner, root=settings.root)

@@ -61,13 +61,14 @@ def _code_fingerprint() -> str:
 
 
 def _planner_key(planner) -> dict:
-    """What a planned fix depends on beyond the check: the planner's settings and the
+    """What a planned fix depends on beyond the check: the planner's settings
+    (:meth:`tilefit.planning.RunPlanner.cache_settings`) and the
     performance model that ranks candidates (bundled files are in the code fingerprint; the
     user's calibration and ``TILEFIT_PERF_MODEL_PATH`` files are stat-ed here)."""
     from .perf.coefficients import ENV_VAR
 
-    settings = {k: getattr(planner, k, None) for k in ("margin", "unsafe", "rank", "max_depth", "extra_depth",
-                                                          "max_nodes", "beam_width", "beam_steps")}
+    settings = dict(planner.cache_settings())
+    coefficients = settings.pop("coefficients", None)
     files = []
     for p in filter(None, os.environ.get(ENV_VAR, "").split(os.pathsep)):
         try:
@@ -77,7 +78,7 @@ def _planner_key(planner) -> dict:
             files.append([p, None, None])
     return {"settings": settings, "isolated_perf": os.environ.get("TILEFIT_ISOLATED_PERF", ""), "perf_files": files,
             "calibration": _calibration_hash(),
-            "coefficients": None if getattr(planner, "coefficients", None) is None else repr(planner.coefficients)}
+            "coefficients": coefficients}
 
 
 def _calibration_hash() -> str:

@@ -168,3 +168,31 @@ def test_restored_plans_answer_only_for_the_bytes_they_were_planned_on(table):
     assert replanned.plans["8192"].fix.edits != planner.plan_table(old, diags).plans["8192"].fix.edits
     # a record that does not fit the diagnostics is refused
     assert not make_planner(engine, Settings(), opts).restore(old, diags, dict(record, plans={"99": record["plans"]["4096"]}))
+
+
+def test_a_planner_with_only_attach_plans_every_run_and_is_handed_back(table):
+    """tilefit.api.run_check takes any object with attach() (tilefit.planning): such a planner's
+    fixes are never served from the result cache (its settings are unknown to the run key), it
+    plans in the serial loop, and the result names the object passed."""
+    from dataclasses import replace
+
+    from tilefit.api import CheckOptions, run_check
+    from tilefit.config import Settings
+
+    calls = []
+
+    class Marker:
+        def attach(self, table, diagnostics):
+            calls.append(table.path)
+            return [replace(d, message=d.message + " [seen]") for d in diagnostics]
+
+    opts = CheckOptions(targets=["rtx4090"], estimator="analytic", cache_fixes=True)
+    for _ in range(2):  # the second run has a warm cache for the check, not for this planner
+        marker = Marker()
+        result = run_check([str(table)], opts, Settings(), planner=marker)
+        assert result.planner is marker
+        assert result.diagnostics and all(d.message.endswith(" [seen]") for d in result.diagnostics)
+    assert calls == [str(table), str(table)]
+    assert run_check([str(table)], opts, Settings()).diagnostics  # the check's own cache still works
+    with pytest.raises(TypeError, match="attach"):
+        run_check([str(table)], opts, Settings(), planner=object())

@@ -43,6 +43,7 @@ from tilefit.families import has_down_tables
 from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix
 from tilefit.parameters import in_domain
+from tilefit.planning import RunPlanner
 from tilefit.rules import Planner, fixable_codes
 from tilefit.tables import ConfigTable
 from tilefit.variants import TILE_KEYS, effective_launch, is_int, kernel_variants
@@ -213,8 +214,10 @@ class TablePlan:
     skipped: dict[str, str] = field(default_factory=dict)  # batch key -> why no fix
 
 
-class FixPlanner:
+class FixPlanner(RunPlanner):
     """Plans fixes for the tables an engine checks. One planner serves a whole run (memo tables)."""
+
+    hands_back_plans = True  # stored_plans/restore (tilefit.fix.stored)
 
     def __init__(self, engine: Engine, *, margin: int = 0, unsafe: bool = False, max_depth: int = 6,
                  extra_depth: int = 1, max_nodes: int = 3000, coefficients=None, beam_width: int = 4,
@@ -274,6 +277,13 @@ class FixPlanner:
             p = plan.plans.get(parts[0]) if (d.code in FIXABLE and parts) else None
             out.append(replace(d, fix=p.fix) if p is not None else d)
         return out
+
+    def cache_settings(self) -> dict:
+        """The settings a plan depends on (the result cache's run key, :mod:`tilefit.resultcache`)."""
+        settings = {k: getattr(self, k) for k in ("margin", "unsafe", "rank", "max_depth", "extra_depth",
+                                                  "max_nodes", "beam_width", "beam_steps")}
+        settings["coefficients"] = None if self.coefficients is None else repr(self.coefficients)
+        return settings
 
     def plan_for(self, fix: Fix) -> EntryPlan | None:
         return self._by_fix.get(id(fix))
