@@ -15,6 +15,16 @@ os.environ.setdefault("TILEFIT_ISOLATED_PERF", "1")
 os.environ["TILEFIT_DATA_DIR"] = ""
 
 
+def pytest_collection_modifyitems(config, items):
+    """Modules marked ``long`` (tens of seconds each: a whole-corpus fix, the Action's runs,
+    hundreds of compiles) run first, the rest in file order. xdist's ``loadscope`` hands out one
+    module at a time (``--no-loadscope-reorder`` in pyproject.toml keeps this order; its own
+    order puts modules of many tests first, which left a long module of few tests for the end,
+    one worker running it while the other idled). A stable sort: each module's tests keep their
+    order and stay together, and every worker collects the same order, as xdist requires."""
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)
+
+
 def _corpus_root(tmp_factory) -> Path:
     """The unmodified SGLang 0.5.23 / vLLM 0.33.0 corpus: $TILEFIT_CORPUS, ../shared/corpus, or
     the byte-identical copy packed in tests/data/corpus.tar.xz (so a clean checkout can test); the
@@ -23,6 +33,32 @@ def _corpus_root(tmp_factory) -> Path:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.corpus_root(tmp_factory.mktemp("corpus"))
+
+
+@pytest.fixture(scope="session")
+def shared_compiles(tmp_path_factory) -> Path:
+    """One folder of exact-compile records for the session, shared by the xdist workers (their
+    base folders have one parent). The modules that check our call-site fixture tree compile many
+    of the same points: test_coverage_stats compiled again 38 points that test_callsites_exact and
+    test_callsite_prune had compiled, each in a fresh cache of its own. A record is keyed by the
+    Triton release, the kernel's source, the arch and the spec, and written atomically, so which
+    module compiles a point first changes no answer."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-compiles"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cache_sharing_compiles(tmp_path_factory, shared_compiles):
+    """``TILEFIT_CACHE_DIR`` for the module: a fresh cache root (result and run caches the
+    module's own) whose compile records (``<root>/exact``) are the session's shared ones."""
+    root = tmp_path_factory.mktemp("cache")
+    (root / "exact").symlink_to(shared_compiles, target_is_directory=True)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILEFIT_CACHE_DIR", str(root))
+    yield root
+    mp.undo()
 
 
 @pytest.fixture(scope="session")

@@ -5,11 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tilefit.api import CheckOptions, run_check
 from tilefit.callsites.coverage import reason_of
 from tilefit.config import Settings
 
+pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
+
 FIXTURES = Path(__file__).parent / "fixtures" / "callsites"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_cache(cache_sharing_compiles):
+    """A fresh cache; its compile records are shared with the other modules that compile the
+    fixture tree (conftest.py)."""
+    return cache_sharing_compiles
 
 
 def test_coverage_counts_sites_and_reasons():
