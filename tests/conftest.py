@@ -15,16 +15,6 @@ os.environ.setdefault("TILEFIT_ISOLATED_PERF", "1")
 os.environ["TILEFIT_DATA_DIR"] = ""
 
 
-def pytest_collection_modifyitems(config, items):
-    """Modules marked ``long`` (tens of seconds each: a whole-corpus fix, the Action's runs,
-    hundreds of compiles) run first, the rest in file order. xdist's ``loadscope`` hands out one
-    module at a time (``--no-loadscope-reorder`` in pyproject.toml keeps this order; its own
-    order puts modules of many tests first, which left a long module of few tests for the end,
-    one worker running it while the other idled). A stable sort: each module's tests keep their
-    order and stay together, and every worker collects the same order, as xdist requires."""
-    items.sort(key=lambda item: item.get_closest_marker("long") is None)
-
-
 def _corpus_root(tmp_factory) -> Path:
     """The unmodified SGLang 0.5.23 / vLLM 0.33.0 corpus: $TILEFIT_CORPUS, ../shared/corpus, or
     the byte-identical copy packed in tests/data/corpus.tar.xz (so a clean checkout can test); the

@@ -18,8 +18,6 @@ import pytest
 import yaml
 from gitrepo import OVERFLOWING, VLLM_4090, fix_branches, git, make_repo
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 REPO = Path(__file__).resolve().parents[1]
 ACTION = yaml.safe_load((REPO / "action.yml").read_text())
 SCHEMA = json.loads((REPO / "tests" / "data" / "sarif-2.1.0-rtm.5.json").read_text())

@@ -25,8 +25,6 @@ from tilefit.config import Settings  # noqa: E402
 from tilefit.device_db import load_database  # noqa: E402
 from extras import torch_or_skip  # noqa: E402
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 FIXTURES = Path(__file__).parent / "fixtures" / "callsites"
 ENGINE = FIXTURES / "engine"
 TRITON_39 = triton.__version__.startswith("3.9")

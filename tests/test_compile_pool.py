@@ -23,8 +23,6 @@ from tilefit.config import Settings  # noqa: E402
 from tilefit.smem import pool as pool_mod  # noqa: E402
 from tilefit.smem.pool import CompilePool, default_size  # noqa: E402
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 FILES = [ENGINE / "ops" / n for n in ("launcher.py", "gemm_plain.py", "tiles.py")]
 
 

@@ -11,8 +11,6 @@ from tilefit.api import CheckOptions, run_check
 from tilefit.callsites.coverage import reason_of
 from tilefit.config import Settings
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 FIXTURES = Path(__file__).parent / "fixtures" / "callsites"
 
 
@@ -67,8 +65,6 @@ def test_reason_labels():
 
 
 def test_a_kernel_that_takes_none_of_the_swept_dtypes_says_so(tmp_path, monkeypatch):
-    import pytest
-
     pytest.importorskip("triton")
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
     path = str(Path(__file__).parent / "fixtures" / "swept_dtype")

@@ -17,8 +17,6 @@ from tilefit.app import run_fix
 from tilefit.fix.edits import apply_edits
 from tilefit.jsonpos import JsonDocument
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 OPTS = dict(targets=["consumer"], estimator="analytic")
 
 

@@ -24,8 +24,6 @@ from hypothesis import strategies as st  # noqa: E402
 sys.path.insert(0, str(Path(__file__).parent))
 import fuzzing  # noqa: E402
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 MUTATIONS = st.builds(fuzzing.Mutation, kind=st.sampled_from(fuzzing.KINDS),
                       at=st.floats(min_value=0.0, max_value=1.0, allow_nan=False),
                       size=st.integers(min_value=0, max_value=7), choice=st.integers(min_value=0, max_value=40))

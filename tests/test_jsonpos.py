@@ -8,8 +8,6 @@ import pytest
 
 from tilefit.jsonpos import JsonDocument, JsonError
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 
 def _text_at(doc, span):
     return doc.data[span.start_offset:span.end_offset].decode()

@@ -22,8 +22,6 @@ from tilefit.api import CheckOptions, run_check
 from tilefit.callsites.scenarios import ScenarioError, builtin, from_table, resolve
 from tilefit.config import Settings
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 FIXTURE = Path(__file__).parent / "fixtures" / "callsites" / "scenario"
 VLLM_SHAPE = Path(__file__).parent / "fixtures" / "callsites" / "vllm_shape"  # our own, vLLM-shaped
 VLLM_DECODE = Path("/work/engines/src/vllm-0.33.0/vllm/v1/attention/ops/triton_decode_attention.py")

@@ -15,8 +15,6 @@ from tilefit.tune.runner import Job, TuneOptions, tune_files
 from tilefit.tune.search import config_key, guided_search
 from extras import torch_or_skip
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "bench" / "data"
 FP8 = "E=128,N=768,device_name=NVIDIA_H200,dtype=fp8_w8a8.json"

@@ -32,8 +32,6 @@ from tilefit.tune.scheduler import AllWorkersLost, Scheduler
 from tilefit.tune.search import config_key
 from extras import GPU_TEST, torch_or_skip
 
-pytestmark = pytest.mark.long  # many seconds: scheduled first (tests/conftest.py)
-
 TESTS = Path(__file__).resolve().parent
 VLLM = "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs"
 TABLES = [  # bf16, bf16, fp8 (per tensor), fp8, int8_w8a16: 15 entries overflow an RTX 4090
