@@ -49,6 +49,8 @@ def main() -> int:
     ap.add_argument("--python", default=sys.executable, help="interpreter to make the venv with")
     ap.add_argument("--keep", default=None, help="make the venv here and keep it (default: a temporary folder)")
     ap.add_argument("--skip-tests", action="store_true", help="install and measure only")
+    ap.add_argument("--pip-arg", action="append", default=[],
+                    help="an extra argument to the install (repeatable), e.g. --pip-arg=--no-compile, to measure a variant")
     ap.add_argument("--serial-too", action="store_true",
                     help="then run the suite again on one worker (-n0), for a side-by-side figure")
     args = ap.parse_args()
@@ -74,7 +76,7 @@ def main() -> int:
         py = str(venv / "bin" / "python")
         t1 = time.perf_counter()
         pip_cpu0 = _children_cpu()
-        pip = subprocess.run([py, "-m", "pip", "install", "-e", ".[test]"], cwd=REPO, env=env, check=True,
+        pip = subprocess.run([py, "-m", "pip", "install", *args.pip_arg, "-e", ".[test]"], cwd=REPO, env=env, check=True,
                              capture_output=True, text=True)
         t2 = time.perf_counter()
         pip_cpu = _children_cpu() - pip_cpu0
@@ -83,7 +85,7 @@ def main() -> int:
         site = next((venv / "lib").glob("python*/site-packages"))
         sizes = sorted(((du(p), p.name) for p in site.iterdir() if p.is_dir()), reverse=True)[:5]
         has = {m: (site / m).is_dir() for m in ("torch", "ray", "triton", "nvidia")}
-        print(f"venv: {t1 - t0:.1f} s; pip install -e '.[test]': {t2 - t1:.1f} s wall, {pip_cpu:.1f} s CPU; size {size / 2**30:.2f} GiB")
+        print(f"venv: {t1 - t0:.1f} s; pip install {' '.join(args.pip_arg + [''])}-e '.[test]': {t2 - t1:.1f} s wall, {pip_cpu:.1f} s CPU; size {size / 2**30:.2f} GiB")
         print("largest: " + ", ".join(f"{name} {b / 2**20:.0f} MiB" for b, name in sizes))
         print(f"setuptools 'Package would be ignored' warnings: {ignored}")
         print("installed: " + ", ".join(f"{m} {'yes' if v else 'no'}" for m, v in has.items()))

@@ -26,6 +26,32 @@ def _corpus_root(tmp_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def shared_compiles(tmp_path_factory) -> Path:
+    """One folder of exact-compile records for the session, shared by the xdist workers (their
+    base folders have one parent). The modules that check our call-site fixture tree compile many
+    of the same points: test_coverage_stats compiled again 38 points that test_callsites_exact and
+    test_callsite_prune had compiled, each in a fresh cache of its own. A record is keyed by the
+    Triton release, the kernel's source, the arch and the spec, and written atomically, so which
+    module compiles a point first changes no answer."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared-compiles"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def cache_sharing_compiles(tmp_path_factory, shared_compiles):
+    """``TILEFIT_CACHE_DIR`` for the module: a fresh cache root (result and run caches the
+    module's own) whose compile records (``<root>/exact``) are the session's shared ones."""
+    root = tmp_path_factory.mktemp("cache")
+    (root / "exact").symlink_to(shared_compiles, target_is_directory=True)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("TILEFIT_CACHE_DIR", str(root))
+    yield root
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
 def corpus(tmp_path_factory) -> Path:
     return _corpus_root(tmp_path_factory)
 

@@ -202,7 +202,7 @@ def test_clean_repository_gives_changed_false(git_env, corpus):
         assert git(root, "branch", "--show-current") == "main"
 
 
-def test_fix_mode_leaves_the_fixes_in_the_work_tree_for_the_next_step(runner):
+def test_fix_mode_leaves_the_fixes_in_the_work_tree_for_the_next_step(runner, cli, monkeypatch):
     procs, outputs = runner.run(paths="configs", targets="rtx4090", mode="fix", **{"extra-args": EXTRA})
     assert procs[-1].returncode == 0, procs[-1].stderr
     assert outputs["changed"] == "true"
@@ -222,9 +222,9 @@ def test_fix_mode_leaves_the_fixes_in_the_work_tree_for_the_next_step(runner):
     # the next step (e.g. create-pull-request) commits what is there: the tree holds exactly the
     # bytes `tilefit pr` commits, under the same branch name
     git(runner.workspace, "stash", "-q")
-    r = subprocess.run([sys.executable, "-m", "tilefit", "pr", "configs", "-t", "rtx4090", *EXTRA.split(), "-q"],
-                       cwd=runner.workspace, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    monkeypatch.chdir(runner.workspace)  # `tilefit pr` in this process: the Action's own runs are the processes
+    r = cli("pr", "configs", "-t", "rtx4090", *EXTRA.split(), "-q")
+    assert r.exit_code == 0, r.output
     assert git(runner.workspace, "branch", "--show-current") == outputs["branch"]
     assert git(runner.workspace, "diff", "--stat", "stash@{0}", "HEAD", "--", "configs") == ""
 

@@ -31,9 +31,8 @@ BF16 = {f"prune.gemm:{k}": {"a_ptr,b_ptr": ["bf16"]} for k in KERNELS}
 
 
 @pytest.fixture(scope="module")
-def findings(tmp_path_factory):
+def findings(tmp_path_factory, cache_sharing_compiles):
     mp = pytest.MonkeyPatch()
-    mp.setenv("TILEFIT_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
     mp.chdir(tmp_path_factory.mktemp("cwd"))  # where the attack prune would write its marker
     try:
         result = run_check([str(p) for p in FILES], CheckOptions(targets=["rtx4090", "rtx5090"],

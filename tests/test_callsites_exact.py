@@ -2,7 +2,8 @@
 reports, an autotuned GEMM, a launch through a wrapper, module constants, ``# noqa``, fixes,
 ``--allow-import``.
 
-About 25 compiles of ~0.5 s each, into a fresh cache folder for this module; skipped without
+About 25 compiles of ~0.5 s each, into a fresh cache folder for this module (its compile records
+shared with the other modules that compile the fixture tree: conftest.py); skipped without
 Triton. The numbers are Triton 3.9's; other releases are checked for the verdicts only.
 """
 
@@ -36,11 +37,10 @@ BF16_ONLY = {"a_ptr,b_ptr": ["bf16"]}
 
 
 @pytest.fixture(scope="module", autouse=True)
-def fresh_cache(tmp_path_factory):
-    mp = pytest.MonkeyPatch()
-    mp.setenv("TILEFIT_CACHE_DIR", str(tmp_path_factory.mktemp("tilefit-cache")))
-    yield
-    mp.undo()
+def fresh_cache(cache_sharing_compiles):
+    """A fresh cache; its compile records are shared with the other modules that compile the
+    fixture tree (conftest.py)."""
+    return cache_sharing_compiles
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tilefit.api import CheckOptions, run_check
 from tilefit.callsites.coverage import reason_of
 from tilefit.config import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "callsites"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fresh_cache(cache_sharing_compiles):
+    """A fresh cache; its compile records are shared with the other modules that compile the
+    fixture tree (conftest.py)."""
+    return cache_sharing_compiles
 
 
 def test_coverage_counts_sites_and_reasons():
@@ -56,8 +65,6 @@ def test_reason_labels():
 
 
 def test_a_kernel_that_takes_none_of_the_swept_dtypes_says_so(tmp_path, monkeypatch):
-    import pytest
-
     pytest.importorskip("triton")
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
     path = str(Path(__file__).parent / "fixtures" / "swept_dtype")

@@ -137,9 +137,10 @@ def test_a_fix_killed_while_writing_is_completed_by_the_next_run(table, state):
         assert table.read_bytes() == content and cleanup.repaired == []
 
 
-def test_sigkill_during_fix_leaves_a_file_the_next_run_finishes(tmp_path, table):
+def test_sigkill_during_fix_leaves_a_file_the_next_run_finishes(tmp_path, table, cli):
     """A real kill: the child stops inside the in-place write; the file is torn; the next
-    ``--fix`` completes it and leaves no temporary file."""
+    ``--fix`` (in this process: what it reads is the files) completes it and leaves no temporary
+    file."""
     script = textwrap.dedent(f"""
         import os, signal, sys
         from tilefit import atomicfile
@@ -167,10 +168,9 @@ def test_sigkill_during_fix_leaves_a_file_the_next_run_finishes(tmp_path, table)
     assert len(leftovers) == 1 and leftovers[0].endswith(".tmp")
     torn = table.read_bytes()
     assert torn != before and json.loads(torn)["4096"] == json.loads(OVER)  # one edit of two made
-    again = subprocess.run([sys.executable, "-m", "tilefit", "check", str(table), *FIX], capture_output=True,
-                           text=True)
-    assert again.returncode == 0, again.stderr
-    assert "completed" in again.stderr and fixed(table)
+    again = cli("check", table, *FIX)
+    assert again.exit_code == 0, again.output
+    assert "completed" in again.output and fixed(table)
     assert os.listdir(table.parent) == [H100]
 
 
