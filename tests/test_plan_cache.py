@@ -168,3 +168,43 @@ def test_restored_plans_answer_only_for_the_bytes_they_were_planned_on(table):
     assert replanned.plans["8192"].fix.edits != planner.plan_table(old, diags).plans["8192"].fix.edits
     # a record that does not fit the diagnostics is refused
     assert not make_planner(engine, Settings(), opts).restore(old, diags, dict(record, plans={"99": record["plans"]["4096"]}))
+
+
+def test_a_warm_html_run_writes_the_page_it_made_before(cli, table, tmp_path, monkeypatch):
+    """The page is kept beside the results: a run with the same inputs writes it again (another
+    ``-o`` and another time written in) without building the audit; a changed table, or a
+    damaged page file, builds the page afresh."""
+    import tilefit.audit
+
+    _, fresh = _html(cli, table, tmp_path / "fresh.html", "--no-cache")
+    r, cold = _html(cli, table, tmp_path / "cold.html")
+    assert r.exit_code == 1 and cold.replace("cold.html", "X") == fresh.replace("fresh.html", "X")
+    (page,) = (tmp_path / "cache" / "results").glob("*.page")
+    build = tilefit.audit.build_check_audit
+
+    def no_audit(*a, **k):
+        raise AssertionError("built the audit again although nothing changed")
+
+    monkeypatch.setattr(tilefit.audit, "build_check_audit", no_audit)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700086400")  # a day later: the page says so
+    r, warm = _html(cli, table, tmp_path / "warm.html")
+    assert r.exit_code == 1, r.output
+    monkeypatch.setattr(tilefit.audit, "build_check_audit", build)
+    _, fresh_later = _html(cli, table, tmp_path / "later.html", "--no-cache")
+    assert "2023-11-15T22:13:20+00:00" in fresh_later and "2023-11-15T22:13:20+00:00" not in fresh
+    assert warm.replace("warm.html", "X") == fresh_later.replace("later.html", "X")
+    stored = page.read_bytes()
+    head, body = stored.split(b"\n", 1)
+    for damage in (b"", head + b"\n" + body[:-1], head + b"\n" + body[:-1] + b"\xff", head + b"\n" + body.replace(b"<", b">", 1),
+                   head.replace(b"tilefit-page 1", b"tilefit-page 2") + b"\n" + body):
+        page.write_bytes(damage)
+        _, again = _html(cli, table, tmp_path / "again.html")
+        assert again.replace("again.html", "X") == fresh_later.replace("later.html", "X")
+    assert page.read_bytes() == stored  # built again and kept again
+
+    # a changed entry: the page of the new table (its verdicts and fixes), not the stored one
+    table.write_text(TABLE.replace('"num_stages": 6', '"num_stages": 2'))
+    _, fresh_changed = _html(cli, table, tmp_path / "fresh2.html", "--no-cache")
+    _, changed = _html(cli, table, tmp_path / "changed.html")
+    assert changed.replace("changed.html", "X") == fresh_changed.replace("fresh2.html", "X") != \
+        warm.replace("warm.html", "X")
