@@ -755,15 +755,14 @@ class FixPlanner:
         return hit
 
     def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
-        g = space.graph()
         frontier = [c for c, _ in ranked[:self.beam_width]]
         for _ in range(self.beam_steps):
             new = []
             for cand in frontier:
                 node = space.node_of(cand)
-                if node not in g:
+                if not space.in_lattice(node):
                     continue
-                for nb in g.neighbors(node):
+                for nb in space.neighbours(node):
                     if nb in seen:
                         continue
                     seen.add(nb)

@@ -278,15 +278,47 @@ class ConfigSpace:
 
     # -- search --------------------------------------------------------------------------------
     def layers(self, max_depth: int) -> Iterator[list[Node]]:
-        """Breadth-first layers of the lattice from the entry, up to ``max_depth`` edits."""
-        g = self.graph()
+        """Breadth-first layers of the lattice from the entry, up to ``max_depth`` edits, each
+        in the order ``networkx.bfs_layers`` gives on :meth:`graph` (its nodes' neighbours in
+        :meth:`neighbours`' order), without building the graph."""
         start = self.start
-        if start not in g:  # a value outside the domain (non-int types never get here)
+        if not self.in_lattice(start):  # a value outside the domain (non-int types never get here)
             yield [start]
             return
-        import networkx as nx
-
-        for depth, layer in enumerate(nx.bfs_layers(g, [start])):
-            if depth > max_depth:
+        visited = {start}
+        layer = [start]
+        for _depth in range(max_depth + 1):
+            if not layer:
                 return
             yield layer
+            nxt = []
+            for node in layer:
+                for child in self.neighbours(node):
+                    if child not in visited:
+                        visited.add(child)
+                        nxt.append(child)
+            layer = nxt
+
+    def in_lattice(self, node: Node) -> bool:
+        """Whether ``node`` is a node of :meth:`graph` (each value one of its dimension's)."""
+        return all(v in values for v, values in zip(node, self.domain))
+
+    def neighbours(self, node: Node) -> list[Node]:
+        """The neighbours of a node of :meth:`graph` in its adjacency order: :func:`lattice`
+        adds each node's edges up (one position along each dimension in turn) in
+        ``itertools.product`` order, so a node's down neighbours (dimension by dimension: the
+        product order of those nodes) come first, then its up neighbours, dimension by
+        dimension (``tests/test_fix_space.py`` holds it equal to the graph's)."""
+        steps = self.__dict__.get("_steps")
+        if steps is None:  # per dimension: value -> (the value below, the value above)
+            steps = self.__dict__["_steps"] = tuple(
+                {v: (values[i - 1] if i else None, values[i + 1] if i + 1 < len(values) else None)
+                 for i, v in enumerate(values)} for values in self.domain)
+        down, up = [], []
+        for d, step in enumerate(steps):
+            lo, hi = step[node[d]]
+            if lo is not None:
+                down.append(node[:d] + (lo,) + node[d + 1:])
+            if hi is not None:
+                up.append(node[:d] + (hi,) + node[d + 1:])
+        return down + up
