@@ -410,7 +410,7 @@ def test_search_layers_and_neighbours_are_the_lattice_graphs(corpus_files):
                 theirs = [layer for depth, layer in enumerate(nx.bfs_layers(g, [space.start])) if depth <= 4]
                 assert ours == theirs, (path.name, key, vendor)
                 for node in [n for layer in ours for n in layer][::7]:
-                    assert space.in_lattice(node) and space.neighbours(node) == list(g.neighbors(node))
+                    assert space.in_lattice(node) and list(space.neighbours(node)) == list(g.neighbors(node))
                 outside = (47,) + space.start[1:]  # a value no dimension has: not a node
                 assert not space.in_lattice(outside) and outside not in g
                 checked += 1

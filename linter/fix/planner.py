@@ -34,14 +34,14 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from tilefit.engine import Engine
 from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.families import has_down_tables
 from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
-from tilefit.model import Applicability, Diagnostic, Fix
+from tilefit.model import Applicability, Diagnostic, Fix, build_frozen
 from tilefit.parameters import in_domain
 from tilefit.rules import Planner, fixable_codes
 from tilefit.tables import ConfigTable
@@ -272,9 +272,14 @@ class FixPlanner:
             return list(diagnostics)
         out = []
         for d in diagnostics:
-            parts = parse_pointer(d.pointer)
-            p = plan.plans.get(parts[0]) if (d.code in FIXABLE and parts) else None
-            out.append(replace(d, fix=p.fix) if p is not None else d)
+            parts = parse_pointer(d.pointer) if d.code in FIXABLE else None
+            p = plan.plans.get(parts[0]) if parts else None
+            if p is None:
+                out.append(d)
+            else:  # replace(d, fix=p.fix), without the frozen dataclass's __init__
+                fields = dict(d.__dict__)
+                fields["fix"] = p.fix
+                out.append(build_frozen(type(d), fields))
         return out
 
     def plan_for(self, fix: Fix) -> EntryPlan | None:
@@ -419,12 +424,16 @@ class FixPlanner:
         fit check asks for one config on every target arch."""
         return self._need_in(self._need_table(kernel, arch, vendor), meta, skey, entry, arch, vendor)
 
-    def _need_table(self, kernel: tuple, arch: str, vendor: str) -> dict:
+    def _need_table(self, kernel: tuple, arch: str, vendor: str) -> "_NeedMemo":
         """The need memo of one kernel key on one arch (``smem_key`` -> need)."""
         k = (kernel, arch, vendor)
         hit = self._need_memo.get(k)
         if hit is None:
-            hit = self._need_memo[k] = {}
+            from tilefit.serving.launch import arch_key as launch_arch_key
+
+            # the kernel variants, shared by the archs of one launch key (as the engine memoises them)
+            variants = self._need_memo.setdefault((kernel, vendor, launch_arch_key(arch), "variants"), {})
+            hit = self._need_memo[k] = _NeedMemo(variants)
         return hit
 
     def _need_in(self, memo: dict, meta, skey: tuple, entry: Mapping, arch: str, vendor: str) -> int | None:
@@ -436,7 +445,15 @@ class FixPlanner:
             pass
         except TypeError:  # an unhashable value (a list for a block size): never memoised
             k = None
-        variants = kernel_variants(meta, entry, arch, vendor, meta.engine)
+        # The entry's kernels on this arch: built once per launch key of the archs (what of an arch
+        # changes them, tilefit.serving.launch.arch_key: the engine's check memoises them by it),
+        # keyed like the need (smem_key: the GROUP_SIZE_M value the variants carry changes no
+        # estimate and no compile-failure rule)
+        variants = memo.variants.get(k) if k is not None else None
+        if variants is None:
+            variants = kernel_variants(meta, entry, arch, vendor, meta.engine)
+            if k is not None:
+                memo.variants[k] = variants
         if any(self.search_estimator.compile_failure(v.spec, arch) for v in variants):
             if k is not None:
                 memo[k] = COMPILE_FAILS
@@ -869,6 +886,17 @@ class FixPlanner:
         # pointers of changed values move: compare codes per entry, not exact pointers
         before = {(c, t) for c, _, t in original_sig}
         return all((c, t) in before for c, _, t in sig)
+
+
+class _NeedMemo(dict):
+    """One kernel key's needs on one arch (``smem_key`` -> need), with the kernel variants memo
+    (``smem_key`` -> variants) it shares with the other archs of its launch key."""
+
+    __slots__ = ("variants",)
+
+    def __init__(self, variants: dict):
+        super().__init__()
+        self.variants = variants
 
 
 @dataclass(frozen=True)

@@ -109,6 +109,24 @@ def lattice(domain: tuple[tuple[int, ...], ...]) -> nx.Graph:
     return g
 
 
+_NEIGHBOURS: dict[tuple, dict] = {}  # domain -> node -> its neighbours (None -> the steps per dimension)
+
+
+def _neighbour_memo(domain: tuple) -> dict:
+    """The neighbours memo of a lattice (:meth:`ConfigSpace.neighbours`), shared by the spaces of
+    one domain (the entries of a table mostly share theirs); at most 256 domains are kept, as
+    :func:`lattice` keeps its graphs."""
+    hit = _NEIGHBOURS.get(domain)
+    if hit is None:
+        if len(_NEIGHBOURS) >= 256:
+            _NEIGHBOURS.clear()
+        # per dimension: value -> (the value below, the value above)
+        steps = tuple({v: (values[i - 1] if i else None, values[i + 1] if i + 1 < len(values) else None)
+                       for i, v in enumerate(values)} for values in domain)
+        hit = _NEIGHBOURS[domain] = {None: steps}
+    return hit
+
+
 def table_constraints(family: str) -> tuple[dict, ...]:
     """The kernel constraints a config family's entries keep under a fix (its kernel family's
     ``tables.fix.constraints``: for some dtype paths, BLOCK_SIZE_K a multiple of a group size,
@@ -303,22 +321,24 @@ class ConfigSpace:
         """Whether ``node`` is a node of :meth:`graph` (each value one of its dimension's)."""
         return all(v in values for v, values in zip(node, self.domain))
 
-    def neighbours(self, node: Node) -> list[Node]:
+    def neighbours(self, node: Node) -> tuple[Node, ...]:
         """The neighbours of a node of :meth:`graph` in its adjacency order: :func:`lattice`
         adds each node's edges up (one position along each dimension in turn) in
         ``itertools.product`` order, so a node's down neighbours (dimension by dimension: the
         product order of those nodes) come first, then its up neighbours, dimension by
         dimension (``tests/test_fix_space.py`` holds it equal to the graph's)."""
-        steps = self.__dict__.get("_steps")
-        if steps is None:  # per dimension: value -> (the value below, the value above)
-            steps = self.__dict__["_steps"] = tuple(
-                {v: (values[i - 1] if i else None, values[i + 1] if i + 1 < len(values) else None)
-                 for i, v in enumerate(values)} for values in self.domain)
-        down, up = [], []
-        for d, step in enumerate(steps):
-            lo, hi = step[node[d]]
-            if lo is not None:
-                down.append(node[:d] + (lo,) + node[d + 1:])
-            if hi is not None:
-                up.append(node[:d] + (hi,) + node[d + 1:])
-        return down + up
+        memo = self.__dict__.get("_neighbours")
+        if memo is None:
+            memo = self.__dict__["_neighbours"] = _neighbour_memo(self.domain)
+        hit = memo.get(node)
+        if hit is None:
+            steps = memo[None]
+            down, up = [], []
+            for d, step in enumerate(steps):
+                lo, hi = step[node[d]]
+                if lo is not None:
+                    down.append(node[:d] + (lo,) + node[d + 1:])
+                if hi is not None:
+                    up.append(node[:d] + (hi,) + node[d + 1:])
+            hit = memo[node] = tuple(down + up)
+        return hit
