@@ -411,6 +411,14 @@ def test_search_layers_and_neighbours_are_the_lattice_graphs(corpus_files):
                 assert ours == theirs, (path.name, key, vendor)
                 for node in [n for layer in ours for n in layer][::7]:
                     assert space.in_lattice(node) and list(space.neighbours(node)) == list(g.neighbors(node))
+                # the ranking's edit steps from a config (the engine default's trust region)
+                nodes = [n for layer in ours for n in layer][::29]
+                groups = list(space.groups or (None,)) + [3]  # 3: a group size outside the grid
+                configs = [space.to_entry(n, groups[i % len(groups)]) for i, n in enumerate(nodes)]
+                configs.append(dict(configs[0], BLOCK_SIZE_N=48))  # a value outside the grid
+                for a in configs[::6]:
+                    steps = space.steps_from(a)
+                    assert [steps(b) for b in configs] == [space.steps(a, b) for b in configs]
                 outside = (47,) + space.start[1:]  # a value no dimension has: not a node
                 assert not space.in_lattice(outside) and outside not in g
                 checked += 1

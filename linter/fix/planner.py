@@ -844,6 +844,7 @@ class FixPlanner:
         base = tuple(t if dev.key == named else None
                      for (dev, _), t in zip(ctx.ranking, self._log_times(ctx, key, M, original)))
         weights = tuple(w for _, w in ctx.ranking)
+        steps = ctx.space.steps_from(ctx.default) if ctx.default is not None else None
         out = []
         for cand, times in zip(candidates, self._log_times_of(ctx, key, M, candidates)):
             s = 0.0
@@ -855,7 +856,7 @@ class FixPlanner:
             if ctx.default is not None:
                 # the trust region around the engine's default replaces the distance from the
                 # original (the report shows both predictions)
-                s += math.log1p(ctx.default_trust * ctx.space.steps(ctx.default, cand))
+                s += math.log1p(ctx.default_trust * steps(cand))
             else:
                 s += math.log1p(EDIT_PENALTY * max(0, depth_of[cfg_key(cand)] - first))
             out.append((cand, math.exp(s)))

@@ -273,6 +273,32 @@ class ConfigSpace:
             total += abs(values.index(x) - values.index(y)) if (x in values and y in values) else 1
         return total
 
+    def steps_from(self, a: Mapping):
+        """``lambda b: self.steps(a, b)``, with ``a``'s node and each dimension's positions
+        looked up once (the ranking asks it for every candidate of a search)."""
+        positions = self.__dict__.get("_positions")
+        if positions is None:  # value -> its first position (what tuple.index answers), per dimension
+            positions = []
+            for values in self.domain + (self.groups,):
+                pos: dict = {}
+                for i, v in enumerate(values):
+                    pos.setdefault(v, i)
+                positions.append(pos)
+            positions = self.__dict__["_positions"] = tuple(positions)
+        start = self.node_of(a) + (a.get("GROUP_SIZE_M"),)
+        node_of = self.node_of
+
+        def steps(b: Mapping) -> int:
+            total = 0
+            for pos, x, y in zip(positions, start, node_of(b) + (b.get("GROUP_SIZE_M"),)):
+                if x == y:
+                    continue
+                i, j = pos.get(x), pos.get(y)
+                total += abs(i - j) if (i is not None and j is not None) else 1
+            return total
+
+        return steps
+
     def effective_bk(self, bk: int) -> int:
         return min(bk, self.vllm_block_k) if self.vllm_block_k else bk
 
