@@ -133,6 +133,15 @@ def test_damaged_plans_only_cost_a_recheck(cli, table, tmp_path):
     plans.write_text(json.dumps(data))
     assert cli(*_args(table, "full")).stdout == fresh
     assert "Set something else" not in plans.read_text()  # re-planned and stored again
+    # a need that names no stored target group (or no group index at all): a re-check too
+    for need in ([99, 1, 2], [True, 1, 2], [0, 1]):
+        data = json.loads(plans.read_text())
+        (record,) = [hit[1] for hit in data["files"].values()]
+        assert record["groups"] and all(len(n) == 3 for p in record["plans"].values() for n in p["needs"])
+        next(iter(record["plans"].values()))["needs"][0] = need
+        plans.write_text(json.dumps(data))
+        assert cli(*_args(table, "full")).stdout == fresh
+        assert json.loads(plans.read_text()) != data, need  # re-planned and stored again
     for text in ("{", json.dumps({"format": 3, "files": {str(table): ["x", {}]}}), "[]"):
         plans.write_text(text)
         assert cli(*_args(table, "full")).stdout == fresh
