@@ -3,10 +3,11 @@
 A node is a config ``(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages)``; an
 edge changes one of them one step: a block size halved or doubled, ``num_warps`` halved or
 doubled, one stage more or less. The graph is a lattice over each dimension's allowed values
-(a networkx graph, built once per domain and cached); the fixer walks it breadth first from the
-offending entry, so the candidates it finds are ordered by edit distance. ``GROUP_SIZE_M`` does
-not change shared memory or threads, so it is not a lattice dimension: the ranking step tries
-each of its values on the best candidates (:meth:`ConfigSpace.group_values`).
+(``graph()``: a networkx graph, built once per domain and cached, for those who want one); the
+fixer walks it breadth first from the offending entry without building it (``layers`` and
+``neighbours`` give the graph's nodes in its own order), so the candidates it finds are ordered
+by edit distance. ``GROUP_SIZE_M`` does not change shared memory or threads, so it is not a
+lattice dimension: the ranking step tries each of its values on the best candidates (:meth:`ConfigSpace.group_values`).
 
 **Values: the engines' tuning grids plus the table's own.** A dimension takes the values the
 engines' own tuners search (``ENGINE_GRIDS``; vLLM's ``benchmarks/kernels/benchmark_moe.py`` and
@@ -41,8 +42,8 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 if TYPE_CHECKING:
     import networkx as nx
-# networkx is imported where a graph is built or walked: a warm run takes its plans from the
-# result cache and never does either (the import was a sixth of a warm json run)
+# networkx is imported where a graph is built: the planner's search walks the lattice without it,
+# so no check imports it (the import was a sixth of a warm json run)
 
 from tilefit import kernels
 from tilefit.serving.launch import clamps_block_k
