@@ -7,7 +7,8 @@ doubled, one stage more or less. The graph is a lattice over each dimension's al
 fixer walks it breadth first from the offending entry without building it (``layers`` and
 ``neighbours`` give the graph's nodes in its own order), so the candidates it finds are ordered
 by edit distance. ``GROUP_SIZE_M`` does not change shared memory or threads, so it is not a
-lattice dimension: the ranking step tries each of its values on the best candidates (:meth:`ConfigSpace.group_values`).
+lattice dimension: the ranking step tries each of its values on the best candidates
+(:meth:`ConfigSpace.group_values`).
 
 **Values: the engines' tuning grids plus the table's own.** A dimension takes the values the
 engines' own tuners search (``ENGINE_GRIDS``; vLLM's ``benchmarks/kernels/benchmark_moe.py`` and
