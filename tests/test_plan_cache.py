@@ -204,7 +204,8 @@ def test_a_warm_html_run_writes_the_page_it_made_before(cli, table, tmp_path, mo
     assert warm.replace("warm.html", "X") == fresh_later.replace("later.html", "X")
     stored = page.read_bytes()
     head, body = stored.split(b"\n", 1)
-    for damage in (b"", head + b"\n" + body[:-1], head + b"\n" + body[:-1] + b"\xff", head + b"\n" + body.replace(b"<", b">", 1),
+    for damage in (b"", head + b"\n" + body[:-1], head + b"\n" + body[:-1] + b"\xff",
+                   head + b"\n" + body.replace(b"<", b">", 1),
                    head.replace(b"tilefit-page 1", b"tilefit-page 2") + b"\n" + body):
         page.write_bytes(damage)
         _, again = _html(cli, table, tmp_path / "again.html")
