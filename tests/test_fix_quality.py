@@ -375,3 +375,51 @@ def test_the_anchor_margin_never_loses_on_the_measured_sweep(sweep, tmp_path, mo
             gain.append(math.log(a / b))
             assert a >= b - 0.015, (name, M, without, with_, a, b)
     assert gain and sum(gain) > 0
+
+
+def test_search_layers_and_neighbours_are_the_lattice_graphs(corpus_files):
+    """The search walks the config lattice without building it: ``ConfigSpace.layers`` and
+    ``neighbours`` give networkx's breadth-first layers and adjacency of ``graph()`` in the same
+    order (the order decides which of equally ranked candidates comes first), on entries of
+    real tables (vLLM, SGLang, ROCm, block-quantised, ``_down``) and on an entry with a value
+    outside the grid."""
+    import json
+
+    import networkx as nx
+
+    from tilefit.families import classify
+
+    picked = []
+    for p in corpus_files[::23]:
+        meta = classify(p.name)
+        if meta is not None and meta.is_triton_table and meta.family == "fused_moe":
+            picked.append((p, meta))
+    assert len(picked) >= 10
+    checked = 0
+    for path, meta in picked[:14]:
+        value = json.loads(path.read_text())
+        table = table_values(value.values())
+        for key in list(value)[::5]:
+            entry = value[key]
+            if not isinstance(entry, dict) or any(type(entry.get(k)) is not int for k in KEYS[:3]):
+                continue
+            for vendor, warps in (("NVIDIA", 32), ("AMD", 16)):
+                space = ConfigSpace.for_entry(meta, entry, vendor, warps, table=table, lock_block_m=meta.down)
+                g = space.graph()
+                ours = list(space.layers(4))
+                theirs = [layer for depth, layer in enumerate(nx.bfs_layers(g, [space.start])) if depth <= 4]
+                assert ours == theirs, (path.name, key, vendor)
+                for node in [n for layer in ours for n in layer][::7]:
+                    assert space.in_lattice(node) and list(space.neighbours(node)) == list(g.neighbors(node))
+                # the ranking's edit steps from a config (the engine default's trust region)
+                nodes = [n for layer in ours for n in layer][::29]
+                groups = list(space.groups or (None,)) + [3]  # 3: a group size outside the grid
+                configs = [space.to_entry(n, groups[i % len(groups)]) for i, n in enumerate(nodes)]
+                configs.append(dict(configs[0], BLOCK_SIZE_N=48))  # a value outside the grid
+                for a in configs[::6]:
+                    steps = space.steps_from(a)
+                    assert [steps(b) for b in configs] == [space.steps(a, b) for b in configs]
+                outside = (47,) + space.start[1:]  # a value no dimension has: not a node
+                assert not space.in_lattice(outside) and outside not in g
+                checked += 1
+    assert checked > 40, checked

@@ -286,3 +286,28 @@ def test_time_predictor_answers_as_predict(db):
             full = predict(config, shape, dev, c, smem_bytes=smem)
             assert fast(config, smem) == full.time_us, (shape, dev.key, config, smem)
             assert math.isfinite(full.time_us) and full.time_us > full.launch_us
+
+
+def test_time_predictor_of_key_answers_as_predict(db):
+    """The planner's path (``of_key``: the config's ``cfg_key`` values, an absent launch option
+    None) gives predict's time of the config dict to the last bit, the per-vendor default stage
+    count included (an AMD device's is 2)."""
+    from itertools import product
+
+    from tilefit.fix.planner import cfg_key
+    from tilefit.perf.model import time_predictor
+
+    devices = [db.get(k) for k in ("h200", "rtx4090", "mi300x")]
+    shapes = [qwen3(dtype, M) for dtype in ("fp8_w8a8", "bf16") for M in (1, 300)]
+    for shape, dev in product(shapes, devices):
+        c = load_coefficients(dev)
+        fast = time_predictor(shape, dev, c)
+        for bm, bn, bk, g, w, s in product((16, 128), (64, 256), (64, 128), (None, 1, 32), (None, 4, 8),
+                                           (None, 2, 4)):
+            config = {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk}
+            for name, v in (("GROUP_SIZE_M", g), ("num_warps", w), ("num_stages", s)):
+                if v is not None:
+                    config[name] = v
+            for smem in (0, 40960):
+                want = predict(config, shape, dev, c, smem_bytes=smem).time_us
+                assert fast.of_key(cfg_key(config), smem) == want, (shape, dev.key, config, smem)

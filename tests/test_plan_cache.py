@@ -133,6 +133,15 @@ def test_damaged_plans_only_cost_a_recheck(cli, table, tmp_path):
     plans.write_text(json.dumps(data))
     assert cli(*_args(table, "full")).stdout == fresh
     assert "Set something else" not in plans.read_text()  # re-planned and stored again
+    # a need that names no stored target group (or no group index at all): a re-check too
+    for need in ([99, 1, 2], [True, 1, 2], [0, 1]):
+        data = json.loads(plans.read_text())
+        (record,) = [hit[1] for hit in data["files"].values()]
+        assert record["groups"] and all(len(n) == 3 for p in record["plans"].values() for n in p["needs"])
+        next(iter(record["plans"].values()))["needs"][0] = need
+        plans.write_text(json.dumps(data))
+        assert cli(*_args(table, "full")).stdout == fresh
+        assert json.loads(plans.read_text()) != data, need  # re-planned and stored again
     for text in ("{", json.dumps({"format": 3, "files": {str(table): ["x", {}]}}), "[]"):
         plans.write_text(text)
         assert cli(*_args(table, "full")).stdout == fresh
@@ -196,3 +205,42 @@ def test_a_planner_with_only_attach_plans_every_run_and_is_handed_back(table):
     assert run_check([str(table)], opts, Settings()).diagnostics  # the check's own cache still works
     with pytest.raises(TypeError, match="attach"):
         run_check([str(table)], opts, Settings(), planner=object())
+def test_a_warm_html_run_writes_the_page_it_made_before(cli, table, tmp_path, monkeypatch):
+    """The page is kept beside the results: a run with the same inputs writes it again (another
+    ``-o`` and another time written in) without building the audit; a changed table, or a
+    damaged page file, builds the page afresh."""
+    import tilefit.audit
+
+    _, fresh = _html(cli, table, tmp_path / "fresh.html", "--no-cache")
+    r, cold = _html(cli, table, tmp_path / "cold.html")
+    assert r.exit_code == 1 and cold.replace("cold.html", "X") == fresh.replace("fresh.html", "X")
+    (page,) = (tmp_path / "cache" / "results").glob("*.page")
+    build = tilefit.audit.build_check_audit
+
+    def no_audit(*a, **k):
+        raise AssertionError("built the audit again although nothing changed")
+
+    monkeypatch.setattr(tilefit.audit, "build_check_audit", no_audit)
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700086400")  # a day later: the page says so
+    r, warm = _html(cli, table, tmp_path / "warm.html")
+    assert r.exit_code == 1, r.output
+    monkeypatch.setattr(tilefit.audit, "build_check_audit", build)
+    _, fresh_later = _html(cli, table, tmp_path / "later.html", "--no-cache")
+    assert "2023-11-15T22:13:20+00:00" in fresh_later and "2023-11-15T22:13:20+00:00" not in fresh
+    assert warm.replace("warm.html", "X") == fresh_later.replace("later.html", "X")
+    stored = page.read_bytes()
+    head, body = stored.split(b"\n", 1)
+    for damage in (b"", head + b"\n" + body[:-1], head + b"\n" + body[:-1] + b"\xff",
+                   head + b"\n" + body.replace(b"<", b">", 1),
+                   head.replace(b"tilefit-page 1", b"tilefit-page 2") + b"\n" + body):
+        page.write_bytes(damage)
+        _, again = _html(cli, table, tmp_path / "again.html")
+        assert again.replace("again.html", "X") == fresh_later.replace("later.html", "X")
+    assert page.read_bytes() == stored  # built again and kept again
+
+    # a changed entry: the page of the new table (its verdicts and fixes), not the stored one
+    table.write_text(TABLE.replace('"num_stages": 6', '"num_stages": 2'))
+    _, fresh_changed = _html(cli, table, tmp_path / "fresh2.html", "--no-cache")
+    _, changed = _html(cli, table, tmp_path / "changed.html")
+    assert changed.replace("changed.html", "X") == fresh_changed.replace("fresh2.html", "X") != \
+        warm.replace("warm.html", "X")

@@ -34,14 +34,14 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from tilefit.engine import Engine
 from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.families import has_down_tables
 from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
-from tilefit.model import Applicability, Diagnostic, Fix
+from tilefit.model import Applicability, Diagnostic, Fix, build_frozen
 from tilefit.parameters import in_domain
 from tilefit.planning import RunPlanner
 from tilefit.rules import Planner, fixable_codes
@@ -251,13 +251,15 @@ class FixPlanner(RunPlanner):
                                                  root=sel.root),
                              rule_options=engine.rule_options, root=engine.root)
         self.coefficients = coefficients
-        self._need_memo: dict[tuple, int | None] = {}
+        # (kernel key, arch, vendor) -> smem_key -> need (two levels: the hot paths fetch a
+        # kernel's and arch's table once, not a four-part key hashed at each of ~350k asks)
+        self._need_memo: dict[tuple, dict] = {}
         self._pred_memo: dict[tuple, object] = {}
         self._log_memo: dict[tuple, tuple] = {}  # (shape, ranking, config) -> log times (_log_times)
         self._plan_memo: dict[tuple, object] = {}
         self._sig_memo: dict[tuple, frozenset] = {}
         self._coeff_memo: dict[str, object] = {}
-        self._fit_memo: dict[tuple, bool] = {}  # (fit id, config) -> fits every group
+        self._fit_memo: dict[int, dict] = {}  # fit id -> config -> fits every group
         self._fit_ids: dict[tuple, int] = {}  # (kernel key, fit groups) -> its fit id
         self._by_fix: dict[int, EntryPlan] = {}
         self._tables: dict[str, TablePlan] = {}  # path -> the plan attach made, until stored_plans() takes it
@@ -273,9 +275,14 @@ class FixPlanner(RunPlanner):
             return list(diagnostics)
         out = []
         for d in diagnostics:
-            parts = parse_pointer(d.pointer)
-            p = plan.plans.get(parts[0]) if (d.code in FIXABLE and parts) else None
-            out.append(replace(d, fix=p.fix) if p is not None else d)
+            parts = parse_pointer(d.pointer) if d.code in FIXABLE else None
+            p = plan.plans.get(parts[0]) if parts else None
+            if p is None:
+                out.append(d)
+            else:  # replace(d, fix=p.fix), without the frozen dataclass's __init__
+                fields = dict(d.__dict__)
+                fields["fix"] = p.fix
+                out.append(build_frozen(type(d), fields))
         return out
 
     def cache_settings(self) -> dict:
@@ -425,17 +432,41 @@ class FixPlanner(RunPlanner):
     def _need(self, meta, kernel: tuple, skey: tuple, entry: Mapping, arch: str, vendor: str) -> int | None:
         """:meth:`need` with its memo key's parts given (``kernel_key(meta)``, ``smem_key``): the
         fit check asks for one config on every target arch."""
-        k = (kernel, arch, vendor, skey)
+        return self._need_in(self._need_table(kernel, arch, vendor), meta, skey, entry, arch, vendor)
+
+    def _need_table(self, kernel: tuple, arch: str, vendor: str) -> "_NeedMemo":
+        """The need memo of one kernel key on one arch (``smem_key`` -> need)."""
+        k = (kernel, arch, vendor)
+        hit = self._need_memo.get(k)
+        if hit is None:
+            from tilefit.serving.launch import arch_key as launch_arch_key
+
+            # the kernel variants, shared by the archs of one launch key (as the engine memoises them)
+            variants = self._need_memo.setdefault((kernel, vendor, launch_arch_key(arch), "variants"), {})
+            hit = self._need_memo[k] = _NeedMemo(variants)
+        return hit
+
+    def _need_in(self, memo: dict, meta, skey: tuple, entry: Mapping, arch: str, vendor: str) -> int | None:
+        """:meth:`_need` with the kernel's and arch's memo (:meth:`_need_table`) given."""
+        k = skey
         try:
-            return self._need_memo[k]
+            return memo[k]
         except KeyError:
             pass
         except TypeError:  # an unhashable value (a list for a block size): never memoised
             k = None
-        variants = kernel_variants(meta, entry, arch, vendor, meta.engine)
+        # The entry's kernels on this arch: built once per launch key of the archs (what of an arch
+        # changes them, tilefit.serving.launch.arch_key: the engine's check memoises them by it),
+        # keyed like the need (smem_key: the GROUP_SIZE_M value the variants carry changes no
+        # estimate and no compile-failure rule)
+        variants = memo.variants.get(k) if k is not None else None
+        if variants is None:
+            variants = kernel_variants(meta, entry, arch, vendor, meta.engine)
+            if k is not None:
+                memo.variants[k] = variants
         if any(self.search_estimator.compile_failure(v.spec, arch) for v in variants):
             if k is not None:
-                self._need_memo[k] = COMPILE_FAILS
+                memo[k] = COMPILE_FAILS
             return COMPILE_FAILS  # the engine's kernel does not compile it: never a candidate
         worst = None
         for variant in variants:
@@ -450,16 +481,18 @@ class FixPlanner(RunPlanner):
             need = est.shared_bytes + (est.max_error or 0 if est.status == "uncalibrated" else 0)
             worst = need if worst is None else max(worst, need)
         if k is not None:
-            self._need_memo[k] = worst
+            memo[k] = worst
         return worst
 
     def fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
         """Whether ``entry`` fits every target group (shared memory with the margin, threads)."""
-        k = (ctx.fit_id, cfg_key(entry))
-        hit = self._fit_memo.get(k)
+        memo = ctx.fit_table
+        if memo is None:
+            memo = ctx.fit_table = self._fit_memo.setdefault(ctx.fit_id, {})
+        k = cfg_key(entry)
+        hit = memo.get(k)
         if hit is None:
-            hit = self._fits(ctx, entry)
-            self._fit_memo[k] = hit
+            hit = memo[k] = self._fits(ctx, entry)
         return hit
 
     def _fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
@@ -473,8 +506,12 @@ class FixPlanner(RunPlanner):
                 if not is_int(warps) or warps > g.max_threads:
                     return False
         skey = smem_key(ctx.meta.family, entry)
-        for g in ctx.by_limit:
-            need = self._need(ctx.meta, ctx.kernel_key, skey, entry, g.arch, g.vendor)
+        checks = ctx.limit_checks
+        if checks is None:  # (group, its need memo), tightest limit first
+            checks = ctx.limit_checks = tuple((g, self._need_table(ctx.kernel_key, g.arch, g.vendor))
+                                              for g in ctx.by_limit)
+        for g, memo in checks:
+            need = self._need_in(memo, ctx.meta, skey, entry, g.arch, g.vendor)
             if need is not None and need + self.margin > g.limit:
                 return False
         return True
@@ -692,13 +729,30 @@ class FixPlanner(RunPlanner):
         """The log predicted time of ``entry`` on each ranking device, in ``ctx.ranking``'s order
         (memoised per shape, ranking and config: the ranking asks for each candidate on every
         device, and again in later searches of the same batch size)."""
+        return self._log_times_of(ctx, key, M, (entry,))[0]
+
+    def _log_times_of(self, ctx, key, M, entries: Sequence[Mapping]) -> list[tuple[float, ...]]:
+        """:meth:`_log_times` of each of ``entries`` (a ranking's candidates, in one loop)."""
         memo, predictors = self._ranking_memos(ctx, key, M)
-        ck = cfg_key(entry)
-        hit = memo.get(ck)
-        if hit is None:
-            skey = smem_key(ctx.meta.family, entry)
-            hit = memo[ck] = tuple(math.log(self._predicted_on(ctx, p, ck, skey, entry)) for p in predictors)
-        return hit
+        family = ctx.meta.family
+        log = math.log
+        out = []
+        for entry in entries:
+            ck = cfg_key(entry)
+            hit = memo.get(ck)
+            if hit is None:
+                skey = smem_key(family, entry)
+                times = []
+                for p in predictors:
+                    t = p.memo.get(ck)
+                    if t is None:
+                        dev = p.device
+                        smem = self._need_in(p.needs, ctx.meta, skey, entry, dev.arch, dev.vendor)
+                        t = p.memo[ck] = p.time.of_key(ck, smem or 0)
+                    times.append(log(t))
+                hit = memo[ck] = tuple(times)
+            out.append(hit)
+        return out
 
     def _ranking_memos(self, ctx, key, M):
         """(the log-time memo of ``key``'s shape and ``ctx``'s ranking: config -> log times, one
@@ -714,7 +768,8 @@ class FixPlanner(RunPlanner):
         from tilefit.perf.model import time_predictor
 
         return _Predictor(dev, self._pred_memo.setdefault((ctx.kernel_key, shape, dev.key), {}),
-                          time_predictor(shape, dev, self._coeffs(dev)))
+                          time_predictor(shape, dev, self._coeffs(dev)),
+                          self._need_table(ctx.kernel_key, dev.arch, dev.vendor))
 
     def _predicted_on(self, ctx, p: "_Predictor", ck: tuple, skey: tuple, entry: Mapping) -> float:
         """Predicted microseconds of ``entry`` (its ``cfg_key`` and ``smem_key`` given) on
@@ -722,20 +777,19 @@ class FixPlanner(RunPlanner):
         hit = p.memo.get(ck)
         if hit is None:
             dev = p.device
-            smem = self._need(ctx.meta, ctx.kernel_key, skey, entry, dev.arch, dev.vendor)
-            hit = p.memo[ck] = p.time(entry, smem or 0)
+            smem = self._need_in(p.needs, ctx.meta, skey, entry, dev.arch, dev.vendor)
+            hit = p.memo[ck] = p.time.of_key(ck, smem or 0)
         return hit
 
     def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
-        g = space.graph()
         frontier = [c for c, _ in ranked[:self.beam_width]]
         for _ in range(self.beam_steps):
             new = []
             for cand in frontier:
                 node = space.node_of(cand)
-                if node not in g:
+                if not space.in_lattice(node):
                     continue
-                for nb in g.neighbors(node):
+                for nb in space.neighbours(node):
                     if nb in seen:
                         continue
                     seen.add(nb)
@@ -800,22 +854,19 @@ class FixPlanner(RunPlanner):
         base = tuple(t if dev.key == named else None
                      for (dev, _), t in zip(ctx.ranking, self._log_times(ctx, key, M, original)))
         weights = tuple(w for _, w in ctx.ranking)
-
-        def predicted(cand) -> float:
+        steps = ctx.space.steps_from(ctx.default) if ctx.default is not None else None
+        out = []
+        for cand, times in zip(candidates, self._log_times_of(ctx, key, M, candidates)):
             s = 0.0
-            for w, t, b in zip(weights, self._log_times(ctx, key, M, cand), base):
+            for w, t, b in zip(weights, times, base):
                 if b is not None and t < b:
                     t = b + TUNED_PRIOR * (t - b)
                 s += w * t
-            return s / total
-
-        out = []
-        for cand in candidates:
-            s = predicted(cand)
+            s = s / total
             if ctx.default is not None:
                 # the trust region around the engine's default replaces the distance from the
                 # original (the report shows both predictions)
-                s += math.log1p(ctx.default_trust * ctx.space.steps(ctx.default, cand))
+                s += math.log1p(ctx.default_trust * steps(cand))
             else:
                 s += math.log1p(EDIT_PENALTY * max(0, depth_of[cfg_key(cand)] - first))
             out.append((cand, math.exp(s)))
@@ -848,6 +899,17 @@ class FixPlanner(RunPlanner):
         return all((c, t) in before for c, _, t in sig)
 
 
+class _NeedMemo(dict):
+    """One kernel key's needs on one arch (``smem_key`` -> need), with the kernel variants memo
+    (``smem_key`` -> variants) it shares with the other archs of its launch key."""
+
+    __slots__ = ("variants",)
+
+    def __init__(self, variants: dict):
+        super().__init__()
+        self.variants = variants
+
+
 @dataclass(frozen=True)
 class _Predictor:
     """One ranking device's predictions for one kernel and shape: its memo (config key ->
@@ -856,6 +918,7 @@ class _Predictor:
     device: object
     memo: dict
     time: object  # tilefit.perf.model.time_predictor(shape, device, coefficients)
+    needs: dict  # the planner's need memo of the kernel on the device's arch (_need_table)
 
 
 @dataclass
@@ -875,6 +938,8 @@ class _TableContext:
     bucketed: bool = False  # plan per batch-size bucket (a table of over LARGE_TABLE_ENTRIES entries)
     _shapes: dict = field(default_factory=dict)
     _memos: dict = field(default_factory=dict)  # batch key -> FixPlanner._ranking_memos' answer
+    fit_table: dict | None = None  # the fit memo of fit_id (FixPlanner.fits)
+    limit_checks: tuple | None = None  # (group, its need memo) in by_limit's order (FixPlanner._fits)
 
     @property
     def ranking_keys(self) -> tuple[str, ...]:

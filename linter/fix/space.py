@@ -3,10 +3,12 @@
 A node is a config ``(BLOCK_SIZE_M, BLOCK_SIZE_N, BLOCK_SIZE_K, num_warps, num_stages)``; an
 edge changes one of them one step: a block size halved or doubled, ``num_warps`` halved or
 doubled, one stage more or less. The graph is a lattice over each dimension's allowed values
-(a networkx graph, built once per domain and cached); the fixer walks it breadth first from the
-offending entry, so the candidates it finds are ordered by edit distance. ``GROUP_SIZE_M`` does
-not change shared memory or threads, so it is not a lattice dimension: the ranking step tries
-each of its values on the best candidates (:meth:`ConfigSpace.group_values`).
+(``graph()``: a networkx graph, built once per domain and cached, for those who want one); the
+fixer walks it breadth first from the offending entry without building it (``layers`` and
+``neighbours`` give the graph's nodes in its own order), so the candidates it finds are ordered
+by edit distance. ``GROUP_SIZE_M`` does not change shared memory or threads, so it is not a
+lattice dimension: the ranking step tries each of its values on the best candidates
+(:meth:`ConfigSpace.group_values`).
 
 **Values: the engines' tuning grids plus the table's own.** A dimension takes the values the
 engines' own tuners search (``ENGINE_GRIDS``; vLLM's ``benchmarks/kernels/benchmark_moe.py`` and
@@ -41,8 +43,8 @@ from typing import TYPE_CHECKING, Iterator, Mapping
 
 if TYPE_CHECKING:
     import networkx as nx
-# networkx is imported where a graph is built or walked: a warm run takes its plans from the
-# result cache and never does either (the import was a sixth of a warm json run)
+# networkx is imported where a graph is built: the planner's search walks the lattice without it,
+# so no check imports it (the import was a sixth of a warm json run)
 
 from tilefit import kernels
 from tilefit.serving.launch import clamps_block_k
@@ -107,6 +109,24 @@ def lattice(domain: tuple[tuple[int, ...], ...]) -> nx.Graph:
                 edges.append((node, node[:d] + (up,) + node[d + 1:]))
     g.add_edges_from(edges)
     return g
+
+
+_NEIGHBOURS: dict[tuple, dict] = {}  # domain -> node -> its neighbours (None -> the steps per dimension)
+
+
+def _neighbour_memo(domain: tuple) -> dict:
+    """The neighbours memo of a lattice (:meth:`ConfigSpace.neighbours`), shared by the spaces of
+    one domain (the entries of a table mostly share theirs); at most 256 domains are kept, as
+    :func:`lattice` keeps its graphs."""
+    hit = _NEIGHBOURS.get(domain)
+    if hit is None:
+        if len(_NEIGHBOURS) >= 256:
+            _NEIGHBOURS.clear()
+        # per dimension: value -> (the value below, the value above)
+        steps = tuple({v: (values[i - 1] if i else None, values[i + 1] if i + 1 < len(values) else None)
+                       for i, v in enumerate(values)} for values in domain)
+        hit = _NEIGHBOURS[domain] = {None: steps}
+    return hit
 
 
 def table_constraints(family: str) -> tuple[dict, ...]:
@@ -255,6 +275,32 @@ class ConfigSpace:
             total += abs(values.index(x) - values.index(y)) if (x in values and y in values) else 1
         return total
 
+    def steps_from(self, a: Mapping):
+        """``lambda b: self.steps(a, b)``, with ``a``'s node and each dimension's positions
+        looked up once (the ranking asks it for every candidate of a search)."""
+        positions = self.__dict__.get("_positions")
+        if positions is None:  # value -> its first position (what tuple.index answers), per dimension
+            positions = []
+            for values in self.domain + (self.groups,):
+                pos: dict = {}
+                for i, v in enumerate(values):
+                    pos.setdefault(v, i)
+                positions.append(pos)
+            positions = self.__dict__["_positions"] = tuple(positions)
+        start = self.node_of(a) + (a.get("GROUP_SIZE_M"),)
+        node_of = self.node_of
+
+        def steps(b: Mapping) -> int:
+            total = 0
+            for pos, x, y in zip(positions, start, node_of(b) + (b.get("GROUP_SIZE_M"),)):
+                if x == y:
+                    continue
+                i, j = pos.get(x), pos.get(y)
+                total += abs(i - j) if (i is not None and j is not None) else 1
+            return total
+
+        return steps
+
     def effective_bk(self, bk: int) -> int:
         return min(bk, self.vllm_block_k) if self.vllm_block_k else bk
 
@@ -278,15 +324,49 @@ class ConfigSpace:
 
     # -- search --------------------------------------------------------------------------------
     def layers(self, max_depth: int) -> Iterator[list[Node]]:
-        """Breadth-first layers of the lattice from the entry, up to ``max_depth`` edits."""
-        g = self.graph()
+        """Breadth-first layers of the lattice from the entry, up to ``max_depth`` edits, each
+        in the order ``networkx.bfs_layers`` gives on :meth:`graph` (its nodes' neighbours in
+        :meth:`neighbours`' order), without building the graph."""
         start = self.start
-        if start not in g:  # a value outside the domain (non-int types never get here)
+        if not self.in_lattice(start):  # a value outside the domain (non-int types never get here)
             yield [start]
             return
-        import networkx as nx
-
-        for depth, layer in enumerate(nx.bfs_layers(g, [start])):
-            if depth > max_depth:
+        visited = {start}
+        layer = [start]
+        for _depth in range(max_depth + 1):
+            if not layer:
                 return
             yield layer
+            nxt = []
+            for node in layer:
+                for child in self.neighbours(node):
+                    if child not in visited:
+                        visited.add(child)
+                        nxt.append(child)
+            layer = nxt
+
+    def in_lattice(self, node: Node) -> bool:
+        """Whether ``node`` is a node of :meth:`graph` (each value one of its dimension's)."""
+        return all(v in values for v, values in zip(node, self.domain))
+
+    def neighbours(self, node: Node) -> tuple[Node, ...]:
+        """The neighbours of a node of :meth:`graph` in its adjacency order: :func:`lattice`
+        adds each node's edges up (one position along each dimension in turn) in
+        ``itertools.product`` order, so a node's down neighbours (dimension by dimension: the
+        product order of those nodes) come first, then its up neighbours, dimension by
+        dimension (``tests/test_fix_space.py`` holds it equal to the graph's)."""
+        memo = self.__dict__.get("_neighbours")
+        if memo is None:
+            memo = self.__dict__["_neighbours"] = _neighbour_memo(self.domain)
+        hit = memo.get(node)
+        if hit is None:
+            steps = memo[None]
+            down, up = [], []
+            for d, step in enumerate(steps):
+                lo, hi = step[node[d]]
+                if lo is not None:
+                    down.append(node[:d] + (lo,) + node[d + 1:])
+                if hi is not None:
+                    up.append(node[:d] + (hi,) + node[d + 1:])
+            hit = memo[node] = tuple(down + up)
+        return hit

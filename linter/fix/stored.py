@@ -5,7 +5,10 @@ report) gets them without planning again.
 A record holds, per planned entry, every field of its :class:`~tilefit.fix.planner.EntryPlan`
 but the path, the key and the :class:`~tilefit.model.Fix` (the cached diagnostics carry the fix;
 the plan is bound to the fix its diagnostics share), plus the fix's title to check that pairing,
-and the reasons of the entries without a plan. It is read back only under the run key it was
+and the reasons of the entries without a plan. The target groups a plan's needs name (arch,
+vendor, devices, limits: the same for every plan of a table) are kept once per record
+(``groups``), each need as [group index, bytes before, bytes after] (version 2: half the bytes
+of version 1, which wrote each group out in every need of every plan). It is read back only under the run key it was
 written with (:func:`tilefit.resultcache.run_key` with the planner: its settings, the targets,
 the performance model's and the calibrations' files, tilefit's code), so it is the plan that run
 would make. A record that does not match its diagnostics is refused (:class:`StoredPlanError`):
@@ -21,7 +24,7 @@ from tilefit.model import Applicability, Diagnostic
 
 from .planner import FIXABLE, EntryPlan, FitGroup, Need, TablePlan
 
-VERSION = 1
+VERSION = 2
 _APPLICABILITY = {int(a): a for a in Applicability}
 
 
@@ -33,14 +36,29 @@ def _entry(value):
     return None if value is None else dict(value)
 
 
-def plan_record(plan: EntryPlan) -> dict:
-    """``plan`` as JSON data (without its path, key and fix)."""
+def _group_record(group: FitGroup) -> list:
+    return [group.arch, group.vendor, list(group.devices), group.limit, group.max_threads, group.warp_size]
+
+
+def plan_record(plan: EntryPlan, groups: list | None = None) -> dict:
+    """``plan`` as JSON data (without its path, key and fix). ``groups``: the record's list of
+    target groups (:func:`_group_record`), which the needs index (extended with the plan's new
+    ones); None: a list of the plan's own."""
+    groups = [] if groups is None else groups
+    needs = []
+    for n in plan.needs:
+        g = _group_record(n.group)
+        try:
+            i = groups.index(g)
+        except ValueError:
+            i = len(groups)
+            groups.append(g)
+        needs.append([i, n.before, n.after])
     return {
         "title": plan.fix.title,
         "original": dict(plan.original), "entry": dict(plan.entry), "changes": dict(plan.changes),
         "applicability": int(plan.applicability),
-        "needs": [[n.group.arch, n.group.vendor, list(n.group.devices), n.group.limit, n.group.max_threads,
-                   n.group.warp_size, n.before, n.after] for n in plan.needs],
+        "needs": needs,
         "depth": plan.depth,
         "predicted": {dev: dict(row) for dev, row in plan.predicted.items()},
         "naive": _entry(plan.naive), "hidden_unsafe": _entry(plan.hidden_unsafe),
@@ -50,31 +68,49 @@ def plan_record(plan: EntryPlan) -> dict:
 
 
 def table_record(plan: TablePlan) -> dict:
-    return {"version": VERSION, "plans": {key: plan_record(p) for key, p in plan.plans.items()},
-            "skipped": dict(plan.skipped)}
+    groups: list = []
+    plans = {key: plan_record(p, groups) for key, p in plan.plans.items()}
+    return {"version": VERSION, "groups": groups, "plans": plans, "skipped": dict(plan.skipped)}
 
 
-_NEEDS: dict[tuple, Need] = {}  # a stored need's values -> its Need (frozen: one object serves every plan)
+_GROUPS: dict[tuple, FitGroup] = {}  # a stored group's values -> its FitGroup (frozen: one serves every plan)
+_NEEDS: dict[tuple, Need] = {}  # (group, the figures and their types) -> its Need, likewise
 
 
-def _need_of(arch, vendor, devices, limit, threads, warp, before, after) -> Need:
-    """The :class:`Need` of a stored need's values: thousands of a run's plans share a few."""
+def _group_of(arch, vendor, devices, limit, threads, warp) -> FitGroup:
+    """The :class:`FitGroup` of a stored group's values: thousands of a run's plans share a few."""
     try:
-        figures = (limit, threads, warp, before, after)
+        figures = (limit, threads, warp)
         # the figures' types too: 1, 1.0 and true are one dict key
         key = (arch, vendor, tuple(devices), figures, tuple(map(type, figures)))
-        hit = _NEEDS.get(key)
+        hit = _GROUPS.get(key)
     except TypeError:  # an unhashable value: built as it is, not memoised
-        return Need(FitGroup(arch, vendor, tuple(devices), limit, threads, warp), before, after)
+        return FitGroup(arch, vendor, tuple(devices), limit, threads, warp)
     if hit is None:
-        hit = _NEEDS[key] = Need(FitGroup(arch, vendor, key[2], limit, threads, warp), before, after)
+        hit = _GROUPS[key] = FitGroup(arch, vendor, key[2], limit, threads, warp)
     return hit
 
 
-def _plan_of(record: Mapping, path: str, key: str, fix) -> EntryPlan:
+def _need_of(group: FitGroup, before, after) -> Need:
+    try:
+        key = (id(group), before, after, type(before), type(after))
+        hit = _NEEDS.get(key)
+    except TypeError:  # an unhashable value: built as it is, not memoised
+        return Need(group, before, after)
+    if hit is None or hit.group is not group:
+        hit = _NEEDS[key] = Need(group, before, after)
+    return hit
+
+
+def _plan_of(record: Mapping, path: str, key: str, fix, groups: Sequence[FitGroup]) -> EntryPlan:
     if record["title"] != fix.title:
         raise StoredPlanError(f"{key}: the stored plan is not the fix of its diagnostics")
-    needs = tuple(_need_of(*need) for need in record["needs"])
+    needs = []
+    for i, before, after in record["needs"]:
+        if type(i) is not int or i < 0:
+            raise StoredPlanError(f"{key}: damaged need")
+        needs.append(_need_of(groups[i], before, after))
+    needs = tuple(needs)
     return EntryPlan(path=path, key=key, original=dict(record["original"]), entry=dict(record["entry"]),
                      changes=dict(record["changes"]), applicability=_APPLICABILITY[record["applicability"]],
                      fix=fix, needs=needs, depth=record["depth"],
@@ -93,8 +129,9 @@ def table_plan_of(record, path: str, diagnostics: Sequence[Diagnostic]) -> Table
         raise StoredPlanError("no stored plans of this version")
     try:
         stored, skipped = record["plans"], record["skipped"]
-        if type(stored) is not dict or type(skipped) is not dict:
+        if type(stored) is not dict or type(skipped) is not dict or type(record["groups"]) is not list:
             raise StoredPlanError("damaged record")
+        groups = [_group_of(*g) for g in record["groups"]]
         fixes: dict[str, object] = {}
         mixed: set[str] = set()  # entries whose fixable diagnostics carry different fixes
         keys: list[str] = []
@@ -116,13 +153,13 @@ def table_plan_of(record, path: str, diagnostics: Sequence[Diagnostic]) -> Table
             if key in stored:
                 if fix is None or key in mixed:
                     raise StoredPlanError(f"{key}: a stored plan for an entry without its one fix")
-                out.plans[key] = _plan_of(stored[key], path, key, fix)
+                out.plans[key] = _plan_of(stored[key], path, key, fix, groups)
             elif key in skipped:
                 if type(skipped[key]) is not str:
                     raise StoredPlanError(f"{key}: damaged reason")
                 out.skipped[key] = skipped[key]
         return out
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (LookupError, TypeError, ValueError, AttributeError) as exc:
         if isinstance(exc, StoredPlanError):
             raise
         raise StoredPlanError(f"damaged record: {type(exc).__name__}: {exc}") from None

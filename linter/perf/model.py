@@ -511,19 +511,36 @@ def predict(config: Mapping, shape: GemmShape, device, coefficients: Coefficient
     return _predict(st, bm, bn, bk, group, warps, stages, smem_bytes, _time_only)
 
 
-def time_predictor(shape: GemmShape, device, coefficients: Coefficients) -> Callable[[Mapping, int | None], float]:
+def time_predictor(shape: GemmShape, device, coefficients: Coefficients) -> "TimePredictor":
     """``f(config, smem_bytes)``: :func:`predict_time` of ``config`` for ``shape`` on ``device``
     with these coefficients, the shape's and device's part (``_static``) looked up once (what a
     ranking asks for many configs of one shape and device). The same float operations, in the
     same order, as :func:`predict`: the same numbers."""
-    st = _static(shape, device, coefficients)
-    vendor = getattr(device, "vendor", None)
+    return TimePredictor(_static(shape, device, coefficients), getattr(device, "vendor", None))
 
-    def time(config: Mapping, smem_bytes: int | None) -> float:
-        bm, bn, bk, group, warps, stages = _config_values(config, vendor)
-        return _predict(st, bm, bn, bk, group, warps, stages, smem_bytes, True)
 
-    return time
+class TimePredictor:
+    """:func:`time_predictor`'s answer: called with a config and its shared memory, or (``of_key``)
+    with the config's values as the fix planner keys them (``cfg_key``: BM, BN, BK, GROUP_SIZE_M,
+    num_warps, num_stages, an absent launch option None), which skips reading the config's dict."""
+
+    __slots__ = ("st", "vendor", "default_stages")
+
+    def __init__(self, st: _Static, vendor: str | None):
+        self.st = st
+        self.vendor = vendor
+        self.default_stages = 2 if vendor == "AMD" else 3  # _config_values' default
+
+    def __call__(self, config: Mapping, smem_bytes: int | None) -> float:
+        bm, bn, bk, group, warps, stages = _config_values(config, self.vendor)
+        return _predict(self.st, bm, bn, bk, group, warps, stages, smem_bytes, True)
+
+    def of_key(self, key: tuple, smem_bytes: int | None) -> float:
+        """The same number as calling it with the config whose ``cfg_key`` is ``key`` (the values
+        :func:`_config_values` reads, with its defaults for the absent ones)."""
+        bm, bn, bk, g, w, s = key
+        return _predict(self.st, int(bm), int(bn), int(bk), int(g) if isinstance(g, int) and g > 0 else 1,
+                        4 if w is None else int(w), int(self.default_stages if s is None else s), smem_bytes, True)
 
 
 def _block_terms(st: _Static, bm: int, bn: int, bk: int) -> tuple:

@@ -37,17 +37,36 @@ def render_audit(audit, stream) -> None:
 # (``ctx.fix_result``), and the page shows the files as they are now.
 def render(diagnostics, stream, ctx) -> None:
     from tilefit.audit import build_check_audit
+    from tilefit.audit.needs import UNCHECKED
 
     result = getattr(ctx, "result", None)
     if result is None:
         raise ValueError("the html format needs the check result (RenderContext.result)")
     applied = None
     fix_result = getattr(ctx, "fix_result", None)
+    command = getattr(ctx, "command", None)
+    digest = None
     if fix_result is not None:
         result, applied = _after_fixes(result, fix_result)
-    audit = build_check_audit(result, command=getattr(ctx, "command", None), tool_version=ctx.tool_version,
-                              applied=applied)
-    render_audit(audit, stream)
+    else:  # the page of an earlier run with the same inputs (tilefit.reporters.html.pagecache)
+        from tilefit.audit.check import generated_at
+
+        from . import pagecache
+
+        generated = generated_at()
+        digest = pagecache.page_digest(result, ctx.tool_version)
+        page = pagecache.load(result, digest, command, generated) if digest is not None else None
+        if page is not None:
+            stream.write(page)
+            return
+    audit = build_check_audit(result, command=command, tool_version=ctx.tool_version, applied=applied)
+    if digest is None or (audit.meta.get("estimator") != "analytic"
+                          and any(n.verdict == UNCHECKED for n in audit.needs.values())):
+        render_audit(audit, stream)
+        return
+    page = render_page(audit.to_json(), audit.title, generator=audit.meta.get("tool") or "tilefit")
+    stream.write(page)
+    pagecache.store(result, digest, page, command, audit.meta["generated"])
 
 
 def _after_fixes(result, fix_result):

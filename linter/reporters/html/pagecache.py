@@ -1,0 +1,113 @@
+"""The check's HTML page of a run, kept in the result cache's folder beside the run's results
+(``<run key>.page``), so a warm ``--output-format html`` run that finds the same inputs writes the
+page it made before instead of building the audit again (issue 19: the audit of every entry on
+every device class was most of a warm html run).
+
+The page is a pure function of the audit (:mod:`tilefit.reporters.html.page`), and the audit
+(:func:`tilefit.audit.build_check_audit`) of:
+
+* the run key (:func:`tilefit.resultcache.run_key`: tilefit's code and data, the rules, targets,
+  estimator and Triton, the device files, the user's calibrations, the planner's settings);
+* each checked table's path, name (its ``TableMeta``), bytes and read error; the diagnostics
+  (Python call sites' included), and the fixes' plans, which under one run key are a function of
+  the table's bytes (the result cache stores them on that ground);
+* the files counted, the tool's version, and the command line and the time it names.
+
+The page is stored under a digest of all but the last two, with the command and the time cut out
+(they are written back in from this run: ``-o`` names another file, the clock moved on). A page
+whose audit rests on something of its run only (a verdict left unchecked by an estimator that
+compiles: a compile that timed out) is not stored, as the verdict store does not store such a
+verdict; neither is a page drawn after ``--fix`` (the caller asks only for plain checks).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from .page import embed_json
+
+FORMAT = b"tilefit-page 1"
+
+
+def page_digest(result, tool_version: str) -> str | None:
+    """The digest the page of ``result`` is stored under; None when the run used no result
+    cache (its ``cache_key``: nothing names its configuration)."""
+    key = getattr(result, "cache_key", None)
+    if not key:
+        return None
+    h = hashlib.sha256()
+    h.update(f"{key}\0{tool_version}\0{result.files_checked}\0".encode())
+    tables = result.tables
+    for path in sorted(tables):
+        table = tables[path]
+        data = table.data if isinstance(table.data, bytes) else b""
+        h.update(f"\0{path}\0{table.meta!r}\0{table.read_error!r}\0{len(data)}\0".encode("utf-8", "surrogatepass"))
+        h.update(data)
+    parts = []
+    for d in result.diagnostics:
+        fix = d.fix
+        parts.append(f"{d.path}\1{d.code}\1{d.pointer}\1{d.target}\1{d.severity.value}\1{d.fingerprint}\1"
+                     f"{d.message}\1{fix.title if fix is not None else ''}\1"
+                     f"{int(fix.applicability) if fix is not None else ''}")
+    h.update("\2".join(parts).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def _mark(command: str | None, generated: str) -> str:
+    """The page's text of the run's own parts (the audit's meta holds them side by side)."""
+    return '"command":' + embed_json(command) + ',"generated":' + embed_json(generated)
+
+
+def _file(key: str) -> Path | None:
+    from tilefit.cachedir import cache_root
+
+    root = cache_root()
+    return root / "results" / f"{key}.page" if root is not None else None
+
+
+def load(result, digest: str, command: str | None, generated: str) -> str | None:
+    """The stored page for ``digest`` with this run's command and time; None on a miss."""
+    file = _file(result.cache_key)
+    if file is None:
+        return None
+    try:
+        data = file.read_bytes()
+    except OSError:
+        return None
+    head, sep, body = data.partition(b"\n")
+    fields = head.split(b" ")
+    if not sep or len(fields) != 5 or b" ".join(fields[:2]) != FORMAT or fields[2] != digest.encode():
+        return None
+    try:
+        cut = int(fields[3])
+        # a damaged file (cut short, overwritten) is a miss
+        text = body.decode("utf-8") if hashlib.sha256(body).hexdigest().encode() == fields[4] else None
+    except ValueError:
+        return None
+    if text is None or not 0 <= cut <= len(text):
+        return None
+    return text[:cut] + _mark(command, generated) + text[cut:]
+
+
+def store(result, digest: str, page: str, command: str | None, generated: str) -> None:
+    """Keep ``page`` (made for ``command`` at ``generated``) under ``digest``; nothing when the
+    run's parts are not found exactly once in it. An unwritable cache only costs time."""
+    file = _file(result.cache_key)
+    if file is None:
+        return
+    mark = _mark(command, generated)
+    at = page.find(mark)
+    if at < 0 or page.find(mark, at + 1) >= 0:
+        return
+    text = page[:at] + page[at + len(mark):]
+    from tilefit.atomicfile import write_atomic
+
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        body = text.encode("utf-8")
+        write_atomic(file, b" ".join((FORMAT, digest.encode(), str(at).encode(),
+                                     hashlib.sha256(body).hexdigest().encode())) + b"\n"
+                     + body)
+    except (OSError, UnicodeEncodeError):
+        pass
