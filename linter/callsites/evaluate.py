@@ -47,7 +47,8 @@ from tilefit.smem.archclass import compile_arch
 from tilefit.variants import (CONFIG_NUM_STAGES, CONFIG_NUM_WARPS, DEFAULT_NUM_STAGES_CUDA, DEFAULT_NUM_STAGES_ROCM,
                               DEFAULT_NUM_WARPS)
 from .speckey import arg_key
-from .values import DictVal, Frame, Lit, Ref, Unknown, Val, arch_capability, branches, label_capabilities, label_dtypes
+from .labels import label_capabilities, label_dtypes
+from .values import DictVal, Frame, Lit, Ref, Unknown, Val, arch_capability, branches
 
 SWEEP = ("bf16", "fp16", "fp8e4nv")
 DEFAULT_INT = 4096  # a launch-like int: divisible by 16, fits i32

@@ -25,8 +25,9 @@ from tilefit.pysource.scan import CallRecord, KernelDef, LaunchCall, ModuleScan,
 
 from .project import Project
 from .platforms import backend_of, capabilities_running, runs_on_none_of
-from .values import (ALIAS, CAPABILITY_LABEL, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown,
-                     Val, both_values, branches, combine, consistent, function_params, restrict)
+from .labels import CAPABILITY_LABEL, consistent
+from .values import (ALIAS, Absent, Arms, ConfigVal, DictVal, Frame, Lit, Loc, Ref, Seq, Unknown,
+                     Val, both_values, branches, combine, function_params, restrict)
 
 # Launch keywords that are compile options, not kernel arguments.
 LAUNCH_OPTIONS = frozenset({

@@ -25,16 +25,12 @@ from tilefit.model import Span
 from tilefit.pysource.scan import Binding
 
 from .asserted import asserted_value
+from .labels import (CAPABILITY_LABEL, DTYPE_LABEL, EMPTY, MOE_CONFIG_LABEL, Atoms,  # noqa: F401 (re-exported)
+                     consistent, label_capabilities, label_dtypes)
 from .scenarios import GivenTensor, PerDtype
 
 MAX_ARMS = 16
 ALIAS = "\0tensor name of "  # Frame.bindings key: the caller's name of a tensor parameter (sites._alias)
-MOE_CONFIG_LABEL = "MoE config "  # tilefit.callsites.moeconfigs.LABEL: label atoms that exclude each other
-# a branch that holds on some targets only (`is_arch_support_pdl()` True on sm_120, False on sm_86):
-# "compute capability 86/89 (...)"; the launch's instance is judged on those targets alone
-CAPABILITY_LABEL = "compute capability "
-# an arm per element type a scenario gives a tensor (scenarios.PerDtype): "element type of key_cache: fp8e4nv"
-DTYPE_LABEL = "element type of "
 _TOKENS = itertools.count(1)
 OUTER_STRIDE = 4096  # a constexpr outer stride nothing static gives: launch-like, 16-divisible
 MAX_ITEMS = 4096
@@ -252,19 +248,24 @@ def combine(values: dict[str, Val], limit: int = MAX_ARMS) -> list[tuple[str, di
     names = list(values)
     options = [list(branches(values[n])) for n in names]
     # partial combinations, pruned as they grow: `if c` in one value and `if not c` in another (or
-    # two batch sizes' entries of one MoE config dict) is no run, so it never multiplies
-    partial: list[tuple[list[str], list]] = [([], [])]
+    # two batch sizes' entries of one MoE config dict) is no run, so it never multiplies; each
+    # keeps its labels' atoms parsed (labels.Atoms), so a new branch is checked against them alone
+    partial: list[tuple[Atoms, list]] = [(EMPTY, [])]
     for opts in options:
         if len(opts) == 1:
             lab, v = opts[0]
-            partial = [(labs + ([lab] if lab else []), vals + [v]) for labs, vals in partial
-                       if not lab or consistent(labs + [lab])]
+            nxt = []
+            for labs, vals in partial:
+                labs2 = labs.add(lab)
+                if labs2 is not None:
+                    nxt.append((labs2, vals + [v]))
+            partial = nxt
             continue
         nxt = []
         for labs, vals in partial:
             for lab, v in opts:
-                labs2 = labs + ([lab] if lab else [])
-                if lab and not consistent(labs2):
+                labs2 = labs.add(lab)
+                if labs2 is None:
                     continue
                 nxt.append((labs2, vals + [v]))
                 if len(nxt) > limit * 64:
@@ -272,37 +273,10 @@ def combine(values: dict[str, Val], limit: int = MAX_ARMS) -> list[tuple[str, di
         partial = nxt
     out = []
     for labels, vals in partial:
-        out.append((", ".join(dict.fromkeys(", ".join(labels).split(", "))) if labels else "",
-                    dict(zip(names, vals))))
+        out.append((labels.text(), dict(zip(names, vals))))
         if len(out) > limit:
             return None
     return out
-
-
-def consistent(labels) -> bool:
-    """Whether branch labels can hold together: not ``if c`` beside ``if not c``, and not two
-    returns of one call (``bm, bn = config(m)``: both from the same ``return``)."""
-    atoms = {a for lab in labels for a in lab.split(", ")}
-    tests = {a for a in atoms if a.startswith("if ")}
-    if any(f"if not {a[3:]}" in tests for a in tests):
-        return False
-    if sum(1 for a in atoms if a.startswith(MOE_CONFIG_LABEL)) > 1:
-        return False  # one config dict per launch: its keys come from the same batch size's entry
-    if label_capabilities(atoms) == frozenset():
-        return False  # two per-target answers that no target gives together
-    typed: dict[str, str] = {}
-    for a in atoms:  # one element type per tensor
-        if a.startswith(DTYPE_LABEL):
-            tensor, _, dt = a[len(DTYPE_LABEL):].partition(": ")
-            if typed.setdefault(tensor, dt) != dt:
-                return False
-    returned: dict[str, str] = {}
-    for a in atoms:
-        for word in (" returning at line ", " taking entry "):  # one return / one table entry per call
-            call, sep, line = a.partition(word)
-            if sep and returned.setdefault(call + word, line) != line:
-                return False
-    return True
 
 
 def arch_capability(arch: str) -> int | None:
@@ -353,29 +327,6 @@ def _has_capability_test(fn) -> bool:
                   for n in ast.walk(fn))
         fn._tilefit_capability = hit
     return hit
-
-
-def label_dtypes(label: str) -> dict[str, str]:
-    """Tensor -> element type of a label's per-dtype atoms (:data:`DTYPE_LABEL`)."""
-    out: dict[str, str] = {}
-    for a in label.split(", ") if label else ():
-        if a.startswith(DTYPE_LABEL):
-            tensor, _, dt = a[len(DTYPE_LABEL):].partition(": ")
-            out[tensor] = dt
-    return out
-
-
-def label_capabilities(atoms) -> frozenset | None:
-    """The compute capabilities a label's per-target atoms (:data:`CAPABILITY_LABEL`) leave (their
-    intersection), None when it has none (every target). ``atoms``: a label or its atoms."""
-    if isinstance(atoms, str):
-        atoms = atoms.split(", ")
-    out: frozenset | None = None
-    for a in atoms:
-        if a.startswith(CAPABILITY_LABEL):
-            caps = frozenset(int(x) for x in a[len(CAPABILITY_LABEL):].split(" ", 1)[0].split("/") if x.isdigit())
-            out = caps if out is None else out & caps
-    return out
 
 
 def restrict(val: Val, label: str) -> Val:
@@ -551,9 +502,27 @@ def _shape_of(value: ast.expr | None) -> ast.expr | None:
 def unpacked_element(value: ast.expr | None, index: int, count: int) -> ast.expr | None:
     """The expression of item ``index`` of ``count`` names unpacked from ``value``: ``q.shape[i]``
     (the rank known: ``count``), ``k.shape[1:]`` -> ``k.shape[1 + i]``, else ``value[i]`` of a
-    call, name, attribute or subscript (a helper returning a tuple). None for other values."""
+    call, name, attribute or subscript (a helper returning a tuple). None for other values.
+
+    The node is built once per ``value`` node and index (kept on ``value``): every walk of the
+    function gets the same node, so definitions grouped or merged by node (``flow._union``, the
+    per-target groups of :meth:`Evaluator._split_by_target`) meet their equals, not a copy."""
     if value is None:
         return None
+    memo = getattr(value, "_tilefit_unpacked_nodes", None)
+    if memo is None:
+        memo = {}
+        try:
+            value._tilefit_unpacked_nodes = memo  # type: ignore[attr-defined]
+        except AttributeError:  # pragma: no cover
+            pass
+    key = (index, count)
+    if key not in memo:
+        memo[key] = _unpacked_node(value, index, count)
+    return memo[key]
+
+
+def _unpacked_node(value: ast.expr, index: int, count: int) -> ast.expr | None:
     shape = _shape_of(value)
     if shape is not None:
         return _shape_element(shape, value, index, count)

@@ -9,7 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tilefit.callsites.values import MOE_CONFIG_LABEL as LABEL  # a label atom's prefix: two different ones never hold together
+from tilefit.callsites.labels import MOE_CONFIG_LABEL as LABEL  # a label atom's prefix: two different ones never hold together
 
 
 def _model(facts) -> Any:
