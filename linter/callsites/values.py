@@ -124,6 +124,7 @@ def _bool_typed(v: Val) -> bool:
     return isinstance(v, RunTimeBool) or isinstance(v, Lit) and isinstance(v.value, bool)
 
 
+_PER_TARGET = object()  # a test answered differently on some targets (Evaluator._test_every_target)
 _UNDECIDED = ("evaluation stopped", "too many branches", "nests too deeply")
 
 
@@ -858,6 +859,10 @@ class Evaluator:
     def _split_by_target(self, frame: Frame, fn, name: str, params) -> Val | None:
         from .flow import PARAM, reaching
 
+        every, differs = self._test_every_target(frame, fn)
+        reaching(fn, name, frame.before_line, every, name in params)
+        if not differs:
+            return None  # every test the walk met answers alike on every target: so do their walks
         groups: dict[tuple, tuple[tuple, list[int]]] = {}
         for c in sorted(self.capabilities):
             defs, alive = reaching(fn, name, frame.before_line, self._test_folder(frame, fn, c), name in params)
@@ -897,6 +902,33 @@ class Evaluator:
             if key is not None and self._exhausted is None:
                 self._locals[key] = hit
         return hit
+
+    def _test_every_target(self, frame: Frame, fn):
+        """A :mod:`.flow` test callback answering for every target at once: the answer the targets'
+        folders (:meth:`_test_folder` with a capability) all give, and a list that becomes non-empty
+        when a test the walk met answers differently on some target (then its answer is None)."""
+        token = frame.token
+        where = fn_key(fn)
+        caps = sorted(self.capabilities)
+        differs: list = []
+
+        def test(node: ast.expr, line: int):
+            key = ("test on every target", where, *node_at(node), line, token)
+            if key in self._locals:
+                out = self._locals[key]
+            else:
+                v = self.expr(Frame(frame.module, fn, dict(frame.bindings), line, frame.depth + 1, token), node)
+                answers = {bool(x.value) if isinstance(x, Lit) else None
+                           for x in ((_on_target(v, c) if isinstance(v, Arms) else v) for c in caps)}
+                out = answers.pop() if len(answers) == 1 else _PER_TARGET
+                if self._exhausted is None:
+                    self._locals[key] = out
+            if out is _PER_TARGET:
+                differs.append(node)
+                return None
+            return out
+
+        return test, differs
 
     def _test_folder(self, frame: Frame, fn, capability: int | None = None):
         """The callback :mod:`.flow` folds an ``if`` test with (memoised per test without bindings);
