@@ -137,6 +137,13 @@ class Estimator:
                 return hit
         return self.engine_model.compile_failure(spec, arch)
 
+    def group_free(self, spec: KernelSpec, arch: str) -> bool:
+        """Whether what this estimator said of ``spec`` on ``arch`` (its estimate, asked before,
+        and its compile failure) holds for every spec of its :attr:`KernelSpec.smem_key`: the
+        engine model's final answer, with no compile of this run to consult. The lint engine then
+        shares a verdict between entries that differ only in the launch-order group."""
+        return not self.engine_kernels and not self._engine_failures and (spec.smem_key, arch) in self._engine_final
+
     def _estimate(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
         if self.engine_kernels and self._engine_has(spec.kernel):
             return self._compile_engine(spec, arch)
@@ -165,8 +172,9 @@ class Estimator:
 
     # -- the engines' kernels ----------------------------------------------------------------------
     def _estimate_engine(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
-        # an answer that is final (the calibration's compile, or a form no compile re-checks) is one
-        # Estimate per (KernelSpec.smem_key, arch): it depends on neither the limit nor the group
+        # an answer that is final (the calibration's compile, or a form no compile re-checks or can
+        # re-check) is one Estimate per (KernelSpec.smem_key, arch): it depends on neither the limit
+        # nor the group
         fkey = (spec.smem_key, arch)
         est = self._engine_final.get(fkey)
         if est is not None:
@@ -201,7 +209,8 @@ class Estimator:
                         return est
                     return self._reference(spec, arch, limit, "compile pending")
                 return self._compile_engine_kernel(source, spec, arch)
-        if est is not None:
+        if est is not None:  # no source to compile (per kernel, engine and release): the form's answer is final
+            self._engine_final[fkey] = est
             return est
         return self._reference(spec, arch, limit, "no calibrated form of the engine's kernel, and its source "
                                                   "is not at hand to compile")
