@@ -325,25 +325,29 @@ class Engine:
                 if variants is None and not (fits and lean):
                     variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
                                                                           meta.engine)
-                if tctx_entry is None:
-                    tctx_entry = EntryContext(fctx, key, entry)
-                tctx = TargetContext(tctx_entry, dev, devices, () if variants is None else variants, est,
-                                     extra_unrunnable=unrunnable)
+                tctx = None  # built for the first rule called (most are answered by the rule memo)
                 found = []
                 if fits:
                     rules = unless_fit  # the rules silent where the variants fit: skipped
                 for rule, facts in rules:
+                    if facts is not None:
+                        # a rule that reads less of the device than its class: once per (entry, those
+                        # facts, whether the class is of extra targets that cannot run the kernel)
+                        rkey = (eid, rule.code, facts, unrunnable)
+                        shared = self._rule_memo.get(rkey)
+                        if shared is not None:
+                            found.extend(shared)
+                            continue
+                    if tctx is None:
+                        if tctx_entry is None:
+                            tctx_entry = EntryContext(fctx, key, entry)
+                        tctx = TargetContext(tctx_entry, dev, devices, () if variants is None else variants, est,
+                                             extra_unrunnable=unrunnable)
                     if facts is None:
                         for f in rule.check(tctx):
                             found.append((rule, f, _finding_key(rule, f)))
                         continue
-                    # a rule that reads less of the device than its class: once per (entry, those facts,
-                    # whether the class is of extra targets that cannot run the kernel)
-                    rkey = (eid, rule.code, facts, unrunnable)
-                    shared = self._rule_memo.get(rkey)
-                    if shared is None:
-                        shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f))
-                                                               for f in rule.check(tctx))
+                    shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                     found.extend(shared)
                 found = self._target_memo[tkey] = tuple(found)
             for rule, finding, fkey in found:
