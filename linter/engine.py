@@ -24,6 +24,8 @@ from .serving.naming import device_for_file_name
 from .dtypes import missing_fp8_type
 from .estimate import EstimatorUnavailable
 from .tables import ConfigTable, batch_size_of
+from . import kernels
+from .parameters import in_domain
 from .variants import dtype_path, kernel_variants
 from tilefit.rules import RULES, Finding, Rule, Scope
 from tilefit.rules.base import ARCH, TARGETS, EntryContext, FileContext, TargetContext, format_targets
@@ -129,6 +131,9 @@ class Engine:
         self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
         self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts, unrunnable) -> findings
         self._variant_memo: dict[tuple, tuple] = {}
+        self._screened: dict[tuple, bool] = {}  # (group-free entry id, class id) -> variants_fit, see _merged_findings
+        self._group_free: dict[int, int] = {}  # entry id -> its group-free id (see _group_free_id)
+        self._group_free_ids: dict[tuple, int] = {}
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}
         self._class_ids: dict[tuple, int] = {}
@@ -293,35 +298,56 @@ class Engine:
         # raises is asked again by the rules): a deferring or analytic estimator never compiles
         screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
             and not getattr(est, "engine_kernels", None)
-        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit in self._class_plan(
+        gid = None
+        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean in self._class_plan(
                 meta.family, target_rules, targets_id, classes, class_ids, flags):
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
             if found is None:
                 vkey = (eid, *vkind)
                 variants = self._variant_memo.get(vkey)
-                if variants is None:
-                    variants = kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
-                    self._variant_memo[vkey] = variants
-                if tctx_entry is None:
-                    tctx_entry = EntryContext(fctx, key, entry)
-                tctx = TargetContext(tctx_entry, dev, devices, variants, est, extra_unrunnable=unrunnable)
+                fits = False
+                if screen and unless_fit is not None:
+                    # whether the variants fit, shared by the entries that differ only in the launch-order
+                    # group where every estimate asked is group-free (Estimator.group_free): such an
+                    # entry's variants are not even built when the rules left read none (``lean``)
+                    if gid is None:
+                        gid = self._group_free_id(meta, entry, eid)
+                    skey = (gid, ck)
+                    fits = self._screened.get(skey)
+                    if fits is None:
+                        if variants is None:
+                            variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
+                                                                                  meta.engine)
+                        fits = variants_fit(est, variants, dev.arch, dev.smem_per_block_optin)
+                        if all(est.group_free(v.spec, dev.arch) for v in variants):
+                            self._screened[skey] = fits
+                if variants is None and not (fits and lean):
+                    variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
+                                                                          meta.engine)
+                tctx = None  # built for the first rule called (most are answered by the rule memo)
                 found = []
-                if screen and unless_fit is not None and variants_fit(est, variants, dev.arch,
-                                                                      dev.smem_per_block_optin):
+                if fits:
                     rules = unless_fit  # the rules silent where the variants fit: skipped
                 for rule, facts in rules:
+                    if facts is not None:
+                        # a rule that reads less of the device than its class: once per (entry, those
+                        # facts, whether the class is of extra targets that cannot run the kernel)
+                        rkey = (eid, rule.code, facts, unrunnable)
+                        shared = self._rule_memo.get(rkey)
+                        if shared is not None:
+                            found.extend(shared)
+                            continue
+                    if tctx is None:
+                        if tctx_entry is None:
+                            tctx_entry = EntryContext(fctx, key, entry)
+                        tctx = TargetContext(tctx_entry, dev, devices, () if variants is None else variants, est,
+                                             extra_unrunnable=unrunnable)
                     if facts is None:
                         for f in rule.check(tctx):
                             found.append((rule, f, _finding_key(rule, f)))
                         continue
-                    # a rule that reads less of the device than its class: once per (entry, those facts,
-                    # whether the class is of extra targets that cannot run the kernel)
-                    rkey = (eid, rule.code, facts, unrunnable)
-                    shared = self._rule_memo.get(rkey)
-                    if shared is None:
-                        shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f))
-                                                               for f in rule.check(tctx))
+                    shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                     found.extend(shared)
                 found = self._target_memo[tkey] = tuple(found)
             for rule, finding, fkey in found:
@@ -339,12 +365,35 @@ class Engine:
         hit = self._merged_memo[mkey] = tuple(out)
         return hit
 
+    def _group_free_id(self, meta, entry: dict, eid: int) -> int:
+        """An id of the entry ``eid`` that leaves out the value of its kernel family's launch-order
+        group (``GROUP_SIZE_M``), besides whether that value is one :func:`tilefit.variants.kernel_variants`
+        launches with (an integer outside its domain makes the entry unlaunchable): two entries
+        of one id launch the same kernels but for the group, which no shared-memory model reads
+        (:attr:`tilefit.kernels.spec.KernelSpec.smem_key`). Memoised per entry id."""
+        hit = self._group_free.get(eid)
+        if hit is None:
+            family = kernels.table(meta.family)
+            group = family.group_name if family is not None else None
+            if group is not None and group in entry:
+                value = entry[group]
+                launched = type(value) is not int or in_domain(meta.family, {group: value})
+                entry = {k: v for k, v in entry.items() if k != group}
+            else:
+                launched = True
+            fkey = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+                    meta.triton_folder, _freeze(entry), launched)
+            ids = self._group_free_ids
+            hit = self._group_free[eid] = ids.setdefault(fkey, len(ids))
+        return hit
+
     def _class_plan(self, family: str, target_rules: list, targets_id: int, classes, class_ids, flags) -> tuple:
         """Per device class of a file's class list: ``(index, class id, first device, devices,
         whether they are extra targets that cannot run the kernel, (rule, Rule.device_facts) of the
         target rules (those of the config family ``family``) that judge it, what its variants are
         memoised by besides the entry, the same rules less those silent where the variants fit
-        (``Rule.silent_when_variants_fit``; None when none is, or the class's limit is unknown))``.
+        (``Rule.silent_when_variants_fit``; None when none is, or the class's limit is unknown),
+        whether none of those reads the variants (``Rule.reads_variants``))``.
         Found once per (family, class list), not per entry."""
         key = (family, targets_id)
         hit = self._class_plans.get(key)
@@ -358,8 +407,9 @@ class Engine:
                 unless_fit = None
                 if dev.smem_per_block_optin is not None and any(r.silent_when_variants_fit for r in rules):
                     unless_fit = tuple((r, f) for r, f in judged if not r.silent_when_variants_fit)
+                lean = unless_fit is not None and not any(r.reads_variants for r, _ in unless_fit)
                 plan.append((i, ck, dev, dclass.devices, unrunnable, judged, (launch_arch_key(dev.arch), dev.vendor),
-                             unless_fit))
+                             unless_fit, lean))
             hit = self._class_plans[key] = tuple(plan)
         return hit
 

@@ -70,6 +70,7 @@ class Estimator:
         self._engine_sources: dict[tuple, object] = {}
         self._engine_source_keys: dict[tuple, tuple | None] = {}  # (kernel, engine, triton) -> a key of the above
         self._engine_failures: dict[tuple, str] = {}
+        self._engine_final: dict[tuple, Estimate] = {}  # see _estimate_engine()
         # deferred compiles (auto): (kind, spec, arch) recorded instead of compiled; see precompile()
         self.defer = False
         self.deferred: dict[tuple, None] = {}
@@ -136,6 +137,13 @@ class Estimator:
                 return hit
         return self.engine_model.compile_failure(spec, arch)
 
+    def group_free(self, spec: KernelSpec, arch: str) -> bool:
+        """Whether what this estimator said of ``spec`` on ``arch`` (its estimate, asked before,
+        and its compile failure) holds for every spec of its :attr:`KernelSpec.smem_key`: the
+        engine model's final answer, with no compile of this run to consult. The lint engine then
+        shares a verdict between entries that differ only in the launch-order group."""
+        return not self.engine_kernels and not self._engine_failures and (spec.smem_key, arch) in self._engine_final
+
     def _estimate(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
         if self.engine_kernels and self._engine_has(spec.kernel):
             return self._compile_engine(spec, arch)
@@ -164,18 +172,27 @@ class Estimator:
 
     # -- the engines' kernels ----------------------------------------------------------------------
     def _estimate_engine(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
+        # an answer that is final (the calibration's compile, or a form no compile re-checks or can
+        # re-check) is one Estimate per (KernelSpec.smem_key, arch): it depends on neither the limit
+        # nor the group
+        fkey = (spec.smem_key, arch)
+        est = self._engine_final.get(fkey)
+        if est is not None:
+            return est
         answer = self.engine_model.answer(spec, arch)
-        est = None
         if answer is not None:
             if answer.compiled:  # the engine's kernel's compiled figure (stored by the calibration)
-                return build_frozen(Estimate, {"shared_bytes": answer.shared_bytes, "estimator": "exact", "arch": arch,
-                                               "status": "exact", "detail": answer.detail, "max_error": None})
+                est = self._engine_final[fkey] = build_frozen(Estimate, {
+                    "shared_bytes": answer.shared_bytes, "estimator": "exact", "arch": arch, "status": "exact",
+                    "detail": answer.detail, "max_error": None})
+                return est
             est = build_frozen(Estimate, {"shared_bytes": answer.shared_bytes, "estimator": "analytic", "arch": arch,
                                           "status": "calibrated" if answer.proven else "uncalibrated",
                                           "detail": answer.detail, "max_error": answer.max_error})
             if not answer.proven and answer.max_error is None:
                 est = None  # a form with no held-out compile on this arch: no error bound, no answer
             elif self.mode == "analytic" or (answer.proven and self.mode != "exact"):
+                self._engine_final[fkey] = est
                 return est
         if self.mode == "exact":  # a compile, always: the engine's kernel where its source is at hand
             source = self._engine_source(spec) if self.exact_available() else None
@@ -192,7 +209,8 @@ class Estimator:
                         return est
                     return self._reference(spec, arch, limit, "compile pending")
                 return self._compile_engine_kernel(source, spec, arch)
-        if est is not None:
+        if est is not None:  # no source to compile (per kernel, engine and release): the form's answer is final
+            self._engine_final[fkey] = est
             return est
         return self._reference(spec, arch, limit, "no calibrated form of the engine's kernel, and its source "
                                                   "is not at hand to compile")

@@ -196,6 +196,10 @@ class Rule:
     # (:func:`tilefit.engine.variants_fit`) and skips every such rule where they fit, instead of
     # calling each (most entries fit most targets).
     silent_when_variants_fit: ClassVar[bool] = False
+    # TARGET rules: False when ``check`` never reads ``TargetContext.variants``; where every rule
+    # the engine still calls on a fitting entry says so, it need not build them (its screen already
+    # knows they fit: see ``Engine._merged_findings``)
+    reads_variants: ClassVar[bool] = True
 
     def __init__(self, options: Mapping[str, Any] | None = None):
         """``options``: validated values of ``[tool.tilefit.rules.CODE]``; the rest default."""

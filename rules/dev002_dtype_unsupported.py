@@ -43,6 +43,7 @@ class DEV002(Rule):
     once_per_file = True
 
     judges_unrunnable_targets = True
+    reads_variants = False  # see Rule.reads_variants
 
     def device_facts(self, device) -> tuple:
         return (device.triton_fp8_dtypes,)  # what check reads of the device

@@ -41,6 +41,8 @@ class THR001(Rule):
                 '"num_warps": 32}}', False),
     )
 
+    reads_variants = False  # see Rule.reads_variants
+
     def device_facts(self, device) -> tuple:
         return (device.vendor, device.warp_size, device.max_threads_per_block)  # what check reads of the device
 

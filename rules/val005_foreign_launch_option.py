@@ -37,6 +37,8 @@ class VAL005(Rule):
                 '"waves_per_eu": 0}}', False),
     )
 
+    reads_variants = False  # see Rule.reads_variants
+
     def device_facts(self, device) -> tuple:
         return (device.vendor,)  # what check reads of the device
 

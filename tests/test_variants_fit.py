@@ -44,3 +44,75 @@ def test_skipping_where_the_variants_fit_changes_no_finding(corpus_files, tmp_pa
     called = _check(paths, tmp_path / "all", monkeypatch, "auto")
     assert {"SMEM001", "EST001"} <= {row["code"] for row in called}
     assert skipped == called
+
+
+def test_the_rules_that_read_no_variants_find_the_same_without_them(corpus_files):
+    """``Rule.reads_variants = False`` is what lets the engine leave a fitting entry's variants
+    unbuilt: those rules' findings on corpus entries are the same with the variants and without."""
+    from tilefit.families import classify
+    from tilefit.rules.base import EntryContext, FileContext, Scope, TargetContext
+    from tilefit.tables import read_table
+    from tilefit.device_db import load_database
+    from tilefit.estimate import Estimator
+
+    lean = [cls(None) for cls in RULES.values() if cls.scope is Scope.TARGET and not cls.reads_variants]
+    assert sorted(r.code for r in lean) == ["DEV002", "THR001", "VAL005"]
+    db, est = load_database(), Estimator("analytic")
+    devices = [db.get(k) for k in ("rtx3090", "rtx4090", "rtx5090", "mi300x", "h100-sxm")]
+    compared = 0
+    for path in corpus_files[::25]:
+        meta = classify(str(path))
+        table = read_table(str(path), meta=meta)
+        if table.doc is None or not isinstance(table.value, dict) or not meta.is_triton_table:
+            continue
+        fctx = FileContext(table=table, db=db, named_device=None, engine=meta.engine)
+        for key, entry in list(table.live_entries())[:4]:
+            ectx = EntryContext(fctx, key, entry)
+            for dev in devices:
+                variants = engine_module.kernel_variants(meta, entry, dev.arch, dev.vendor, meta.engine)
+                for rule in lean:
+                    with_ = list(rule.check(TargetContext(ectx, dev, (dev,), variants, est)))
+                    without = list(rule.check(TargetContext(ectx, dev, (dev,), (), est)))
+                    assert with_ == without, (rule.code, path.name, key)
+                    compared += bool(variants)
+    assert compared > 500
+
+
+def test_entries_that_differ_only_in_the_group_share_one_screen(corpus, tmp_path, monkeypatch):
+    """A table whose entries come in copies that differ only in ``GROUP_SIZE_M`` (one copy's value
+    outside its domain: not launched, VAL003) gets the findings of a run that shares nothing,
+    building fewer variants."""
+    import json
+
+    src = next(corpus.rglob("E=8,N=7168,device_name=NVIDIA_H100_80GB_HBM3.json"))
+    doc = json.loads(src.read_text(encoding="utf-8"))
+    rows = {k: v for k, v in doc.items() if isinstance(v, dict)}
+    out, n = {}, 1
+    for entry in rows.values():
+        for group in (0, entry["GROUP_SIZE_M"], 1, 32):  # the unlaunched copy first
+            out[str(n)] = dict(entry, GROUP_SIZE_M=group)
+            n += 1
+    table = tmp_path / "t" / src.name
+    table.parent.mkdir()
+    table.write_text(json.dumps(out, indent=4), encoding="utf-8")
+    real = engine_module.kernel_variants
+    built = []
+
+    def counted(*args):
+        built.append(args[1])
+        return real(*args)
+
+    monkeypatch.setattr(engine_module, "kernel_variants", counted)
+    shared = _check([table], tmp_path / "shared", monkeypatch, "auto")
+    shared_built = len(built)
+    built.clear()
+    # each entry its own screen: nothing shared between copies
+    monkeypatch.setattr(engine_module.Engine, "_group_free_id", lambda self, meta, entry, eid: ("alone", eid))
+    alone = _check([table], tmp_path / "alone", monkeypatch, "auto")
+    assert shared == alone
+    assert shared_built < len(built)
+    codes = {(row["pointer"], row["code"]) for row in shared}
+    assert {"SMEM001", "VAL003"} <= {c for _, c in codes}
+    for p, c in codes:  # an unlaunched copy is never judged for shared memory
+        if c == "SMEM001":
+            assert out[p.split("/")[1]]["GROUP_SIZE_M"] != 0

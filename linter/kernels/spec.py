@@ -77,10 +77,26 @@ class KernelSpec:
             return NotImplemented
         return self._fields_key() == other._fields_key()
 
+    @property
+    def smem_key(self) -> tuple:
+        """The fields with the family's launch-order constexpr (``GROUP_SIZE_M``:
+        :attr:`KernelFamily.group_name`) left out of the tile: it orders the program ids, and no
+        closed form, calibration point or failure rule of the shared-memory models reads it, so
+        the engine model's answers are shared across it (two tables' entries that differ only
+        there are one question). Built once per object."""
+        k = self.__dict__.get("_smem_key")
+        if k is None:
+            group = registry.get(self.kernel).group_name
+            tile = self.tile if group is None else tuple(p for p in self.tile if p[0] != group)
+            k = (self.kernel, self.dtype, tile, self.num_warps, self.num_stages, self.quant, self.block_shape,
+                 self.problem, self.swap_ab, self.kv_dtype, self.extra, self.engine, self.triton)
+            object.__setattr__(self, "_smem_key", k)
+        return k
+
     def __getstate__(self) -> dict:
         # a string's hash differs between processes: the cached hash never travels with a pickle
-        # (nor the fields' tuple, rebuilt when asked)
-        return {k: v for k, v in self.__dict__.items() if k != "_hash" and k != "_key"}
+        # (nor the fields' tuples, rebuilt when asked)
+        return {k: v for k, v in self.__dict__.items() if k not in _MEMO_ATTRS}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
@@ -119,6 +135,7 @@ class KernelSpec:
         d.pop("_reference", None)
         d.pop("_hash", None)
         d.pop("_key", None)
+        d.pop("_smem_key", None)
         d.update(changes)
         return new
 
@@ -174,6 +191,7 @@ def make_spec(kernel: str, dtype: str, tile: Mapping[str, int], **kwargs) -> Ker
 
 
 _DEFAULTS = {f.name: f.default for f in fields(KernelSpec)}
+_MEMO_ATTRS = frozenset(("_hash", "_key", "_smem_key"))
 _FIELDS = frozenset(_DEFAULTS)
 
 

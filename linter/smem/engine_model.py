@@ -506,8 +506,9 @@ class EngineModel:
         very point when it made one, else the form (``forms_only``: the form, always -- what the
         proof test checks on the held-out points). A group the release's own file has no form for
         is answered by the next release of :meth:`forms_chain`, not proven, with the probe's
-        figures of the difference."""
-        key = (spec, arch, forms_only)
+        figures of the difference. Memoised per :attr:`KernelSpec.smem_key` (specs that differ
+        only in the launch-order group get one answer)."""
+        key = (spec.smem_key, arch, forms_only)
         out = self._answers.get(key, _MISSING)
         if out is not _MISSING:
             return out
@@ -738,10 +739,10 @@ class EngineModel:
         """The compiler's words when the engine's kernel is known not to compile ``spec`` on ``arch``
         (a point of the calibration, or its failure rule for this arch and dtype path). Memoised per
         (spec, arch), as :meth:`answer` is: the fix planner asks for the same candidates again and
-        again."""
+        again; per :attr:`KernelSpec.smem_key`, as :meth:`answer` is."""
         if not spec.engine:
             return None
-        key = (spec, arch)
+        key = (spec.smem_key, arch)
         try:
             return self._failures[key]
         except KeyError:
