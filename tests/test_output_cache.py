@@ -114,3 +114,22 @@ def test_a_diagnostic_that_is_no_tables_counts_whole():
     assert digest(entry) != digest(_diag("t.json", "/16", span=Span(Position(2, 1), Position(2, 5), 9, 13)))
     assert digest(entry) != digest(entry, site)
     assert outputcache.inputs_digest(SimpleNamespace(cache_key=None), "x") is None
+
+
+def test_a_kept_html_page_parses_no_table(cli, table, tmp_path, monkeypatch):
+    """A warm html run whose page is kept reads the tables' bytes and parses none (the report
+    parses them only when it draws the page); a page drawn from the result cache's unparsed
+    tables (the cache filled by a json run) is the fresh one."""
+    from tilefit.jsonpos import JsonDocument
+
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    fresh = _report(cli, table, "html", tmp_path / "o.html", "--no-cache")
+    _report(cli, table, "json", tmp_path / "cold.json")
+    assert _report(cli, table, "html", tmp_path / "o.html") == fresh  # results cached, page not yet
+    assert list((tmp_path / "cache" / "results").glob("*.page"))
+
+    def parse(data):
+        raise AssertionError("parsed a table although the page is kept")
+
+    monkeypatch.setattr(JsonDocument, "parse", staticmethod(parse))
+    assert _report(cli, table, "html", tmp_path / "o.html") == fresh

@@ -156,7 +156,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     # read the plans behind them, which the cache keeps beside the results (tilefit.fix.stored)
     opts.cache_fixes = opts.fix
     opts.cache_plans = opts.fix and (needs.human_text or needs.result)
-    opts.parse_hits = needs.result  # the html report draws every table's entries
+    # (a cache hit's table stays unparsed: the html report parses the tables when it draws them)
     from tilefit.progress import for_terminal
 
     opts.progress = False if quiet or from_stdin else for_terminal(sys.stderr)
