@@ -156,7 +156,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
     # read the plans behind them, which the cache keeps beside the results (tilefit.fix.stored)
     opts.cache_fixes = opts.fix
     opts.cache_plans = opts.fix and (needs.human_text or needs.result)
-    opts.parse_hits = needs.result  # the html report draws every table's entries
+    # (a cache hit's table stays unparsed: the html report parses the tables when it draws them)
     from tilefit.progress import for_terminal
 
     opts.progress = False if quiet or from_stdin else for_terminal(sys.stderr)
@@ -269,19 +269,37 @@ def render(result, fmt: str, output_file: str | None, statistics: bool, quiet: b
                                 root=str(result.root) if result.root is not None else None,
                                 command=command_line(),
                                 color=reporter.needs.human_text and use_color(color, stream))
-            if reporter.needs.sources:
-                ctx.sources = {p: (t.doc.text if t.doc is not None else t.data.decode("utf-8", "replace"))
-                               for p, t in result.tables.items()}
-            if reporter.needs.result:
-                ctx.result = result
-                ctx.fix_result = fix_result
-            from tilefit.api import collector_paused
+            digest = text = None
+            if reporter.needs.kept and fix_result is None:  # the text an earlier run made from the same inputs
+                from tilefit.reporters import outputcache
 
-            # the report's rows (and the html page's audit) are many young objects next to the
-            # check's whole heap: a collection during the render walked all of it and found
-            # nothing to free (a fifth of a warm html run, a seventh of a cold sarif one)
-            with collector_paused():
-                reporter.render(result.diagnostics, stream, ctx)
+                digest = outputcache.report_digest(result, fmt, ctx)
+                text = outputcache.load(result, fmt, digest) if digest is not None else None
+            if text is not None:
+                stream.write(text)
+            else:
+                if reporter.needs.sources:
+                    ctx.sources = {p: (t.doc.text if t.doc is not None else t.data.decode("utf-8", "replace"))
+                                   for p, t in result.tables.items()}
+                if reporter.needs.result:
+                    ctx.result = result
+                    ctx.fix_result = fix_result
+                from tilefit.api import collector_paused
+
+                out = stream
+                if digest is not None:
+                    import io
+
+                    out = io.StringIO()
+                # the report's rows (and the html page's audit) are many young objects next to the
+                # check's whole heap: a collection during the render walked all of it and found
+                # nothing to free (a fifth of a warm html run, a seventh of a cold sarif one)
+                with collector_paused():
+                    reporter.render(result.diagnostics, out, ctx)
+                if digest is not None:
+                    text = out.getvalue()
+                    stream.write(text)
+                    outputcache.store(result, fmt, digest, text)
         if not quiet and reporter.needs.human_text and not statistics:
             for line in summary_lines if summary_lines is not None else [summary(result)]:
                 stream.write(line + "\n")

@@ -25,6 +25,9 @@ class Needs:
     fix_ranking: bool = False  # fixes ranked by the performance model (else the nearest that fits)
     human_text: bool = False  # a report for people: the summary and hint lines follow it on its stream
     result: bool = False  # ctx.result: the whole CheckResult (tables, entries, the planner's fix plans)
+    # the text is a function of the diagnostics, the tables' bytes and the context's settings (not
+    # of ctx.result or ctx.command): kept beside the run's results (tilefit.reporters.outputcache)
+    kept: bool = False
 
 
 @dataclass(frozen=True)

@@ -26,4 +26,4 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
         stream.write("\n")
 
 
-REPORTER = Reporter(render, Needs(sources=True, fixes=True, fix_ranking=True, human_text=True))
+REPORTER = Reporter(render, Needs(sources=True, fixes=True, fix_ranking=True, human_text=True, kept=True))

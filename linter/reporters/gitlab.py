@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tilefit.paths import project_path
 
-from .common import ROWS, RenderContext, Reporter, write_json
+from .common import ROWS, Needs, RenderContext, Reporter, write_json
 
 _SEVERITY = {"error": "major", "warning": "minor", "info": "info"}
 
@@ -27,4 +27,4 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
     write_json(ROWS, stream, rows)
 
 
-REPORTER = Reporter(render)
+REPORTER = Reporter(render, Needs(kept=True))

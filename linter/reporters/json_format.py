@@ -64,4 +64,4 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
     write_json(ROWS, stream, [diagnostic_to_json(d) for d in diagnostics])
 
 
-REPORTER = Reporter(render, Needs(fixes=True, fix_ranking=True))
+REPORTER = Reporter(render, Needs(fixes=True, fix_ranking=True, kept=True))

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from urllib.parse import quote, quote_from_bytes
 
-from .common import ROWS, RenderContext, Reporter, rule_url, write_json
+from .common import ROWS, Needs, RenderContext, Reporter, rule_url, write_json
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -115,4 +115,4 @@ def render(diagnostics, stream, ctx: RenderContext) -> None:
     write_json(doc, stream, results)
 
 
-REPORTER = Reporter(render)
+REPORTER = Reporter(render, Needs(kept=True))

@@ -59,6 +59,7 @@ def render(diagnostics, stream, ctx) -> None:
         if page is not None:
             stream.write(page)
             return
+        result = _parsed(result)
     audit = build_check_audit(result, command=command, tool_version=ctx.tool_version, applied=applied)
     if digest is None or (audit.meta.get("estimator") != "analytic"
                           and any(n.verdict == UNCHECKED for n in audit.needs.values())):
@@ -67,6 +68,24 @@ def render(diagnostics, stream, ctx) -> None:
     page = render_page(audit.to_json(), audit.title, generator=audit.meta.get("tool") or "tilefit")
     stream.write(page)
     pagecache.store(result, digest, page, command, audit.meta["generated"])
+
+
+def _parsed(result):
+    """The check result with every table parsed: a result cache hit's table is only its bytes
+    (a warm run whose page is kept parses nothing), the audit draws every entry."""
+    tables = result.tables
+    unparsed = [p for p, t in tables.items() if t.doc is None and t.error is None and t.read_error is None]
+    if not unparsed:
+        return result
+    from dataclasses import replace
+
+    from tilefit.tables import read_table
+
+    tables = dict(tables)
+    for path in unparsed:
+        t = tables[path]
+        tables[path] = read_table(path, meta=t.meta, data=t.data)
+    return replace(result, tables=tables)
 
 
 def _after_fixes(result, fix_result):

@@ -31,27 +31,12 @@ FORMAT = b"tilefit-page 1"
 
 
 def page_digest(result, tool_version: str) -> str | None:
-    """The digest the page of ``result`` is stored under; None when the run used no result
+    """The digest the page of ``result`` is stored under (what the report caches share:
+    :func:`tilefit.reporters.outputcache.inputs_digest`); None when the run used no result
     cache (its ``cache_key``: nothing names its configuration)."""
-    key = getattr(result, "cache_key", None)
-    if not key:
-        return None
-    h = hashlib.sha256()
-    h.update(f"{key}\0{tool_version}\0{result.files_checked}\0".encode())
-    tables = result.tables
-    for path in sorted(tables):
-        table = tables[path]
-        data = table.data if isinstance(table.data, bytes) else b""
-        h.update(f"\0{path}\0{table.meta!r}\0{table.read_error!r}\0{len(data)}\0".encode("utf-8", "surrogatepass"))
-        h.update(data)
-    parts = []
-    for d in result.diagnostics:
-        fix = d.fix
-        parts.append(f"{d.path}\1{d.code}\1{d.pointer}\1{d.target}\1{d.severity.value}\1{d.fingerprint}\1"
-                     f"{d.message}\1{fix.title if fix is not None else ''}\1"
-                     f"{int(fix.applicability) if fix is not None else ''}")
-    h.update("\2".join(parts).encode("utf-8", "surrogatepass"))
-    return h.hexdigest()
+    from ..outputcache import inputs_digest
+
+    return inputs_digest(result, "page", tool_version)
 
 
 def _mark(command: str | None, generated: str) -> str:
@@ -60,10 +45,9 @@ def _mark(command: str | None, generated: str) -> str:
 
 
 def _file(key: str) -> Path | None:
-    from tilefit.cachedir import cache_root
+    from ..outputcache import cache_file
 
-    root = cache_root()
-    return root / "results" / f"{key}.page" if root is not None else None
+    return cache_file(key, ".page")
 
 
 def load(result, digest: str, command: str | None, generated: str) -> str | None:
