@@ -223,6 +223,61 @@ def test_device_file_overrides_defaults(tmp_path, monkeypatch, h200, db):
     assert load_coefficients(db.get("rtx4090"))["mma_efficiency"] == load_coefficients()["mma_efficiency"]
 
 
+def test_coefficients_are_merged_once_per_device_until_the_files_change(tmp_path, monkeypatch, h200, db):
+    """One merged object per device while the files stay (the model's per-device memos key on its
+    identity, so ``predict`` without coefficients builds a shape's statics once); a new file, by
+    ``$TILEFIT_PERF_MODEL_PATH`` or written by calibrate, gives a new merge with its values."""
+    from tilefit.perf import model
+
+    assert load_coefficients(h200) is load_coefficients(h200)
+    assert load_coefficients(h200) is not load_coefficients(db.get("rtx4090"))
+    assert load_coefficients(h200).values == coeff_mod._merge(coeff_mod.coefficient_files(), h200).values
+    shape = qwen3("bf16", 48)
+    before = len(model._STATIC)
+    times = [predict(cfg(f"{bm}/128/64/G1/w4/s3"), shape, h200).time_us for bm in (16, 32, 64, 128)]
+    assert len(model._STATIC) <= before + 1  # one entry for the shape and device, not one per call
+    c = load_coefficients(h200)
+    assert times == [predict(cfg(f"{bm}/128/64/G1/w4/s3"), shape, h200, c).time_us for bm in (16, 32, 64, 128)]
+    write_coefficients(tmp_path / "device-h200.json", {"mma_efficiency": 0.123}, {"method": "test"}, device="h200")
+    monkeypatch.setenv(coeff_mod.ENV_VAR, str(tmp_path))
+    mine = load_coefficients(h200)
+    assert mine is not c and mine["mma_efficiency"] == 0.123 and c["mma_efficiency"] != 0.123
+    write_coefficients(tmp_path / "device-h200.json", {"mma_efficiency": 0.456}, {"method": "test"}, device="h200")
+    assert load_coefficients(h200)["mma_efficiency"] == 0.456  # calibrate's write drops the files read
+
+
+def test_the_default_shared_memory_is_asked_once_per_point_until_the_model_changes(monkeypatch, db):
+    """``predict`` without ``smem_bytes`` asks the analytic model once per kernel, dtype path,
+    engine, arch and config values (a search predicts each candidate at many batch sizes), the
+    same answer as asking afresh; a new model (``forget_models``: a calibration wrote forms) is
+    asked again."""
+    from tilefit.kernels import spec as spec_mod
+    from tilefit.perf import model
+    from tilefit.smem.analytic import forget_models
+
+    made = []
+    real = spec_mod.make_spec
+    monkeypatch.setattr(spec_mod, "make_spec", lambda *a, **k: made.append(a) or real(*a, **k))
+    devices = [db.get(k) for k in ("h200", "rtx4090", "mi300x")]
+    configs = [cfg(t) for t in ("16/64/128/G1/w4/s3", "64/128/64/G16/w8/s4", "128/256/128/G16/w8/s2")]
+    shapes = [qwen3("fp8_w8a8", 1), qwen3("fp8_w8a8", 4096), qwen3("bf16", 64),
+              GemmShape("block_gemm", "fp8_w8a8", 256, n=7168, k=2304, block_shape=(128, 128))]
+    points = [(c, s, d) for d in devices for s in shapes for c in configs]
+    model._SMEM.clear()
+    first = [model._smem_default(*p) for p in points]
+    asked = len(made)
+    assert 0 < asked < len(first)  # the fused_moe fp8 tables at M=1 and M=4096 share their points
+    assert [model._smem_default(*p) for p in points] == first
+    assert len(made) == asked
+    assert any(first) and first.count(None) < len(first)
+    model._SMEM.clear()
+    assert [model._smem_default(*p) for p in reversed(points)] == first[::-1]  # afresh, another order
+    forget_models()
+    made.clear()
+    assert [model._smem_default(*p) for p in points] == first
+    assert len(made) == asked
+
+
 def test_bad_coefficient_files(tmp_path, monkeypatch):
     with pytest.raises(CoefficientError):
         write_coefficients(tmp_path / "x.json", {"mma_efficency": 0.9}, {"method": "typo"}, device="h200")

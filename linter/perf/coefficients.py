@@ -177,9 +177,29 @@ def _files(extra: tuple[str, ...], env: str = "") -> tuple[CoefficientFile, ...]
     return tuple(files)
 
 
+_MERGED: dict[tuple, tuple] = {}  # (id of _files' answer, device key, arch) -> (that answer, Coefficients)
+
+
 def load_coefficients(device=None, extra_files: Iterable[str | os.PathLike] = ()) -> Coefficients:
-    """The coefficients for ``device`` (a ``device_db.Device``; None: the defaults)."""
+    """The coefficients for ``device`` (a ``device_db.Device``; None: the defaults).
+
+    Memoised on the files read (:func:`_files`' answer, held so its id is not reused) and the two
+    facts a file matches on (the device's key and arch): one merged object per device while the
+    files stay, so the model's per-device memos (keyed on the coefficients' identity) hit when a
+    caller passes none (``predict(config, shape, device)``)."""
     files = _files(tuple(str(p) for p in extra_files), os.environ.get(ENV_VAR, ""))
+    key = (id(files), None if device is None else (device.key, getattr(device, "arch", None)))
+    hit = _MERGED.get(key)
+    if hit is not None and hit[0] is files:
+        return hit[1]
+    merged = _merge(files, device)
+    if len(_MERGED) > 1024:
+        _MERGED.clear()
+    _MERGED[key] = (files, merged)
+    return merged
+
+
+def _merge(files: tuple[CoefficientFile, ...], device) -> Coefficients:
     values: dict[str, float] = {}
     origin: dict[str, str] = {}
     # stable sort: layer order, and within a layer bundled before user files

@@ -160,8 +160,14 @@ def peak_tflops(device, dtype: str, c: Coefficients) -> float:
     return c["default_tensor_tflops"] * _PEAK_SCALE.get(dtype, 1.0)
 
 
+_SMEM: dict[tuple, tuple] = {}  # what _smem_default reads -> (family, model, its answer)
+
+
 def _smem_default(config: Mapping, shape: GemmShape, device) -> int | None:
-    """Shared memory from the analytic model when the caller has no estimator."""
+    """Shared memory from the analytic model when the caller has no estimator. Memoised on what
+    it reads (the shape's kernel, dtype path, block shape and engine, the arch, the config's
+    values), checked against the family and model it asked (a registry change or a new
+    calibration gives new objects): a search predicts the same candidates at many batch sizes."""
     try:
         from tilefit import kernels
         from tilefit.kernels.spec import make_spec
@@ -172,15 +178,27 @@ def _smem_default(config: Mapping, shape: GemmShape, device) -> int | None:
     family = kernels.find(shape.kernel)
     if family is None:
         return None
+    try:
+        model = load_model()
+    except (ModelError, ValueError, KeyError):
+        return None
+    key = (shape.kernel, shape.dtype, shape.block_shape, shape.engine, device.arch, bm, bn, bk, g, w, s)
+    hit = _SMEM.get(key)
+    if hit is not None and hit[0] is family and hit[1] is model:
+        return hit[2]
     quant, block = family.default_quant(shape.dtype, shape.block_shape)
     swap = family.can_swap_ab and swaps_ab(shape.engine, shape.dtype, device.arch, bm, bn)
     try:
         spec = make_spec(shape.kernel, shape.dtype,
                          {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": g},
                          num_warps=w, num_stages=s, quant=quant, block_shape=block, swap_ab=swap)
-        return load_model().estimate(spec, device.arch).shared_bytes
+        answer = model.estimate(spec, device.arch).shared_bytes
     except (ModelError, ValueError, KeyError):
-        return None
+        answer = None
+    if len(_SMEM) > 100000:
+        _SMEM.clear()
+    _SMEM[key] = (family, model, answer)
+    return answer
 
 
 def _can_swap(kernel: str) -> bool:

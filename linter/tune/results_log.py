@@ -33,6 +33,7 @@ class MeasurementLog:
         self.records = 0  # readable records found on open
         self.skipped = 0  # lines that could not be read (a torn last line)
         self._samples: dict[tuple, list] = {}
+        self._real: dict[str, str] = {}  # table as asked -> its real path (a search asks per candidate)
         self._fh = None
         self._starts_line = True
         if path and os.path.exists(path):
@@ -60,10 +61,16 @@ class MeasurementLog:
                 shape: Mapping | None = None) -> list:
         """The logged timings of ``config`` in the entry (``table``, ``M``), in the order they were
         taken (index n = the n-th timing); records of another device or shape are left out."""
+        real = self._real.get(table)
+        if real is None:
+            real = self._real[table] = os.path.realpath(table)
+        logged = self._samples.get((real, int(M), config))
+        if not logged:
+            return []
         want_shape = _shape_key(shape)
         by_n: dict[int, float | None] = {}
         count = 0
-        for n, time_us, dev, shp in self._samples.get((os.path.realpath(table), int(M), config), ()):
+        for n, time_us, dev, shp in logged:
             if device is not None and dev is not None and dev != device:
                 continue
             if want_shape is not None and shp is not None and shp != want_shape:

@@ -260,16 +260,16 @@ def model_order(candidates: Sequence[Mapping], gemm, device, default: Mapping | 
     default's predicted DRAM share; :mod:`tilefit.fix.planner`), so the first timings go to
     the configs the GPU-free fixer would pick and their neighbours."""
     from tilefit.fix.planner import DEFAULT_TRUST
-    from tilefit.perf.model import predict
+    from tilefit.perf.model import predict, predict_time
 
     from .search import steps
 
-    preds = [predict(c, gemm, device) for c in candidates]
+    times = [predict_time(c, gemm, device) for c in candidates]
     if default is None:
-        return tuple(p.time_us for p in preds)
+        return tuple(times)
     p0 = predict(default, gemm, device)
     k = (DEFAULT_TRUST if trust is None else trust) * min(1.0, p0.dram_us / max(p0.time_us, 1e-9))
-    return tuple(p.time_us * (1.0 + k * steps(default, c)) for p, c in zip(preds, candidates))
+    return tuple(t * (1.0 + k * steps(default, c)) for t, c in zip(times, candidates))
 
 
 def plan_jobs(table, engine, target, local, opts: TuneOptions, log: MeasurementLog) -> list[Job]:
