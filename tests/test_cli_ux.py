@@ -120,6 +120,24 @@ def test_name001_has_no_double_negative(tmp_path):
     assert d.message.startswith("neither SGLang nor vLLM loads a file of this name")
 
 
+def test_name001_when_the_folder_names_the_engine_that_never_loads_the_file(tmp_path):
+    """A table in vLLM's configs folder with SGLang's spaced block_shape: judged as SGLang's (the
+    name's mark), and vLLM, which asks for ``block_shape=[128,128]``, never loads it."""
+    name = "E=64,N=1536,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8,block_shape=[{}].json"
+    found = {}
+    for engine, shape in (("vllm", "128, 128"), ("vllm", "128,128"), ("sglang", "128, 128")):
+        folder = tmp_path / engine / shape.replace(", ", "_") / engine / "configs"
+        folder.mkdir(parents=True)
+        path = folder / name.format(shape)
+        path.write_text("{}")
+        found[engine, shape] = [d.message for d in
+                                run_check([str(path)], CheckOptions(select=["NAME001"]), Settings()).diagnostics]
+    assert found["vllm", "128, 128"] == [
+        "the file is in a vllm folder, but vllm never loads a file of this name: vLLM writes block_shape without a "
+        "space ([128,128]) (judged as a sglang table, the engine its name points to)"]
+    assert found["vllm", "128,128"] == [] and found["sglang", "128, 128"] == []
+
+
 def test_fix_margin_help_names_the_setting(cli):
     r = cli("check", "--help")
     assert "[default: `fix-margin` in [tool.tilefit], else 0]" in " ".join(r.output.split())
