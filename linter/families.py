@@ -73,6 +73,9 @@ class TableMeta:
     down: bool = False
     backend: str | None = None
     triton_folder: tuple[int, int, int] | None = None  # SGLang's configs/triton_X_Y_Z folder
+    # the engine the folders name (sglang/, vllm-0.33.0/) where the name's marks point to the other
+    # one (the name decides `engine`; NAME001 says when the folder's engine never loads the file)
+    path_engine: str | None = None
     problems: tuple[str, ...] = field(default=())  # grammar defects found in the name
 
     @property
@@ -277,5 +280,6 @@ def classify(path: str | PurePath) -> TableMeta | None:
         down=down,
         backend=values.get("backend"),
         triton_folder=folder,
+        path_engine=path_engine if path_engine not in (None, engine) else None,
         problems=tuple(problems),
     )

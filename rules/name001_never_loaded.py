@@ -18,7 +18,9 @@ class NAME001(Rule):
     vLLM block-GEMM tables with ``dtype=int8_w8a8``; SGLang block-shape tables without dtype;
     ``block_shape`` spacing of the other engine; H200 variants other than ``NVIDIA_H200`` in
     vLLM MoE tables; spaces in device names. When the engine cannot be told from the path,
-    the file is reported only if neither engine loads it.
+    the file is reported only if neither engine loads it. A file in one engine's folder whose name
+    points to the other (SGLang's spaced ``block_shape`` in vLLM's ``configs/``) is judged as the
+    name's engine's table, and reported when the folder's engine never loads it.
 
     ## Why is this bad?
     The engine silently falls back to its default config (or another Triton version's file),
@@ -44,3 +46,11 @@ class NAME001(Rule):
             reasons = sorted({r for rs in per_engine.values() for r in rs})
             who = f"{ctx.engine} never loads" if ctx.engine else "neither SGLang nor vLLM loads"
             yield Finding(f"{who} a file of this name: {'; '.join(reasons)}", identity=meta.stem)
+            return
+        folder = meta.path_engine  # the folder names the other engine than the name does
+        if folder and ctx.engine and folder != ctx.engine:
+            reasons = dead_reasons(meta, folder)
+            if reasons:
+                yield Finding(f"the file is in a {folder} folder, but {folder} never loads a file of this name: "
+                              f"{'; '.join(reasons)} (judged as a {ctx.engine} table, the engine its name "
+                              "points to)", identity=meta.stem)

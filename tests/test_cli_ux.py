@@ -39,7 +39,10 @@ def test_stdin_with_a_filename_is_checked_like_the_file(cli, table):
     on_disk = cli("check", table, "--isolated", "-t", "rtx4090", "--estimator", "analytic")
     r = cli("check", "-", "--stdin-filename", str(table), "--isolated", "-t", "rtx4090", "--estimator", "analytic",
             input=OVER)
-    assert r.exit_code == 1 and r.stdout == on_disk.stdout
+    # the same report, less the hint to run --fix (refused on stdin: there is no file to rewrite)
+    hint = "Run `tilefit check --fix`"
+    assert hint in on_disk.stdout and hint not in r.stdout
+    assert r.exit_code == 1 and r.stdout.splitlines() == [ln for ln in on_disk.stdout.splitlines() if hint not in ln]
     assert cli("check", "-", "--isolated", input=OVER).exit_code == 2  # no name: no engine, no device
     r = cli("check", "-", "--stdin-filename", "notes.txt", "--isolated", input="x")
     assert r.exit_code == 2 and "not a tuning-config file name" in r.output
@@ -115,6 +118,24 @@ def test_name001_has_no_double_negative(tmp_path):
     path.write_text("{}")
     (d,) = run_check([str(path)], CheckOptions(select=["NAME001"]), Settings()).diagnostics
     assert d.message.startswith("neither SGLang nor vLLM loads a file of this name")
+
+
+def test_name001_when_the_folder_names_the_engine_that_never_loads_the_file(tmp_path):
+    """A table in vLLM's configs folder with SGLang's spaced block_shape: judged as SGLang's (the
+    name's mark), and vLLM, which asks for ``block_shape=[128,128]``, never loads it."""
+    name = "E=64,N=1536,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8,block_shape=[{}].json"
+    found = {}
+    for engine, shape in (("vllm", "128, 128"), ("vllm", "128,128"), ("sglang", "128, 128")):
+        folder = tmp_path / engine / shape.replace(", ", "_") / engine / "configs"
+        folder.mkdir(parents=True)
+        path = folder / name.format(shape)
+        path.write_text("{}")
+        found[engine, shape] = [d.message for d in
+                                run_check([str(path)], CheckOptions(select=["NAME001"]), Settings()).diagnostics]
+    assert found["vllm", "128, 128"] == [
+        "the file is in a vllm folder, but vllm never loads a file of this name: vLLM writes block_shape without a "
+        "space ([128,128]) (judged as a sglang table, the engine its name points to)"]
+    assert found["vllm", "128,128"] == [] and found["sglang", "128, 128"] == []
 
 
 def test_fix_margin_help_names_the_setting(cli):

@@ -389,3 +389,16 @@ def test_the_text_header_says_what_it_assumed_and_counts_in_words(cli):
     r = cli("doctor", "--shape", "kv_lora_rank=512,qk_rope_head_dim=64,heads=128", "-t", "rtx5090",
             "--engine", "vllm", "--estimator", "analytic")
     assert "128 heads" in r.output
+
+
+def test_the_triton_folder_is_named_by_its_version_and_the_help_lists_every_exit(cli):
+    """The folder doctor probes first is that of the Triton it judges for: the installed one,
+    --triton-version's or the profile's (it said "installed Triton's folder" for all three); and the
+    help names the exits an engine failure (1) and an unwritable --write folder (2) give."""
+    r = cli("doctor", QWEN_FP8, "-t", "rtx4090", "--engine", "sglang", "--triton-version", "3.7.1")
+    assert "triton_3_7_1/E=128,N=768,device_name=NVIDIA_GeForce_RTX_4090,dtype=fp8_w8a8.json (the folder of " \
+           "Triton 3.7.1)" in r.output, r.output
+    assert "installed Triton's folder" not in r.output
+    help_text = " ".join(cli("doctor", "--help").output.split())
+    assert "1 a kernel overflows shared memory (or the engine fails before launching it" in help_text
+    assert "or a --write folder that cannot be written" in help_text

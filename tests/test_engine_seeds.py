@@ -117,3 +117,34 @@ def test_probe_of_vllms_mla_names_where_each_figure_comes_from_once():
     assert "kv=fp8: fits num_stages 1; overflows num_stages 2, 3, 4" in r.output, r.output
     sources = r.output.split("figures from:", 1)[1]
     assert "vllm 0.33.0 _fwd_grouped_kernel_stage1" in sources and "exact (exact)" not in sources, sources
+
+
+def test_doctor_judges_sglangs_use_tma_entries_with_the_tma_kernel():
+    """Issue 17: SGLang's H100 bf16 table (E=128,N=768, Qwen3-30B-A3B) sets ``"USE_TMA": true``
+    at M >= 3585; SGLang pops the key and launches its TMA kernel, which needs 196640 B where the
+    pointer kernel needs 196608. doctor judged the entry with the key dropped (196608)."""
+    qwen = Path(__file__).parent / "fixtures" / "doctor" / "qwen3-30b-a3b-bf16"
+    r = run("doctor", qwen, "--target", "h100", "--engine", "sglang", "--triton-version", "3.7.1",
+            "--batch-sizes", "3000,4000", "--estimator", "analytic", "--output-format", "json")
+    assert r.exit_code == 0, r.output
+    kernels = {k["role"]: k for k in json.loads(r.output)["sections"][0]["kernels"]}
+    for role in ("moe_up", "moe_down"):  # the _down table sets USE_TMA at 4096 too (A and B through TMA)
+        plain, tma = kernels[role]["rows"]
+        assert plain["shared_bytes"] == 196608 and "USE_TMA" not in plain["config"], plain
+        assert tma["shared_bytes"] == 196640 and tma["config"]["USE_TMA"] is True, tma
+    text = run("doctor", qwen, "--target", "h100", "--engine", "sglang", "--triton-version", "3.7.1",
+               "--batch-sizes", "4000", "--estimator", "analytic").output
+    assert "128x256x64 G1 w8 s4 TMA       196640 B" in text, text
+
+
+def test_doctor_says_down_table_only_where_one_was_loaded():
+    """Without a ``_down`` table the down GEMM reuses the gate/up entry (its rows said "_down
+    table; BLOCK_SIZE_M forced to the gate/up entry's", and vLLM's, which has no _down tables,
+    "_down table")."""
+    mixtral = Path(__file__).parent / "fixtures" / "doctor" / "mixtral-8x7b"
+    for engine in ("sglang", "vllm"):
+        r = run("doctor", mixtral, "--target", "rtx4090", "--engine", engine, "--batch-sizes", "16",
+                "--estimator", "analytic", "--output-format", "json")
+        (down,) = [k for k in json.loads(r.output)["sections"][0]["kernels"] if k["role"] == "moe_down"]
+        assert down["down_lookup"] is None or not down["down_lookup"].get("found"), down
+        assert all("_down table" not in (row["detail"] or "") for row in down["rows"]), down["rows"]

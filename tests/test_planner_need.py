@@ -129,3 +129,25 @@ def test_a_table_plans_the_same_after_a_twin_of_another_triton_folder(corpus):
     alone = fixes([late])
     assert len(alone) > 5
     assert fixes([early, late]) == alone
+
+
+def test_a_config_the_engines_kernel_cannot_compile_is_never_a_candidate(tmp_path):
+    """Issue 17 item 3: vLLM 0.33.0's ``fused_moe_kernel``, bf16, 256x64x64 w4 s3 on sm_89 does
+    not compile under Triton 3.6 (81920 B, it would fit the RTX 4090): the planner counts it as
+    no candidate there, and as one under 3.9, where it compiles."""
+    from tilefit.fix.planner import COMPILE_FAILS
+
+    folder = tmp_path / "vllm" / "model_executor" / "layers" / "fused_moe" / "configs"
+    folder.mkdir(parents=True)
+    path = folder / "E=8,N=14336,device_name=NVIDIA_GeForce_RTX_4090.json"
+    entry = {"BLOCK_SIZE_M": 256, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1, "num_warps": 4,
+             "num_stages": 3}
+    path.write_text('{"256": %s}' % str(entry).replace("'", '"'))
+    needs = {}
+    for triton in ("3.6", "3.9"):
+        result = run_check([str(path)], CheckOptions(estimator="analytic", use_cache=False, triton_version=triton))
+        table = result.tables[str(path)]
+        assert table.meta.engine == "vllm"
+        needs[triton] = make_planner(result.engine).need(table.meta, entry, "sm_89", "NVIDIA")
+        assert [d.code for d in result.diagnostics] == (["CMP001"] if triton == "3.6" else []), result.diagnostics
+    assert needs == {"3.6": COMPILE_FAILS, "3.9": 81920}

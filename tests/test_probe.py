@@ -198,3 +198,24 @@ def test_probe_point_that_does_not_compile_exits_1_with_the_whole_reason(cli, tm
     assert "sm_86 : ValueError(\"type fp8e4nv not supported in this architecture" in r.output
     assert "error: a point did not compile: CompilationError" in r.output
     assert "The supported fp8 dtypes are" in r.output
+
+
+def test_probe_header_says_whose_kernel_and_names_the_quantisation_once(cli):
+    """Issue 17: a user who compares probe's 120832 with vLLM's ``Required: 102400`` must see that
+    the figures are our reference kernel's and how to get the engine's; "fp8_w8a8 block block
+    128x128" named the quantisation twice."""
+    res = cli("probe", "mla_decode", "--kv-dtype", "fp8", "--stages", "2", "--arch", "sm_121",
+              "--estimator", "analytic")
+    assert res.exit_code == 0, res.output
+    assert "of tilefit's reference kernel (the engine's own: --engine sglang|vllm)" in res.output, res.output
+    res = cli("probe", "scaled_mm", "--arch", "sm_89", "--estimator", "analytic")
+    assert "of tilefit's reference kernel (the engine's own: --engine sglang)" in res.output, res.output
+    res = cli("probe", "mla_decode", "--kv-dtype", "fp8", "--stages", "2", "--arch", "sm_121", "--engine", "vllm")
+    assert "reference kernel" not in res.output.splitlines()[1], res.output
+    res = cli("probe", "fused_moe", "--dtype", "fp8_w8a8", "--block-shape", "128,128", "--tile", "16,128,256",
+              "--arch", "sm_89", "--estimator", "analytic")
+    assert res.output.startswith("fused_moe fp8_w8a8 block 128x128, BLOCK 16x128x256"), res.output
+    res = cli("probe", "fused_moe_wna16", "--arch", "sm_89", "--estimator", "analytic")
+    assert res.output.startswith("fused_moe_wna16 int4_w4a16 group 128, BLOCK"), res.output
+    res = cli("probe", "scaled_mm", "--arch", "sm_89", "--estimator", "analytic")
+    assert res.output.startswith("scaled_mm fp8_w8a8 per_channel, BLOCK"), res.output

@@ -197,7 +197,7 @@ def check(paths, targets, select, extend_select, ignore, estimator, output_forma
         hint = fix_hints(result, required)
         if hint:
             hints.append(hint)
-    elif _entry_fixable(result.diagnostics):
+    elif _entry_fixable(result.diagnostics) and not from_stdin:  # stdin: no file to rewrite, --fix refuses it
         hints.append("Run `tilefit check --fix` (or `--diff` to preview) to replace offending entries with the "
                      "fastest config that fits.")
     # a missing path is an error (exit 2), not a passed check: no "All checks passed: 0 files."

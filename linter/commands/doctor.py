@@ -100,8 +100,9 @@ def doctor(model, shape, dtype, engines, engine_version, engine_path, allow_impo
     the block-fp8 dense GEMMs and MLA decode.
 
     \b
-    Exit codes: 0 nothing overflows, 1 a kernel overflows shared memory (or a written file
-    fails its checks), 2 usage error (bad options, missing or unreadable config).
+    Exit codes: 0 nothing overflows, 1 a kernel overflows shared memory (or the engine fails
+    before launching it, or a written file fails its checks), 2 usage error (bad options,
+    missing or unreadable config) or a --write folder that cannot be written.
 
     \b
     tilefit doctor ./Qwen3-30B-A3B-FP8 --target rtx4090 --engine sglang --engine-version old

@@ -272,12 +272,14 @@ def config_text(cfg: Mapping, vendor: str | None = None) -> str:
     warps, stages = effective_launch(cfg, vendor or "NVIDIA")
     parts.append(f"w{warps}" + ("" if "num_warps" in cfg else "*"))
     parts.append(f"s{stages}" + ("" if "num_stages" in cfg else "*"))
+    if cfg.get("USE_TMA") is True:
+        parts.append("TMA")
     return " ".join(parts)
 
 
-def _meta(family: str, dtype: str, quant, block: tuple[int, int] | None) -> TableMeta:
+def _meta(family: str, dtype: str, quant, block: tuple[int, int] | None, down: bool = False) -> TableMeta:
     return TableMeta(family=family, stem="", dtype=file_dtype_of(dtype), block_shape=block,
-                     per_channel_quant=quant.scheme == "per_channel")
+                     per_channel_quant=quant.scheme == "per_channel", down=down)
 
 
 def registry_engines(kernel: str) -> tuple[str, ...]:
@@ -288,10 +290,13 @@ def registry_engines(kernel: str) -> tuple[str, ...]:
     return tuple(fam.engine_launchers()) if fam is not None else ()
 
 
-def moe_specs(model: ModelShape, entry: Mapping, target: Target, engine: str) -> tuple[KernelSpec, ...]:
+def moe_specs(model: ModelShape, entry: Mapping, target: Target, engine: str,
+              down: bool = False) -> tuple[KernelSpec, ...]:
+    """The kernels an entry launches; ``down``: the entry is a ``_down`` table's (SGLang's
+    ``USE_TMA`` there reads A and B through TMA, in the gate/up GEMM only B)."""
     quant = model.quant
     dtype = quant.dtype if quant.is_quantised else model.activation_dtype
-    meta = _meta("fused_moe", dtype, quant, quant.block)
+    meta = _meta("fused_moe", dtype, quant, quant.block, down)
     variants = kernel_variants(meta, entry, target.device.arch, target.device.vendor, engine)
     specs = []
     for v in variants:
@@ -481,19 +486,23 @@ class Doctor:
         def strip(cfg):
             return {k: v for k, v in cfg.items() if k not in drop} if isinstance(cfg, dict) and drop else cfg
 
-        def make(m, pick, detail=""):
+        def make(m, pick, detail="", kind="moe"):
             src, key, case, cfg = pick
-            return self._row(m, src, cfg, key, case, target, profile, "moe", detail=detail)
+            return self._row(m, src, cfg, key, case, target, profile, kind, detail=detail)
 
-        ups, downs = RowBuilder(make), RowBuilder(lambda m, pick: make(m, pick, down_detail))
+        ups = RowBuilder(make)
+        downs = RowBuilder(lambda m, pick: make(m, pick, down_detail, "moe_down") if down_table is not None
+                           else make(m, pick))
         for m in batch_list(self.options):
-            pick = self._up_pick(profile, target, moe, up_table, up_keys, m, strip)
+            # judged with the whole entry: the keys the launcher pops (SGLang's USE_TMA) choose its kernel
+            pick = self._up_pick(profile, target, moe, up_table, up_keys, m, lambda cfg: cfg)
             ups.add(m, pick)
             if down_table is None:
-                downs.add(m, pick)
+                # the down GEMM launches the gate/up config the engine already popped its keys from
+                downs.add(m, pick[:3] + (strip(pick[3]),))
                 continue
             dkey = nearest_key(down_keys, m)
-            dcfg = strip(down_table[dkey])
+            dcfg = down_table[dkey]
             up_cfg = pick[3]
             if force_bm and isinstance(dcfg, dict) and isinstance(up_cfg, dict) and "BLOCK_SIZE_M" in up_cfg:
                 dcfg = {**dcfg, "BLOCK_SIZE_M": up_cfg["BLOCK_SIZE_M"]}
@@ -713,8 +722,8 @@ class Doctor:
 
     # -- rows --------------------------------------------------------------------------------
     def specs_for(self, kind: str, cfg: Mapping, target: Target, profile: Profile) -> tuple[KernelSpec, ...]:
-        if kind == "moe":
-            return moe_specs(self.model, cfg, target, profile.engine)
+        if kind in ("moe", "moe_down"):
+            return moe_specs(self.model, cfg, target, profile.engine, down=kind == "moe_down")
         return gemm_specs(self.model, cfg, target, profile.engine)
 
     def _row(self, m: int, source: str, cfg: Any, key: int | None, case: str | None, target: Target,

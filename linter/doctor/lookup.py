@@ -304,11 +304,13 @@ def search_moe(profile: Profile, name: str, source: PackageSource, env: Mapping[
     exact_dir = triton_folder_name(triton_version) if triton_version else None
     if exact_dir:
         place = configs.child(exact_dir)
+        # the version is the installed one, --triton-version's or the profile's (the header says which)
+        why = f"the folder of Triton {triton_version}"
         if place.has(name):
-            result.probes.append(Probe(place.path_of(name), True, "installed Triton's folder"))
+            result.probes.append(Probe(place.path_of(name), True, why))
             _load_into(result, place, name, profile.engine)
             return result
-        result.probes.append(Probe(place.path_of(name), False, "installed Triton's folder"))
+        result.probes.append(Probe(place.path_of(name), False, why))
     elif triton_version:
         result.probes.append(Probe(f"{configs.label}/triton_?", False,
                                    f"Triton {triton_version} is a local build: no folder matches it"))

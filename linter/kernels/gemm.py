@@ -113,9 +113,9 @@ class GemmFamily(KernelFamily):
 
     def title(self, spec: KernelSpec) -> str:
         t = spec.tile_dict
-        quant = spec.quant if spec.quant != "none" else ""
         bs = f" block {spec.block_shape[0]}x{spec.block_shape[1]}" if spec.block_shape and spec.quant == "block" \
             else f" group {spec.block_shape[1]}" if spec.block_shape and spec.quant == "group" else ""
+        quant = spec.quant if spec.quant != "none" and not bs else ""  # "block 128x128" names it once
         return (f"{spec.kernel} {spec.dtype}{(' ' + quant) if quant else ''}{bs}"
                 f"{' swap_ab' if spec.swap_ab else ''}, BLOCK {t['BLOCK_SIZE_M']}x{t['BLOCK_SIZE_N']}x"
                 f"{t['BLOCK_SIZE_K']}")

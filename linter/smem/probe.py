@@ -451,6 +451,10 @@ def render_text(points: Sequence[ProbePoint], devices: Mapping[str, list], req: 
         how = "the engine's kernel: its compiles and the closed forms proven on them (sources below)"
     else:
         how = "exact compiles" if mode == "exact" else f"ANALYTIC MODEL ({why}: closed forms, not compiles)"
+        # these are not the figures a runtime error of an engine prints: say whose kernel, and how to get those
+        engines = registry.get(first.kernel).engine_launchers()
+        how += " of tilefit's reference kernel" + (
+            f" (the engine's own: --engine {'|'.join(sorted(engines))})" if engines else "")
     lines.append(f"{what}{', ' + ', '.join(fixed) if fixed else ''}")
     lines.append(f"shared memory per block in bytes, Triton {triton or '?'}, {how}")
     lines.append("")
