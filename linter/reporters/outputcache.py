@@ -73,9 +73,10 @@ def cache_file(key: str, suffix: str) -> Path | None:
     return root / "results" / f"{key}{suffix}" if root is not None else None
 
 
-def load(result, fmt: str, digest: str) -> str | None:
-    """The report stored for ``digest``; None on a miss."""
-    file = cache_file(result.cache_key, f".{fmt}.out")
+def read_record(file: Path | None, tag: bytes, digest: str, extra: int) -> tuple[list[bytes], bytes] | None:
+    """The ``extra`` header fields and the body of a record that :func:`write_record` wrote to
+    ``file`` as ``tag`` under ``digest``; None on a miss: no file, another tag or digest, or a
+    damaged one (its SHA-256 does not match: cut short, overwritten)."""
     if file is None:
         return None
     try:
@@ -84,27 +85,43 @@ def load(result, fmt: str, digest: str) -> str | None:
         return None
     head, sep, body = data.partition(b"\n")
     fields = head.split(b" ")
-    if not sep or len(fields) != 4 or b" ".join(fields[:2]) != FORMAT or fields[2] != digest.encode():
+    if not sep or len(fields) != 4 + extra or b" ".join(fields[:2]) != tag or fields[2] != digest.encode():
         return None
-    if hashlib.sha256(body).hexdigest().encode() != fields[3]:  # damaged: cut short, overwritten
+    if hashlib.sha256(body).hexdigest().encode() != fields[-1]:
+        return None
+    return fields[3:-1], body
+
+
+def write_record(file: Path | None, tag: bytes, digest: str, extra: list[bytes], body: bytes) -> None:
+    """Keep ``body`` in ``file`` (atomically) under a header of ``tag``, ``digest``, the ``extra``
+    fields and the body's SHA-256; an unwritable cache only costs time."""
+    if file is None:
+        return
+    from tilefit.atomicfile import write_atomic
+
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(file, b" ".join((tag, digest.encode(), *extra, hashlib.sha256(body).hexdigest().encode()))
+                     + b"\n" + body)
+    except OSError:
+        pass
+
+
+def load(result, fmt: str, digest: str) -> str | None:
+    """The report stored for ``digest``; None on a miss."""
+    record = read_record(cache_file(result.cache_key, f".{fmt}.out"), FORMAT, digest, 0)
+    if record is None:
         return None
     try:
-        return body.decode("utf-8", "surrogatepass")
+        return record[1].decode("utf-8", "surrogatepass")
     except UnicodeDecodeError:
         return None
 
 
 def store(result, fmt: str, digest: str, text: str) -> None:
     """Keep ``text`` (the ``fmt`` report) under ``digest``."""
-    file = cache_file(result.cache_key, f".{fmt}.out")
-    if file is None:
-        return
-    from tilefit.atomicfile import write_atomic
-
     try:
         body = text.encode("utf-8", "surrogatepass")
-        file.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(file, b" ".join((FORMAT, digest.encode(), hashlib.sha256(body).hexdigest().encode())) + b"\n"
-                     + body)
-    except (OSError, UnicodeEncodeError):
-        pass
+    except UnicodeEncodeError:
+        return
+    write_record(cache_file(result.cache_key, f".{fmt}.out"), FORMAT, digest, [], body)

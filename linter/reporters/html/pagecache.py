@@ -22,7 +22,6 @@ verdict; neither is a page drawn after ``--fix`` (the caller asks only for plain
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from .page import embed_json
@@ -52,24 +51,18 @@ def _file(key: str) -> Path | None:
 
 def load(result, digest: str, command: str | None, generated: str) -> str | None:
     """The stored page for ``digest`` with this run's command and time; None on a miss."""
-    file = _file(result.cache_key)
-    if file is None:
+    from ..outputcache import read_record
+
+    record = read_record(_file(result.cache_key), FORMAT, digest, 1)
+    if record is None:
         return None
+    (cut,), body = record
     try:
-        data = file.read_bytes()
-    except OSError:
+        cut = int(cut)
+        text = body.decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
         return None
-    head, sep, body = data.partition(b"\n")
-    fields = head.split(b" ")
-    if not sep or len(fields) != 5 or b" ".join(fields[:2]) != FORMAT or fields[2] != digest.encode():
-        return None
-    try:
-        cut = int(fields[3])
-        # a damaged file (cut short, overwritten) is a miss
-        text = body.decode("utf-8") if hashlib.sha256(body).hexdigest().encode() == fields[4] else None
-    except ValueError:
-        return None
-    if text is None or not 0 <= cut <= len(text):
+    if not 0 <= cut <= len(text):
         return None
     return text[:cut] + _mark(command, generated) + text[cut:]
 
@@ -85,13 +78,10 @@ def store(result, digest: str, page: str, command: str | None, generated: str) -
     if at < 0 or page.find(mark, at + 1) >= 0:
         return
     text = page[:at] + page[at + len(mark):]
-    from tilefit.atomicfile import write_atomic
+    from ..outputcache import write_record
 
     try:
-        file.parent.mkdir(parents=True, exist_ok=True)
         body = text.encode("utf-8")
-        write_atomic(file, b" ".join((FORMAT, digest.encode(), str(at).encode(),
-                                     hashlib.sha256(body).hexdigest().encode())) + b"\n"
-                     + body)
-    except (OSError, UnicodeEncodeError):
-        pass
+    except UnicodeEncodeError:
+        return
+    write_record(file, FORMAT, digest, [str(at).encode()], body)
