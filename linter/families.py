@@ -103,18 +103,23 @@ def _linted_family(tag: str | None, keys: list[str]) -> str | None:
     """The registered config family whose file-name grammar the name follows: its ``tag`` (a
     leading token without '='; grammars with one are tried first) or its leading keys, and the
     keys it requires."""
-    names = kernels.table_names()
-    key = (tuple(id(kernels.table(n)) for n in names), names, tag, tuple(keys))  # a re-registered family: anew
+    global _LINTED
+    registered = kernels.snapshot()
+    if _LINTED[0] is not registered:  # a family registered or forgotten since: anew
+        _LINTED = (registered, {})
+    memo = _LINTED[1]
+    key = (tag, tuple(keys))
     try:
-        return _LINTED[key]
+        return memo[key]
     except KeyError:
         pass
-    found = _LINTED[key] = _find_linted_family(names, tag, keys)
+    found = memo[key] = _find_linted_family(kernels.table_names(), tag, keys)
     return found
 
 
-# (registered families, their table names, tag, keys) -> config family: a corpus's file names repeat a few key lists
-_LINTED: dict[tuple, str | None] = {}
+# (the registry's families mapping, {(tag, keys) -> config family}): a corpus's file names repeat a
+# few key lists; the registry replaces its mapping whenever a family comes or goes
+_LINTED: tuple[object, dict[tuple, str | None]] = (None, {})
 
 
 def _find_linted_family(names: tuple, tag: str | None, keys: list[str]) -> str | None:
@@ -168,12 +173,27 @@ def _triton_folder(parts: list[str]) -> tuple[int, int, int] | None:
 
 
 def _engine_from_path(parts_list: list[str]) -> str | None:
-    parts = {p.lower() for p in parts_list}
-    if "sglang" in parts or any(p.startswith("sglang-") for p in parts):
+    """The engine the path's folders (or its file name) name: sglang/, vllm-0.33.0/, ..."""
+    folder = "/".join(parts_list[:-1])
+    marks = _FOLDER_ENGINES.get(folder)
+    if marks is None:
+        marks = _FOLDER_ENGINES[folder] = _engine_marks(parts_list[:-1])
+    name_sglang, name_vllm = _engine_marks(parts_list[-1:])
+    if marks[0] or name_sglang:
         return "sglang"
-    if "vllm" in parts or any(p.startswith("vllm-") for p in parts):
+    if marks[1] or name_vllm:
         return "vllm"
     return None
+
+
+def _engine_marks(parts_list: list[str]) -> tuple[bool, bool]:
+    parts = {p.lower() for p in parts_list}
+    return ("sglang" in parts or any(p.startswith("sglang-") for p in parts),
+            "vllm" in parts or any(p.startswith("vllm-") for p in parts))
+
+
+# folder -> whether its parts name sglang, vllm: a corpus's files share a few hundred folders
+_FOLDER_ENGINES: dict[str, tuple[bool, bool]] = {}
 
 
 def classify(path: str | PurePath) -> TableMeta | None:

@@ -119,6 +119,20 @@ def _spec(entry: dict):
     return make_spec("tiny_gemm", "fp16", tile, num_warps=entry["num_warps"], num_stages=entry["num_stages"])
 
 
+def test_file_names_are_classified_anew_when_a_family_comes_or_goes(tmp_path, monkeypatch):
+    """classify memoises name grammars per registry state: a name the builtins read as a w8a8
+    GEMM table before the registration is the new family's table while registered, and a w8a8
+    GEMM table again after."""
+    assert classify(TABLE).family == "w8a8_gemm"
+    folder = tmp_path / "families" / "tiny_gemm"
+    shutil.copytree(TINY, folder)
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    with kernels.registered(folder.parent):
+        assert classify(TABLE).family == "tiny_gemm"
+        assert classify(TABLE).family == "tiny_gemm"
+    assert classify(TABLE).family == "w8a8_gemm"
+
+
 def test_a_registered_family_is_read_like_the_builtins(tiny, tmp_path):
     from tilefit.parameters import family_parameters
     from tilefit.variants import kernel_variants

@@ -45,7 +45,7 @@ from __future__ import annotations
 from .family import KernelFamily, KernelFamilyError
 from .plan import Arg, LaunchPlan
 from .registry import (ENV_VAR, UnknownKernel, by_function, families, find, get, names, register, registered,
-                       table, table_names)
+                       snapshot, table, table_names)
 from .spec import KernelSpec, Variant, make_spec
 
 
@@ -59,5 +59,5 @@ def launch_plan(spec: KernelSpec) -> LaunchPlan:
 __all__ = [
     "ENV_VAR", "Arg", "KernelFamily", "KernelFamilyError", "KernelSpec", "LaunchPlan", "UnknownKernel", "Variant",
     "by_function", "families", "find", "get", "launch_plan", "make_spec", "names", "register", "registered",
-    "table", "table_names",
+    "snapshot", "table", "table_names",
 ]

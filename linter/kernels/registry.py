@@ -21,6 +21,7 @@ import os
 import sys
 import threading
 import types
+from collections.abc import Mapping
 from pathlib import Path
 
 from .family import KernelFamily, KernelFamilyError, read_data
@@ -181,6 +182,12 @@ def get(name: str) -> KernelFamily:
     if fam is None:
         raise UnknownKernel(f"unknown kernel {name!r}; known: {', '.join(names())}")
     return fam
+
+
+def snapshot() -> Mapping[str, KernelFamily]:
+    """The registered families by name (read-only). The registry replaces this mapping whenever a
+    family comes or goes, so a memo of lookups may keep it and compare identities."""
+    return _ensure()
 
 
 def table_names() -> tuple[str, ...]:
