@@ -317,7 +317,11 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                     digest = cache.digest(data)
                     hit = cache.get(path, digest)
             if hit is not None and restore is not None:  # the plans behind the fixes, when shown
-                if not restore(ConfigTable(path, meta, data), hit, cache.plans(path, digest)):
+                table = ConfigTable(path, meta, data)
+                # their summary (the full report's hint) now, the plans when a plan is asked for
+                # (the html page on a miss; a kept page or report never reads them)
+                if not planner.restore_summary(table, hit, cache.summary(path, digest), cache.plan_reader(path, digest)) \
+                        and not restore(table, hit, cache.plans(path, digest)):
                     hit = None  # stored without (fitting) plans: check and plan again
             if hit is not None:
                 # the parsed table only for a caller that reads its entries (the html report)
@@ -340,7 +344,8 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                 if plan_error is not None:
                     errors.append(plan_error)
                 if not deferred_here and not any(timed_out(d) for d in found_here):
-                    cache.put(path, digest, found_here, plans=plans)
+                    cache.put(path, digest, found_here, plans=plans,
+                              summary=planner.summary_of(plans) if plans is not None else None)
                 diagnostics.extend(found_here)
                 continue
         table = read_table(path, meta=meta, data=data, limit=settings.max_file_size)
@@ -358,8 +363,9 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                 errors.append(f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}")
         if (digest is not None and len(getattr(engine.estimator, "deferred", ())) == pending  # no answers awaiting compiles
                 and not any(timed_out(d) for d in found_here)):  # a timeout is this run's
-            cache.put(path, digest, found_here,
-                      plans=planner.stored_plans(path) if planner is not None else None)
+            plans = planner.stored_plans(path) if planner is not None else None
+            cache.put(path, digest, found_here, plans=plans,
+                      summary=planner.summary_of(plans) if plans is not None else None)
         diagnostics.extend(found_here)
     coverage = None
     if found.python_files:  # kernel call sites (launches, autotune lists) of Python files

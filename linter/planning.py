@@ -50,6 +50,16 @@ class RunPlanner:
         """Take the plans of ``table`` from a :meth:`stored_plans` record; False: check again."""
         return False
 
+    def summary_of(self, record) -> dict | None:
+        """What a kept report needs of a :meth:`stored_plans` record (JSON data, kept beside the
+        plans by the result cache); None: nothing (then such a report restores the plans)."""
+        return None
+
+    def restore_summary(self, table, diagnostics: Sequence, summary, plans) -> bool:
+        """Take a :meth:`summary_of` record of ``table`` and read the plans (``plans()``: the
+        stored record) only when one is asked for; False: the caller restores the plans."""
+        return False
+
     def forget(self) -> None:
         """Drop every memoised answer (between the two passes around deferred compiles)."""
 

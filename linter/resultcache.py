@@ -15,8 +15,10 @@ file's are, and a bad record is a miss). A run that plans fixes
 that adds the planner's settings, the performance model's and the calibrations' files
 (:func:`run_key`'s ``planner``), and the planner's whole plans (:mod:`tilefit.fix.stored`: what
 ``full``'s hints and the ``html`` report read) beside them in ``<key>.plans.json``, read only by a
-run that asks for them (:meth:`ResultCache.plans`); a run that applies fixes (``--fix``) bypasses
-the cache.
+run that asks for them (:meth:`ResultCache.plans`), and what a kept report needs of them (how many
+entries have a faster unsafe fix) in ``<key>.summary.json`` (:meth:`ResultCache.summary`: a warm
+``full`` report or a kept html page reads that small file, not the plans); a run that applies
+fixes (``--fix``) bypasses the cache.
 
 A corpus audit repeats a few messages, pointers and data objects thousands of times (one
 ``targets`` list of 22 devices per diagnostic), so the file keeps each distinct one once, in
@@ -209,6 +211,40 @@ def read_side_file(file: Path | None, member: str, fmt: int) -> dict:
     return {}
 
 
+class SideRecords:
+    """A file of per-file records kept beside a run's results (``{"format", "files": {path:
+    [digest, record]}}``: the fixer's plans, their summaries), read on the first ask."""
+
+    def __init__(self, file: Path | None):
+        self.file = file
+        self._stored: dict[str, list] | None = None  # path -> [digest, record], read on first use
+        self.new: dict[str, list | None] = {}  # what this run stored (None: no record)
+
+    def stored(self) -> dict:
+        if self._stored is None:
+            self._stored = read_side_file(self.file, "files", FORMAT)
+        return self._stored
+
+    def get(self, path: str, digest: str):
+        """The record of ``path`` stored at ``digest``, or None."""
+        hit = self.new[path] if path in self.new else self.stored().get(path)
+        if type(hit) is not list or len(hit) != 2 or hit[0] != digest:
+            return None
+        return hit[1]
+
+    def save(self, entries: dict) -> None:
+        """Write the records of the files whose rows are kept (``entries``), at the same digest;
+        a file stored this run without a record drops its old one. Raises ``OSError``."""
+        if not self.new:
+            return
+        records = dict(self.stored())
+        records.update(self.new)
+        kept = {p: hit for p, hit in records.items()
+                if type(hit) is list and len(hit) == 2 and p in entries and entries[p][0] == hit[0]}
+        if kept or self.file.exists():
+            write_atomic(self.file, json.dumps({"format": FORMAT, "files": kept}, separators=(",", ":")))
+
+
 class ResultCache:
     def __init__(self, key: str | None):
         """The cache of run ``key`` (None: one held in memory only, never read or written: the
@@ -216,8 +252,10 @@ class ResultCache:
         root = cache_root() if key is not None else None
         self.file = root / "results" / f"{key}.json" if root is not None else None
         self.plan_file = root / "results" / f"{key}.plans.json" if root is not None else None
-        self._plans: dict[str, list] | None = None  # path -> [digest, record], read on first use
-        self._new_plans: dict[str, list | None] = {}  # what put() stored this run (None: no plans)
+        self._plans = SideRecords(self.plan_file)
+        # the plans' summaries (what a kept report needs of them)
+        self.summary_file = root / "results" / f"{key}.summary.json" if root is not None else None
+        self._summaries = SideRecords(self.summary_file)
         self.entries: dict[str, list] = {}  # path -> [digest, rows]
         self.values: list = []  # the distinct messages, pointers and data objects the rows name
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
@@ -288,30 +326,33 @@ class ResultCache:
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):  # a damaged fix: a miss
             return None
 
-    def put(self, path: str, digest: str, diagnostics, plans=None) -> None:
+    def put(self, path: str, digest: str, diagnostics, plans=None, summary=None) -> None:
         """Store a file's diagnostics and (``plans``: JSON data, :mod:`tilefit.fix.stored`) the
-        fixer's plans behind their fixes."""
+        fixer's plans behind their fixes, with (``summary``: JSON data) what a kept report needs
+        of them (:meth:`tilefit.planning.RunPlanner.summary_of`)."""
         fixes: dict[int, int] = {}  # id of a Fix -> its value index (an entry's diagnostics share one)
         self.entries[path] = [digest, [self._row(d, fixes) for d in diagnostics]]
         if self.file is not None:  # kept for save() (a file-less cache, e.g. a call-site record's encoder, keeps none)
-            self._new_plans[path] = None if plans is None else [digest, plans]
+            self._plans.new[path] = None if plans is None else [digest, plans]
+            self._summaries.new[path] = None if summary is None else [digest, summary]
         self.changed = True
 
     def plans(self, path: str, digest: str):
         """The plans stored with ``path``'s diagnostics at ``digest`` (JSON data), or None. The
         plans file is read on the first call only: a run that shows only the fixes never reads it."""
-        if path in self._new_plans:
-            hit = self._new_plans[path]
-        else:
-            hit = self._stored_plans().get(path)
-        if type(hit) is not list or len(hit) != 2 or hit[0] != digest:
-            return None
-        return hit[1]
+        return self._plans.get(path, digest)
 
-    def _stored_plans(self) -> dict:
-        if self._plans is None:
-            self._plans = read_side_file(self.plan_file, "files", FORMAT)
-        return self._plans
+    def plan_reader(self, path: str, digest: str):
+        """A call of no arguments that gives :meth:`plans` of ``path`` at ``digest`` later,
+        holding the plans' store only (not the results)."""
+        from functools import partial
+
+        return partial(self._plans.get, path, digest)
+
+    def summary(self, path: str, digest: str):
+        """The plans' summary stored with ``path``'s diagnostics at ``digest`` (JSON data), or
+        None; its file (small: a few keys per file) is read on the first call."""
+        return self._summaries.get(path, digest)
 
     def _row(self, d: Diagnostic, fixes: dict[int, int]) -> list:
         fix = fixes.get(id(d.fix))
@@ -383,15 +424,9 @@ class ResultCache:
             digest_file = self._digest_file()
             digest_file.parent.mkdir(parents=True, exist_ok=True)
             write_atomic(digest_file, hashlib.sha256(text.encode("utf-8")).hexdigest() + "\n")
-            if self._new_plans:
-                # the stored plans of the files whose rows are kept, at the same digest; a file
-                # stored now without plans drops its old ones
-                plans = dict(self._stored_plans())
-                plans.update(self._new_plans)
-                kept = {p: hit for p, hit in plans.items()
-                        if type(hit) is list and len(hit) == 2 and p in entries and entries[p][0] == hit[0]}
-                if kept or self.plan_file.exists():
-                    write_atomic(self.plan_file, json.dumps({"format": FORMAT, "files": kept},
-                                                            separators=(",", ":")))
+            # the stored plans (and their summaries) of the files whose rows are kept, at the
+            # same digest; a file stored now without plans drops its old ones
+            self._plans.save(entries)
+            self._summaries.save(entries)
         except OSError:
             pass  # an unwritable cache only costs time

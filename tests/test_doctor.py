@@ -402,3 +402,36 @@ def test_the_triton_folder_is_named_by_its_version_and_the_help_lists_every_exit
     help_text = " ".join(cli("doctor", "--help").output.split())
     assert "1 a kernel overflows shared memory (or the engine fails before launching it" in help_text
     assert "or a --write folder that cannot be written" in help_text
+
+
+def test_write_keeps_sglangs_use_tma_key_and_judges_its_tma_kernel(cli, corpus, tmp_path):
+    """Issue 19 (review4's leftover): SGLang's H100 bf16 table (E=128,N=768, triton_3_7_1) sets
+    ``"USE_TMA": true`` at 4096; SGLang pops the key and launches its TMA kernel (196640 B, the
+    pointer kernel 196608). On an H100 of 196620 B only that entry overflows. ``--write`` started
+    from the entries with the key dropped: it judged every entry fitting and wrote nothing (or,
+    with a table to write, launched the TMA entries as pointer kernels). Now every key the engine
+    reads is kept, and the entry is repaired as the TMA kernel it is."""
+    device = json.loads((Path(__file__).parent.parent / "device_db" / "devices" / "h100-sxm.json").read_text())
+    device["smem_per_block_optin"] = 196620
+    device_file = tmp_path / "h100-sxm.json"  # a user file with a bundled key replaces that device
+    device_file.write_text(json.dumps(device))
+    package = corpus / "sglang-0.5.23"
+    name = "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3.json"
+    shipped = json.loads((package / "sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_7_1" / name)
+                         .read_text())
+    assert [k for k, v in shipped.items() if v.get("USE_TMA") is True] == ["4096"]
+    out = tmp_path / "moe-configs"
+    r, rep = doctor_json(cli, QWEN_BF16, "-t", "h100", "--engine", "sglang", "--triton-version", "3.7.1",
+                         "--engine-path", package, "--device-file", device_file, "--batch-sizes", "3000,4000",
+                         "--estimator", "analytic", "--write", out)
+    assert r.exit_code == 1, r.output  # the engine as installed crashes at M 4000
+    rows = kernel(rep["sections"][0], "moe_up")["rows"]
+    assert [(row["shared_bytes"], row["verdict"]) for row in rows] == [(196608, "fits"), (196640, "overflow")], rows
+    (w,) = rep["written"]
+    assert w["verified"] is True and w["check_exit"] == 0, w
+    table = json.loads((out / "configs" / "triton_3_7_1" / name).read_text())
+    assert list(table) == list(shipped)
+    for key, entry in shipped.items():
+        assert list(table[key]) == list(entry), key  # every key the engine reads, in its place
+    assert table["4096"]["USE_TMA"] is True and table["4096"] != shipped["4096"]  # repaired as the TMA kernel
+    assert {k: v for k, v in table.items() if k != "4096"} == {k: v for k, v in shipped.items() if k != "4096"}

@@ -10,6 +10,7 @@ import json
 import os
 
 import pytest
+from damage import each_damage
 
 from tilefit.fix.planner import FixPlanner
 
@@ -126,12 +127,18 @@ def test_damaged_plans_only_cost_a_recheck(cli, table, tmp_path):
     fresh = cli(*_args(table, "full", "--no-cache")).stdout
     assert cli(*_args(table, "full")).stdout == fresh
     (plans,) = (tmp_path / "cache" / "results").glob("*.plans.json")
+    (summary,) = (tmp_path / "cache" / "results").glob("*.summary.json")
+
+    def full():  # a warm full report reads the plans only without their summary
+        summary.write_text("{")
+        return cli(*_args(table, "full")).stdout
+
     data = json.loads(plans.read_text())
     (record,) = [hit[1] for hit in data["files"].values()]
     first = next(iter(record["plans"].values()))
     first["title"] = "Set something else"  # a plan that is not its diagnostics' fix
     plans.write_text(json.dumps(data))
-    assert cli(*_args(table, "full")).stdout == fresh
+    assert full() == fresh
     assert "Set something else" not in plans.read_text()  # re-planned and stored again
     # a need that names no stored target group (or no group index at all): a re-check too
     for need in ([99, 1, 2], [True, 1, 2], [0, 1]):
@@ -140,11 +147,93 @@ def test_damaged_plans_only_cost_a_recheck(cli, table, tmp_path):
         assert record["groups"] and all(len(n) == 3 for p in record["plans"].values() for n in p["needs"])
         next(iter(record["plans"].values()))["needs"][0] = need
         plans.write_text(json.dumps(data))
-        assert cli(*_args(table, "full")).stdout == fresh
+        assert full() == fresh
         assert json.loads(plans.read_text()) != data, need  # re-planned and stored again
     for text in ("{", json.dumps({"format": 3, "files": {str(table): ["x", {}]}}), "[]"):
         plans.write_text(text)
-        assert cli(*_args(table, "full")).stdout == fresh
+        assert full() == fresh
+
+
+# a real table (vLLM 0.33.0) two of whose entries have a faster unsafe fix on an RTX 4090 and 5090
+FASTER_UNSAFE = ("vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs/"
+                 "E=64,N=8960,device_name=NVIDIA_H100_80GB_HBM3,dtype=bf16.json")
+HINT = "(2 entries have a faster unsafe fix with `--unsafe-fixes`.)"
+
+
+def _side_file_reads(monkeypatch) -> list[str]:
+    """The suffixes (``.plans.json``, ``.summary.json``, ...) of the files kept beside the
+    results that the runs from now on read, in order."""
+    import tilefit.resultcache as resultcache
+
+    reads: list[str] = []
+    real = resultcache.read_side_file
+
+    def counted(file, member, fmt):
+        if file is not None:
+            reads.append(file.name.split(".", 1)[1])
+        return real(file, member, fmt)
+
+    monkeypatch.setattr(resultcache, "read_side_file", counted)
+    return reads
+
+
+def test_a_warm_full_report_or_kept_page_reads_the_plans_summary_not_the_plans(cli, corpus, tmp_path, monkeypatch):
+    """Issue 19: a warm ``full`` run needs of the plans only the summary's faster-unsafe count:
+    it reads the small per-file summary kept with the results (``<key>.summary.json``), never the
+    plans file (3.3 MB on the corpus); an html run reads the plans only when it draws its page."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SOURCE_DATE_EPOCH", "1700000000")
+    path = corpus / FASTER_UNSAFE
+    fresh = cli(*_args(path, "full", "--no-cache")).stdout
+    assert HINT in fresh
+    fresh_html = _html(cli, path, tmp_path / "fresh.html", "--no-cache")[1].replace("fresh.html", "X")
+    cli(*_args(path, "json"))  # fills the cache, plans and summary
+    results = tmp_path / "cache" / "results"
+    (summary,) = results.glob("*.summary.json")
+    (plans,) = results.glob("*.plans.json")
+    assert summary.stat().st_size * 5 < plans.stat().st_size
+    reads = _side_file_reads(monkeypatch)
+    _no_planning(monkeypatch)
+    assert cli(*_args(path, "full")).stdout == fresh  # the report drawn, from the summary
+    assert cli(*_args(path, "full")).stdout == fresh  # the report kept
+    assert reads == ["summary.json", "summary.json"]
+    reads.clear()
+    # html: the page drawn from the plans (read once, when the audit asks), then kept
+    assert _html(cli, path, tmp_path / "warm.html")[1].replace("warm.html", "X") == fresh_html
+    assert reads.count("plans.json") == 1, reads
+    reads.clear()
+    assert _html(cli, path, tmp_path / "kept.html")[1].replace("kept.html", "X") == fresh_html
+    assert "plans.json" not in reads, reads
+    # damaged plans behind an intact summary: a kept report does not notice (nor need) them
+    plans.write_text("{")
+    assert cli(*_args(path, "full")).stdout == fresh
+    assert plans.read_text() == "{"
+
+
+def test_a_summary_that_does_not_fit_its_diagnostics_costs_a_read_of_the_plans(cli, corpus, tmp_path, monkeypatch):
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path / "cache"))
+    path = corpus / FASTER_UNSAFE
+    args = _args(path, "full")
+    fresh = cli(*args, "--no-cache").stdout
+    assert cli(*args).stdout == fresh and HINT in fresh
+    (summary,) = (tmp_path / "cache" / "results").glob("*.summary.json")
+    data = json.loads(summary.read_text())
+    (record,) = [hit[1] for hit in data["files"].values()]
+    assert sorted(record["faster"]) == ["256", "32"], record
+    reads = _side_file_reads(monkeypatch)
+    _no_planning(monkeypatch)
+    for faster in (["99"], [32], "32", None):  # an entry with no fix, not a key, not a list
+        summary.write_text(json.dumps(dict(data, files={str(path): [data["files"][str(path)][0],
+                                                                    dict(record, faster=faster)]})))
+        reads.clear()
+        assert cli(*args).stdout == fresh, faster
+        assert reads == ["summary.json", "plans.json"], (faster, reads)
+    for text in ("{", "[]", json.dumps(dict(data, files={str(path): ["x", record]}))):
+        summary.write_text(text)
+        assert cli(*args).stdout == fresh, text
+    summary.write_text(json.dumps(dict(data, files={str(path): [data["files"][str(path)][0],
+                                                                dict(record, version=2)]})))
+    assert cli(*args).stdout == fresh
 
 
 def test_restored_plans_answer_only_for_the_bytes_they_were_planned_on(table):
@@ -210,6 +299,7 @@ def test_a_warm_html_run_writes_the_page_it_made_before(cli, table, tmp_path, mo
     ``-o`` and another time written in) without building the audit; a changed table, or a
     damaged page file, builds the page afresh."""
     import tilefit.audit
+    from tilefit.reporters.html import pagecache
 
     _, fresh = _html(cli, table, tmp_path / "fresh.html", "--no-cache")
     r, cold = _html(cli, table, tmp_path / "cold.html")
@@ -228,15 +318,12 @@ def test_a_warm_html_run_writes_the_page_it_made_before(cli, table, tmp_path, mo
     _, fresh_later = _html(cli, table, tmp_path / "later.html", "--no-cache")
     assert "2023-11-15T22:13:20+00:00" in fresh_later and "2023-11-15T22:13:20+00:00" not in fresh
     assert warm.replace("warm.html", "X") == fresh_later.replace("later.html", "X")
-    stored = page.read_bytes()
-    head, body = stored.split(b"\n", 1)
-    for damage in (b"", head + b"\n" + body[:-1], head + b"\n" + body[:-1] + b"\xff",
-                   head + b"\n" + body.replace(b"<", b">", 1),
-                   head.replace(b"tilefit-page 1", b"tilefit-page 2") + b"\n" + body):
-        page.write_bytes(damage)
+
+    def again(what):
         _, again = _html(cli, table, tmp_path / "again.html")
-        assert again.replace("again.html", "X") == fresh_later.replace("later.html", "X")
-    assert page.read_bytes() == stored  # built again and kept again
+        assert again.replace("again.html", "X") == fresh_later.replace("later.html", "X"), what
+
+    each_damage(page, pagecache.FORMAT, b"<", b">", again)  # built again and kept again
 
     # a changed entry: the page of the new table (its verdicts and fixes), not the stored one
     table.write_text(TABLE.replace('"num_stages": 6', '"num_stages": 2'))

@@ -8,8 +8,9 @@ the engine reads it without a code change:
   with ``export SGLANG_MOE_CONFIG_DIR=DIR`` (which replaces the package folder);
 * vLLM: ``DIR/<name>``, used with ``export VLLM_TUNED_CONFIG_FOLDER=DIR``.
 
-The table starts from what the engine uses today (the tuned file's keys and entries, else the
-default config at the engine's usual batch sizes) and every entry that overflows a target is
+The table starts from what the engine uses today (the tuned file's keys and entries, each
+with every key the engine reads, SGLang's ``USE_TMA`` included, else the default config at the
+engine's usual batch sizes) and every entry that overflows a target is
 replaced by :func:`tilefit.doctor.choose.choose_entry`. Block-GEMM tables have no override
 folder in either engine; when one overflows it is written to ``DIR/block_gemm/`` with the
 package folder it has to be copied to. The written files are then verified twice: the doctor
@@ -51,11 +52,12 @@ def _constraints(doctor: Doctor, gemm: bool = False) -> Constraints:
 
 
 def _start_moe(doctor: Doctor, section: Section) -> tuple[list[int], dict[int, dict], str]:
+    """The entries the written table starts from, each whole: the keys the engine's launcher
+    pops (the profile's ``drop_keys``: SGLang's ``USE_TMA``) choose its kernel, and are kept."""
     up = section.kernel("moe_up")
-    drop = set(section.profile.moe.get("drop_keys", []))
     if up.lookup is not None and up.lookup.table is not None:
         table = up.lookup.table
-        out = {k: {kk: vv for kk, vv in v.items() if kk not in drop} for k, v in table.items() if isinstance(v, dict)}
+        out = {k: dict(v) for k, v in table.items() if isinstance(v, dict)}
         return list(out), out, f"the entries of {up.lookup.path}"
     keys = section.profile.batch_sizes
     out = {}
@@ -117,9 +119,16 @@ def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Pat
         name = first.kernel("moe_up").lookup.name
         keys, start, origin = _start_moe(doctor, first)
 
-        def fits(cfg, targets=targets, engine=profile.engine):
+        drop = set(profile.moe.get("drop_keys", []))
+
+        def fits(cfg, targets=targets, engine=profile.engine, drop=drop):
+            # the gate/up GEMM launches the whole entry (USE_TMA: its TMA kernel); the down GEMM,
+            # which reuses the entry (no _down table is written), gets it with those keys popped
+            launched = [cfg]
+            if drop & set(cfg):
+                launched.append({k: v for k, v in cfg.items() if k not in drop})
             return doctor.judge.fits_everywhere(
-                [spec for t in targets for spec in moe_specs(doctor.model, cfg, t, engine)], targets)
+                [spec for t in targets for c in launched for spec in moe_specs(doctor.model, c, t, engine)], targets)
 
         if profile.engine == "sglang":
             rel = Path("configs") / triton_dir_for(profile, doctor.options.triton_version) / name

@@ -265,6 +265,10 @@ class FixPlanner(RunPlanner):
         self._tables: dict[str, TablePlan] = {}  # path -> the plan attach made, until stored_plans() takes it
         # path -> (the table's bytes, the plans restore() read back for them)
         self._restored: dict[str, tuple[bytes, TablePlan]] = {}
+        # restore_summary(): id of a fix -> the fix, for the entries with a faster unsafe fix
+        self._faster: dict[int, Fix] = {}
+        # path -> (table, diagnostics, the stored plans' reader): plans read on the first ask
+        self._pending: dict[str, tuple] = {}
 
     # -- public --------------------------------------------------------------------------------
     def attach(self, table: ConfigTable, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
@@ -293,7 +297,11 @@ class FixPlanner(RunPlanner):
         return settings
 
     def plan_for(self, fix: Fix) -> EntryPlan | None:
-        return self._by_fix.get(id(fix))
+        plan = self._by_fix.get(id(fix))
+        if plan is None and self._pending:  # plans kept behind a summary: read on the first ask
+            self._restore_pending()
+            plan = self._by_fix.get(id(fix))
+        return plan
 
     # -- the result cache (tilefit.resultcache keeps the plans beside the diagnostics) ------------
     def stored_plans(self, path: str) -> dict | None:
@@ -325,13 +333,50 @@ class FixPlanner(RunPlanner):
             self._by_fix[id(p.fix)] = p
         return True
 
+    def summary_of(self, record) -> dict | None:
+        """The summary of a :meth:`stored_plans` record (:func:`tilefit.fix.stored.summary_record`):
+        what :meth:`faster_unsafe` needs of the plans, kept beside them by the result cache."""
+        from .stored import summary_record
+
+        return summary_record(record)
+
+    def restore_summary(self, table: ConfigTable, diagnostics: Sequence[Diagnostic], summary, plans) -> bool:
+        """Take what :meth:`faster_unsafe` needs of ``table``'s plans from a :meth:`summary_of`
+        record (stored with ``diagnostics``) and leave the plans themselves unread: ``plans()``
+        (the stored record, or None) is called when :meth:`plan_for` or :meth:`plan_table` first
+        asks for one (a warm ``full`` report, or a kept html page, never does). False (nothing
+        taken) when the summary does not fit the diagnostics; the caller then restores the plans."""
+        from .stored import StoredPlanError, faster_fixes_of
+
+        if summary is None:
+            return False
+        try:
+            faster = faster_fixes_of(summary, diagnostics)
+        except StoredPlanError:
+            return False
+        self._faster.update((id(f), f) for f in faster)
+        self._pending[table.path] = (table, diagnostics, plans)
+        return True
+
+    def _restore_pending(self) -> None:
+        """The plans behind every :meth:`restore_summary`, read now (one that does not fit its
+        diagnostics is left out: :meth:`plan_table` plans that table afresh)."""
+        pending, self._pending = self._pending, {}
+        for table, diagnostics, plans in pending.values():
+            self.restore(table, diagnostics, plans())
+
     def faster_unsafe(self, diagnostics: Iterable[Diagnostic]) -> int:
-        """How many of the diagnostics' (distinct) safe fixes have a faster unsafe alternative."""
+        """How many of the diagnostics' (distinct) safe fixes have a faster unsafe alternative
+        (from the plans, or from a :meth:`restore_summary`: no plan is read for it)."""
         seen = set()
+        faster = self._faster
         for d in diagnostics:
             if d.fix is None or id(d.fix) in seen:
                 continue
-            plan = self.plan_for(d.fix)
+            if faster.get(id(d.fix)) is d.fix:
+                seen.add(id(d.fix))
+                continue
+            plan = self._by_fix.get(id(d.fix))
             if plan is not None and plan.hidden_unsafe is not None:
                 seen.add(id(d.fix))
         return len(seen)
@@ -347,6 +392,8 @@ class FixPlanner(RunPlanner):
                 keys.append(parts[0])
         if not keys:
             return result
+        if table.path in self._pending:
+            self._restore_pending()
         restored = self._restored.get(table.path)
         if restored is not None and restored[0] == table.data:  # read back from the result cache (restore())
             # (only for the bytes they were planned on: a table rewritten since is planned afresh)
@@ -401,7 +448,7 @@ class FixPlanner(RunPlanner):
         """Drop every memoised answer (after the estimator's deferred compiles ran: the answers
         of the first pass may rest on figures awaiting a compile)."""
         self.forget_searches()
-        for memo in (self._by_fix, self._tables, self._restored):
+        for memo in (self._by_fix, self._tables, self._restored, self._faster, self._pending):
             memo.clear()
 
     def forget_searches(self) -> None:

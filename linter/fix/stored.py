@@ -163,3 +163,45 @@ def table_plan_of(record, path: str, diagnostics: Sequence[Diagnostic]) -> Table
         if isinstance(exc, StoredPlanError):
             raise
         raise StoredPlanError(f"damaged record: {type(exc).__name__}: {exc}") from None
+
+
+# -- the plans' summary: what a kept report needs of them ------------------------------------------
+# A warm ``full`` report (or a kept ``html`` page) needs of the plans only how many entries have a
+# faster unsafe fix (the summary's hint, FixPlanner.faster_unsafe). The result cache keeps that
+# beside the results in a small record per file (``<key>.summary.json``), so such a run does not
+# read the whole plans file; the plans are read only when something asks for a plan.
+SUMMARY_VERSION = 1
+
+
+def summary_record(record) -> dict | None:
+    """The summary of a :func:`table_record`: the entries whose plan has a faster unsafe
+    alternative (``faster``, in the record's order); None for no record (nothing planned)."""
+    if record is None:
+        return None
+    return {"version": SUMMARY_VERSION,
+            "faster": [key for key, p in record["plans"].items() if p["hidden_unsafe"] is not None]}
+
+
+def faster_fixes_of(summary, diagnostics: Sequence[Diagnostic]) -> list:
+    """The fixes (of ``diagnostics``) of the entries a :func:`summary_record` names, as
+    :func:`table_plan_of` binds them. Raises :class:`StoredPlanError` when the summary is damaged
+    or names an entry the diagnostics do not give one fix."""
+    if type(summary) is not dict or summary.get("version") != SUMMARY_VERSION or type(summary.get("faster")) is not list:
+        raise StoredPlanError("no stored summary of this version")
+    fixes: dict[str, object] = {}
+    mixed: set[str] = set()
+    for d in diagnostics:
+        parts = parse_pointer(d.pointer)
+        if d.code not in FIXABLE or not parts:
+            continue
+        key = parts[0]
+        if key not in fixes:
+            fixes[key] = d.fix
+        elif fixes[key] is not d.fix:
+            mixed.add(key)
+    out = []
+    for key in summary["faster"]:
+        if type(key) is not str or fixes.get(key) is None or key in mixed:
+            raise StoredPlanError(f"{key!r}: a stored summary names an entry without its one fix")
+        out.append(fixes[key])
+    return out
