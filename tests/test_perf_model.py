@@ -366,3 +366,28 @@ def test_time_predictor_of_key_answers_as_predict(db):
             for smem in (0, 40960):
                 want = predict(config, shape, dev, c, smem_bytes=smem).time_us
                 assert fast.of_key(cfg_key(config), smem) == want, (shape, dev.key, config, smem)
+
+
+def test_a_shapes_static_part_equals_dataclasses_replace_of_the_devices(db):
+    """``_static`` fills a shape's sizes into the device's part with ``_with_fields`` (no second
+    run of the 50-field ``__init__``): every field, memo dicts included, as ``dataclasses.replace``
+    gives them, and the device's part is left unchanged."""
+    from dataclasses import fields, replace
+
+    from tilefit.perf.model import _device_static, _static, _with_fields
+
+    dev = db.get("rtx4090")
+    c = load_coefficients(dev)
+    for dtype, M in (("fp8_w8a8", 1), ("bf16", 300)):
+        shape = qwen3(dtype, M)
+        st = _static(shape, dev, c)
+        base = _device_static(dev, c, shape.kernel, shape.dtype, shape.block_shape is not None)
+        before = {f.name: getattr(base, f.name) for f in fields(base)}
+        changes = {f.name: getattr(st, f.name) for f in fields(st) if getattr(st, f.name) is not before[f.name]}
+        assert "M" in changes and "blocks" in changes  # the shape's sizes and its own block memo
+        ours, theirs = _with_fields(base, **changes), replace(base, **changes)
+        assert type(ours) is type(theirs)
+        for f in fields(st):
+            assert getattr(ours, f.name) == getattr(theirs, f.name) == getattr(st, f.name), f.name
+        assert ours.tiles is base.tiles  # the tile memo is shared by the device's shapes
+        assert {f.name: getattr(base, f.name) for f in fields(base)} == before

@@ -533,10 +533,13 @@ class FixPlanner(RunPlanner):
 
     def fits(self, ctx: "_TableContext", entry: Mapping) -> bool:
         """Whether ``entry`` fits every target group (shared memory with the margin, threads)."""
+        return self._fits_key(ctx, entry, cfg_key(entry))
+
+    def _fits_key(self, ctx: "_TableContext", entry: Mapping, k: tuple) -> bool:
+        """:meth:`fits` with the entry's ``cfg_key`` given (the memo's key)."""
         memo = ctx.fit_table
         if memo is None:
             memo = ctx.fit_table = self._fit_memo.setdefault(ctx.fit_id, {})
-        k = cfg_key(entry)
         hit = memo.get(k)
         if hit is None:
             hit = memo[k] = self._fits(ctx, entry)
@@ -778,24 +781,29 @@ class FixPlanner(RunPlanner):
         device, and again in later searches of the same batch size)."""
         return self._log_times_of(ctx, key, M, (entry,))[0]
 
-    def _log_times_of(self, ctx, key, M, entries: Sequence[Mapping]) -> list[tuple[float, ...]]:
-        """:meth:`_log_times` of each of ``entries`` (a ranking's candidates, in one loop)."""
+    def _log_times_of(self, ctx, key, M, entries: Sequence[Mapping],
+                      keys: Sequence[tuple] | None = None) -> list[tuple[float, ...]]:
+        """:meth:`_log_times` of each of ``entries`` (a ranking's candidates, in one loop; ``keys``:
+        their ``cfg_key`` values, when the caller has them)."""
         memo, predictors = self._ranking_memos(ctx, key, M)
         family = ctx.meta.family
+        meta = ctx.meta
         log = math.log
+        need_in = self._need_in
         out = []
-        for entry in entries:
-            ck = cfg_key(entry)
+        for i, entry in enumerate(entries):
+            ck = cfg_key(entry) if keys is None else keys[i]
             hit = memo.get(ck)
             if hit is None:
                 skey = smem_key(family, entry)
                 times = []
                 for p in predictors:
-                    t = p.memo.get(ck)
+                    pm = p.memo
+                    t = pm.get(ck)
                     if t is None:
                         dev = p.device
-                        smem = self._need_in(p.needs, ctx.meta, skey, entry, dev.arch, dev.vendor)
-                        t = p.memo[ck] = p.time.of_key(ck, smem or 0)
+                        smem = need_in(p.needs, meta, skey, entry, dev.arch, dev.vendor)
+                        t = pm[ck] = p.time.of_key(ck, smem or 0)
                     times.append(log(t))
                 hit = memo[ck] = tuple(times)
             out.append(hit)
@@ -830,8 +838,10 @@ class FixPlanner(RunPlanner):
 
     def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
         frontier = [c for c, _ in ranked[:self.beam_width]]
+        frontier_keys = [cfg_key(c) for c in frontier]
         for _ in range(self.beam_steps):
             new = []
+            new_keys = []  # their cfg_key values (computed once per candidate)
             for cand in frontier:
                 node = space.node_of(cand)
                 if not space.in_lattice(node):
@@ -841,16 +851,20 @@ class FixPlanner(RunPlanner):
                         continue
                     seen.add(nb)
                     alt = space.to_entry(nb, cand.get("GROUP_SIZE_M") if space.has_group else None)
-                    if cfg_key(alt) not in depth_of and self.fits(ctx, alt):
-                        depth_of[cfg_key(alt)] = space.distance(alt)
+                    ck = cfg_key(alt)
+                    if ck not in depth_of and self._fits_key(ctx, alt, ck):
+                        depth_of[ck] = space.distance(alt)
                         new.append(alt)
+                        new_keys.append(ck)
             if not new:
                 break
-            ranked = sorted(ranked + self._rank(ctx, key, M, new, entry, depth_of, first), key=lambda r: r[1])
+            ranked = sorted(ranked + self._rank(ctx, key, M, new, entry, depth_of, first, new_keys),
+                            key=lambda r: r[1])
             top = [c for c, _ in ranked[:self.beam_width]]
-            if [cfg_key(c) for c in top] == [cfg_key(c) for c in frontier]:
+            if [cfg_key(c) for c in top] == frontier_keys:
                 break
             frontier = top
+            frontier_keys = [cfg_key(c) for c in top]
         return ranked
 
     # -- ranking -------------------------------------------------------------------------------
@@ -885,16 +899,18 @@ class FixPlanner(RunPlanner):
         return hit
 
     def _rank(self, ctx, key, M, candidates: Iterable[dict], original: Mapping, depth_of: Mapping,
-              first: int) -> list[tuple[dict, float]]:
+              first: int, keys: Sequence[tuple] | None = None) -> list[tuple[dict, float]]:
         """(candidate, score) fastest first. The score is the weighted geometric mean of the
         predicted times, with two priors: on the file's own device, where the original entry
         was measured best by a tuner, a predicted gain over the original is shrunk by
         ``TUNED_PRIOR`` (in log space); and each edit beyond the nearest fitting layer costs
         ``EDIT_PENALTY`` (the model is less sure the farther a config is from a measured one)."""
         candidates = list(candidates)
+        if keys is None:  # the candidates' cfg_key values (the caller may have them)
+            keys = [cfg_key(c) for c in candidates]
         if not ctx.ranking or ctx.shape(key, M) is None:
             # nothing to rank with: keep edit-distance order
-            return sorted(((c, float(depth_of[cfg_key(c)])) for c in candidates), key=lambda r: r[1])
+            return sorted(((c, float(depth_of[k])) for c, k in zip(candidates, keys)), key=lambda r: r[1])
         total = sum(w for _, w in ctx.ranking)
         named = ctx.named.key if ctx.named is not None else None
         # per ranking device, the original's log time where it is the file's own device, else None
@@ -903,7 +919,7 @@ class FixPlanner(RunPlanner):
         weights = tuple(w for _, w in ctx.ranking)
         steps = ctx.space.steps_from(ctx.default) if ctx.default is not None else None
         out = []
-        for cand, times in zip(candidates, self._log_times_of(ctx, key, M, candidates)):
+        for cand, ck, times in zip(candidates, keys, self._log_times_of(ctx, key, M, candidates, keys)):
             s = 0.0
             for w, t, b in zip(weights, times, base):
                 if b is not None and t < b:
@@ -915,7 +931,7 @@ class FixPlanner(RunPlanner):
                 # original (the report shows both predictions)
                 s += math.log1p(ctx.default_trust * steps(cand))
             else:
-                s += math.log1p(EDIT_PENALTY * max(0, depth_of[cfg_key(cand)] - first))
+                s += math.log1p(EDIT_PENALTY * max(0, depth_of[ck] - first))
             out.append((cand, math.exp(s)))
         out.sort(key=lambda r: r[1])
         return out

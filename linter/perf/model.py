@@ -366,14 +366,25 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         active = 1.0
     a_rows = shape.a_rows_unique if shape.a_rows_unique is not None else rows
     expert_w = shape.n * shape.k * base.b_b
-    st = replace(base, rows=rows, active=active, per_expert=rows / active, a_rows=a_rows,
-                 route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
-                 M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={},
-                 expert_w=expert_w, w_all=active * expert_w, miss=min(1.0, expert_w / base.l2_reused),
-                 a_all=a_rows * shape.k * base.a_b, c_all=rows * shape.n * base.c_b)
+    st = _with_fields(base, rows=rows, active=active, per_expert=rows / active, a_rows=a_rows,
+                      route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
+                      M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={},
+                      expert_w=expert_w, w_all=active * expert_w, miss=min(1.0, expert_w / base.l2_reused),
+                      a_all=a_rows * shape.k * base.a_b, c_all=rows * shape.n * base.c_b)
     if len(_STATIC) > 4096:
         _STATIC.clear()
     _STATIC[key] = (c, device, st)
+    return st
+
+
+def _with_fields(base: _Static, **changes) -> _Static:
+    """``dataclasses.replace(base, **changes)`` without running the 50-field ``__init__`` again
+    (``_Static`` has no ``__post_init__`` and no ``init=False`` field: the same fields, the same
+    values; a fix search makes one per shape and ranking device)."""
+    st = object.__new__(_Static)
+    fields = st.__dict__
+    fields.update(base.__dict__)
+    fields.update(changes)
     return st
 
 
