@@ -12,6 +12,7 @@ Every position is addressable by an RFC 6901 pointer given as a tuple of path pa
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
 import sys
@@ -538,8 +539,10 @@ def _describe(exc: json.JSONDecodeError, text: str) -> str:
     return f"invalid JSON: {msg.lower()}"
 
 
+@functools.lru_cache(maxsize=4096)
 def pointer_to_str(pointer: tuple) -> str:
-    """RFC 6901 form of a pointer tuple."""
+    """RFC 6901 form of a pointer tuple (parts: str and int). Memoised: a check's diagnostics
+    name a few hundred distinct pointers thousands of times."""
     if not pointer:
         return ""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in pointer)
