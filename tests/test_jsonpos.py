@@ -263,3 +263,15 @@ def test_finding_spans_of_flat_tables_are_the_general_index_spans(corpus_files):
                     assert fast.finding_span(ptr, at_key) == want, (path, ptr, at_key)
                     checked += 1
     assert checked > 50000
+
+
+@pytest.mark.parametrize("text,duplicates", [
+    ('{"1": {"num_stages": 4, "num_stages": 2}, "2": {"num_stages": 3}}', True),  # counted from its brackets
+    ('{"1": {"num_stages": 4}, "2": {"num_stages": 3}}', False),
+    ('{"1": {"a": "x:{"}, "2": {"a": 1}}', False),  # a bracket and a colon in a string: the walk
+    ('{"1": {"a": [1, {"b": 2, "b": 3}]}}', True),  # nested: the walk
+])
+def test_duplicate_keys_found_in_flat_and_nested_tables(text, duplicates):
+    doc = JsonDocument.parse(text.encode())
+    assert doc.has_duplicates is duplicates
+    assert doc.value == json.loads(text)
