@@ -486,9 +486,5 @@ class Engine:
                 pos = Position(line, col)
                 return Span(pos, pos, finding.offset, finding.offset)
             return FILE_START
-        if finding.at_key and pointer:
-            span = doc.key_span(pointer)
-            if span is not None:
-                return span
-        return doc.span(pointer)
+        return doc.finding_span(pointer, bool(finding.at_key))
 

@@ -12,30 +12,47 @@ Every position is addressable by an RFC 6901 pointer given as a tuple of path pa
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
+import sys
+from itertools import accumulate, count
+from operator import add
 from typing import Any, Iterator
 
 from .model import Position, Span, build_frozen
 
+# Possessive repeats (Python 3.11+) where giving characters back can never make a match (the
+# next character the pattern needs is outside the repeated class): the same language, and the
+# re engine keeps no backtracking state per character (a flat table is matched in half the time).
+_P = "+" if sys.version_info >= (3, 11) else ""
 # A JSON string, its loop unrolled (runs of plain characters, then an escape and a run): the
 # same language as '"(?:[^"\\\n]|\\.)*"', matched about twice as fast by the re engine.
-_STRING_BODY = r'[^"\\\n]*(?:\\.[^"\\\n]*)*'
+_STRING_BODY = r'[^"\\\n]*' + _P + r'(?:\\.[^"\\\n]*' + _P + ")*" + _P
 _STRING = '"' + _STRING_BODY + '"'
 # Strings and brackets: everything a structural walk needs. Numbers, literals, commas and
 # colons are found from these on demand.
 _STRUCT = re.compile(_STRING + r'|[{}\[\]]')
-_COLON = re.compile(r"[ \t\r\n]*:[ \t\r\n]*")
+_COLON_TEXT = r"[ \t\r\n]*" + _P + r":[ \t\r\n]*" + _P
+_COLON = re.compile(_COLON_TEXT)
 _WS = re.compile(r"[ \t\r\n]*")
 _SCALAR = re.compile(_STRING + r'|[^\s,\]}]+')
-# A member whose value holds no nested container: the whole member is matched in C.
-_MEMBER_VALUE = (r'[ \t\r\n]*:[ \t\r\n]*'
-                 r'(\{[^{}\[\]"]*(?:' + _STRING + r'[^{}\[\]"]*)*\}|' + _STRING + r'|[^\s,{}\[\]]+)')
+# A member whose value holds no nested container (an object of scalars, a string, a scalar):
+# the whole member is matched in C.
+_FLAT_VALUE = (r'\{[^{}\[\]"]*' + _P + "(?:" + _STRING + r'[^{}\[\]"]*' + _P + ")*" + _P + r"\}|" + _STRING
+               + r"|[^\s,{}\[\]]+")
+_MEMBER_VALUE = _COLON_TEXT + "(" + _FLAT_VALUE + ")"
 _FLAT_MEMBER = re.compile('"(' + _STRING_BODY + ')"' + _MEMBER_VALUE)
+# The same member as three contiguous groups (quoted name, colon, value) for ``re.split``: a flat
+# table's text splits into its separators and its members' pieces, in order, so the parts'
+# lengths give every top-level member's offsets without a Python step per member.
+_FLAT_PARTS = re.compile('("' + _STRING_BODY + '")(' + _COLON_TEXT + ")(" + _FLAT_VALUE + ")")
+_OPENING = re.compile(r"[ \t\r\n]*\{[ \t\r\n]*")
+_BETWEEN = re.compile(r"[ \t\r\n]*,[ \t\r\n]*")
+_CLOSING = re.compile(r"[ \t\r\n]*\}[ \t\r\n]*")
 # a flat entry's member of one name (see JsonDocument._flat_search): name -> its pattern
 _MEMBER_NAMED: dict[str, re.Pattern] = {}
 _SEARCHED: dict = {}  # the marker of a flat entry searched member by member
-_SEPARATOR = re.compile(r"[ \t\r\n]*,?[ \t\r\n]*")
 _ELEMENT_TOKENS = re.compile(_STRING + r'|[\[\]{},]')
 # Non-ASCII text: a byte offset is kept for every _MARK-th character.
 _MARK = 1024
@@ -117,6 +134,18 @@ def _count_keys(value, depth: int = 1) -> int:
     return 0
 
 
+def _count_keys_of(text: str, value) -> int:
+    """:func:`_count_keys` of ``value``, the JSON value of ``text``. A table of objects of
+    scalars is counted from its brackets (in C): a text with no ``[`` and one ``{`` more than
+    the top object has object members nests nothing deeper (a bracket inside a string only
+    sends the file to the walk)."""
+    if type(value) is dict and "[" not in text:
+        inner = [v for v in value.values() if type(v) is dict]
+        if text.count("{") == len(inner) + 1:
+            return len(value) + sum(map(len, inner))
+    return _count_keys(value)
+
+
 _LONG_NUMBER = re.compile(r"[0-9]{4000,}")
 
 
@@ -128,8 +157,8 @@ class JsonDocument:
     """One parsed JSON file: ``value`` plus positions of every key and value."""
 
     __slots__ = ("data", "text", "value", "has_duplicates", "_ascii", "_line_starts", "_index", "_containers",
-                 "_container_ends", "_members", "_children", "_elements", "_byte_marks", "_flat", "_flat_inner",
-                 "_flat_searched")
+                 "_container_ends", "_members", "_children", "_elements", "_byte_marks", "_flat", "_flat_root",
+                 "_flat_inner", "_flat_searched")
 
     def __init__(self, data: bytes, text: str, value: Any, has_duplicates: bool = False):
         self.has_duplicates = has_duplicates  # some object repeats a key
@@ -146,8 +175,9 @@ class JsonDocument:
         self._elements: dict[tuple, list[tuple[int, int]]] = {}  # array -> its elements' spans
         self._byte_marks: list[int] | None = None  # byte offset of every _MARK-th character
         self._flat: dict[str, tuple[int, int, int, int]] | None = None  # key -> key and value spans
+        self._flat_root: tuple[int, int] | None = None  # a flat table's braces (chars)
         self._flat_inner: dict[str, dict[str, tuple[int, int, int, int]]] = {}
-        self._flat_searched: dict[str, dict] = {}  # entry -> member -> spans or None (see _flat_search)
+        self._flat_searched: dict[tuple, tuple | None] = {}  # (entry, member) -> spans or None (see _flat_search)
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
@@ -168,7 +198,7 @@ class JsonDocument:
             # file decoded again with a hook that keeps every pair (and marks the duplicates).
             # Colons inside strings only send a file down the slow path, never past a duplicate.
             value = _PLAIN.decode(text)
-            if text.count(":") > _count_keys(value):
+            if text.count(":") > _count_keys_of(text, value):
                 value = _DECODER.decode(text)
         except json.JSONDecodeError as exc:
             offset = len(text[: exc.pos].encode("utf-8"))
@@ -207,55 +237,78 @@ class JsonDocument:
         k = bisect.bisect_right(marks, byte_offset) - 1
         return k * _MARK + len(self.data[marks[k]:byte_offset].decode("utf-8", "replace"))
 
-    def position(self, char_offset: int) -> Position:
+    def _lines(self) -> list[int]:
+        """The character offset of every line's start; the lines' lengths summed in C."""
         if self._line_starts is None:
-            self._line_starts = [0] + [m.end() for m in re.finditer("\n", self.text)]
-        line = bisect.bisect_right(self._line_starts, char_offset)
-        return build_frozen(Position, {"line": line, "column": char_offset - self._line_starts[line - 1] + 1})
+            lines = self.text.split("\n")
+            lines.pop()
+            # line k + 1 starts after the first k lines and their k newlines
+            self._line_starts = [0, *map(add, accumulate(map(len, lines)), count(1))]
+        return self._line_starts
+
+    def position(self, char_offset: int) -> Position:
+        starts = self._line_starts or self._lines()
+        line = bisect.bisect_right(starts, char_offset)
+        return build_frozen(Position, {"line": line, "column": char_offset - starts[line - 1] + 1})
 
     def span_of_chars(self, start: int, end: int) -> Span:
-        return build_frozen(Span, {"start": self.position(start), "end": self.position(end),
-                                   "start_offset": self.byte_offset(start), "end_offset": self.byte_offset(end)})
+        starts = self._line_starts or self._lines()
+        line = bisect.bisect_right(starts, start)
+        first = starts[line - 1]
+        begin = build_frozen(Position, {"line": line, "column": start - first + 1})
+        if line == len(starts) or end < starts[line]:  # on the same line (a key, a scalar)
+            stop = build_frozen(Position, {"line": line, "column": end - first + 1})
+        else:
+            stop = self.position(end)
+        if self._ascii:
+            return build_frozen(Span, {"start": begin, "end": stop, "start_offset": start, "end_offset": end})
+        return build_frozen(Span, {"start": begin, "end": stop, "start_offset": self.byte_offset(start),
+                                   "end_offset": self.byte_offset(end)})
 
     # -- fast path: a flat table (an object of objects of scalars) ------------------------------
     def _flat_index(self) -> dict | None:
-        """Key and value spans of the top-level members when the document is a flat table,
-        found by one regex pass that runs in C; None (and the general index is used) otherwise."""
+        """Key and value spans of the top-level members when the document is a flat table, found
+        by one ``re.split`` of the text (in C): its parts must be the opening brace, the members'
+        names, colons and flat values with a comma between two members, and the closing brace.
+        None (and the general index is used) otherwise."""
         if self._flat is not None:
             return self._flat or None
         self._flat = {}
         value = self.value
-        if not isinstance(value, dict):
+        if type(value) is dict:
+            keys = list(value)
+        elif isinstance(value, Members):
+            keys = [k for k, _ in value.pairs]
+        else:
             return None
-        text = self.text
-        start = _WS.match(text).end()
-        if text[start:start + 1] != "{":
+        parts = _FLAT_PARTS.split(self.text)
+        n = len(keys)
+        if not n or len(parts) != 4 * n + 1:
             return None
-        pos = _WS.match(text, start + 1).end()
-        keys = [k for k, _ in (value.pairs if isinstance(value, Members) else value.items())]
-        found: dict[str, tuple[int, int, int, int]] = {}
-        i = 0
-        for m in _FLAT_MEMBER.finditer(text, pos):
-            if m.start() != pos or i >= len(keys):
+        if not (_OPENING.fullmatch(parts[0]) and _CLOSING.fullmatch(parts[-1])):
+            return None
+        for between in set(parts[4:-1:4]):  # a few distinct texts ("," and a line's indent)
+            if not _BETWEEN.fullmatch(between):
                 return None
-            raw = m.group(1)
-            key = json.loads('"' + raw + '"') if "\\" in raw else raw
-            if key != keys[i]:
-                return None
-            found[key] = (m.start(), m.start(1) + len(raw) + 1, m.start(2), m.end(2))
-            i += 1
-            pos = _SEPARATOR.match(text, m.end()).end()
-            if text[pos:pos + 1] == "}":
-                break
-        if i != len(keys) or text[pos:pos + 1] != "}" or text[pos + 1:].strip():
+        names = parts[1::4]
+        if "\\" in "".join(names):
+            names = [json.loads(raw) for raw in names]
+        else:
+            names = [raw[1:-1] for raw in names]
+        if names != keys:
             return None
+        ends = list(accumulate(map(len, parts)))
+        # member i: its name starts where the separator before it ends (part 4i), its value
+        # after the colon (part 4i + 2); a duplicated name keeps its last member's spans
+        found = dict(zip(names, zip(ends[0::4], ends[1::4], ends[2::4], ends[3::4])))
+        self._flat_root = (parts[0].index("{"), ends[-2] + parts[-1].index("}") + 1)
         self._flat = found
         return found
 
     def _flat_member(self, pointer: tuple) -> tuple[int, int, int, int] | None:
         """(key start, key end, value start, value end) for pointers of depth 1 or 2 of a flat table."""
-        flat = self._flat_index()
-        if flat is None or not pointer or len(pointer) > 2:
+        flat = self._flat if self._flat is not None else self._flat_index()
+        if not flat or not pointer or len(pointer) > 2:
             return None
         top = flat.get(pointer[0])
         if top is None or len(pointer) == 1:
@@ -267,7 +320,7 @@ class JsonDocument:
                 return None
             # an entry without escapes is searched for the member asked for only (an entry's
             # findings name one or two of its members); with escapes, its members are indexed
-            inner = self._flat_inner[pointer[0]] = {} if "\\" in self.text[vs:ve] else _SEARCHED
+            inner = self._flat_inner[pointer[0]] = {} if self.text.find("\\", vs, ve) >= 0 else _SEARCHED
             if inner is not _SEARCHED:
                 for m in _FLAT_MEMBER.finditer(self.text, vs + 1, ve - 1):
                     raw = m.group(1)
@@ -281,20 +334,25 @@ class JsonDocument:
         """The member ``key`` of the flat entry ``top_key`` (spans ``top``, no escapes in its text):
         in an object of scalars a quoted name followed by a colon is a member's key (a string
         value is followed by a comma or the brace, and holds no quote), so the member is the last
-        such match of the name (the one json.load keeps), as indexing every member finds it."""
-        memo = self._flat_searched.setdefault(top_key, {})
-        try:
-            return memo[key]
-        except KeyError:
-            pass
+        such match of the name (the one json.load keeps), as indexing every member finds it; in
+        a document without a duplicated key, the only one."""
+        memo_key = (top_key, key)
+        hit = self._flat_searched.get(memo_key, _SEARCHED)
+        if hit is not _SEARCHED:
+            return hit
         hit = None
         if type(key) is str and '"' not in key and "\\" not in key:
             pattern = _MEMBER_NAMED.get(key)
             if pattern is None:
                 pattern = _MEMBER_NAMED[key] = re.compile('"(' + re.escape(key) + ')"' + _MEMBER_VALUE)
-            for m in pattern.finditer(self.text, top[2] + 1, top[3] - 1):
-                hit = (m.start(), m.end(1) + 1, m.start(2), m.end(2))
-        memo[key] = hit
+            if self.has_duplicates:
+                for m in pattern.finditer(self.text, top[2] + 1, top[3] - 1):
+                    hit = (m.start(), m.end(1) + 1, m.start(2), m.end(2))
+            else:
+                m = pattern.search(self.text, top[2] + 1, top[3] - 1)
+                if m is not None:
+                    hit = (m.start(), m.end(1) + 1, m.start(2), m.end(2))
+        self._flat_searched[memo_key] = hit
         return hit
 
     # -- structural index ---------------------------------------------------------------------
@@ -386,6 +444,8 @@ class JsonDocument:
             return self.span_of_chars(hit[2], hit[3])
         if self._flat and 0 < len(pointer) <= 2:
             return None
+        if not pointer and self._flat:
+            return self.span_of_chars(*self._flat_root)
         self._ensure_index()
         if not pointer:
             return self.span_of_chars(*self._containers[()]) if () in self._containers else None
@@ -405,6 +465,19 @@ class JsonDocument:
                 if 0 <= pointer[-1] < len(elements):
                     return self.span_of_chars(*elements[pointer[-1]])
         return None
+
+    def finding_span(self, pointer: tuple, at_key: bool = False) -> Span:
+        """A diagnostic's span at ``pointer``: the member's key when the finding is about the key
+        (``at_key``) and there is one, else :meth:`span`. A flat table's member is looked up once."""
+        if 0 < len(pointer) <= 2:
+            hit = self._flat_member(pointer)
+            if hit is not None:
+                return self.span_of_chars(hit[0], hit[1]) if at_key else self.span_of_chars(hit[2], hit[3])
+        if at_key and pointer:
+            span = self.key_span(pointer)
+            if span is not None:
+                return span
+        return self.span(pointer)
 
     def span(self, pointer: tuple) -> Span:
         """Best span for a diagnostic at ``pointer``: the value, else the closest ancestor."""
@@ -478,8 +551,10 @@ def _describe(exc: json.JSONDecodeError, text: str) -> str:
     return f"invalid JSON: {msg.lower()}"
 
 
+@functools.lru_cache(maxsize=4096)
 def pointer_to_str(pointer: tuple) -> str:
-    """RFC 6901 form of a pointer tuple."""
+    """RFC 6901 form of a pointer tuple (parts: str and int). Memoised: a check's diagnostics
+    name a few hundred distinct pointers thousands of times."""
     if not pointer:
         return ""
     return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in pointer)

@@ -260,6 +260,10 @@ class ResultCache:
         self.values: list = []  # the distinct messages, pointers and data objects the rows name
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
         self._strings: dict[str, int] = {}  # a string value -> its index (what _index says of its JSON text)
+        self._reprs: dict[str, int] = {}  # a data object's repr -> its index (see _data_value)
+        # whether some value may be named by no row (records read from a file, or a file's rows
+        # put again): then save() compacts the values; else they are exactly the rows' in order
+        self._stale = False
         self.changed = False
         # whether every record held was written by this class: read back from a file whose bytes
         # have the digest its save wrote beside it (then no row is validated again), or none read
@@ -274,6 +278,7 @@ class ResultCache:
             if (type(data) is dict and data.get("format") == FORMAT and type(data.get("files")) is dict
                     and type(data.get("values")) is list):
                 self.entries, self.values = data["files"], data["values"]
+                self._stale = True
                 self.verified = self._digest_file_says(hashlib.sha256(raw).hexdigest())
 
     def _digest_file(self) -> Path:
@@ -290,6 +295,7 @@ class ResultCache:
         """A cache with no file, holding ``files`` and ``values`` (a stored record's, or empty)."""
         rc = cls(None)
         rc.entries, rc.values = (files if files is not None else {}), (values if values is not None else [])
+        rc._stale = files is not None or values is not None
         rc.verified = files is None  # a record read from elsewhere: each row it gives is validated
         return rc
 
@@ -331,6 +337,8 @@ class ResultCache:
         fixer's plans behind their fixes, with (``summary``: JSON data) what a kept report needs
         of them (:meth:`tilefit.planning.RunPlanner.summary_of`)."""
         fixes: dict[int, int] = {}  # id of a Fix -> its value index (an entry's diagnostics share one)
+        if path in self.entries:
+            self._stale = True
         self.entries[path] = [digest, [self._row(d, fixes) for d in diagnostics]]
         if self.file is not None:  # kept for save() (a file-less cache, e.g. a call-site record's encoder, keeps none)
             self._plans.new[path] = None if plans is None else [digest, plans]
@@ -355,13 +363,32 @@ class ResultCache:
         return self._summaries.get(path, digest)
 
     def _row(self, d: Diagnostic, fixes: dict[int, int]) -> list:
-        fix = fixes.get(id(d.fix))
-        if fix is None:
-            fix = fixes[id(d.fix)] = self._value(_fix_value(d.fix))
+        # the values in the row's column order (message, pointer, data, fix): the order
+        # _compacted() gives them, so values only ever appended need no compaction
         s = d.span
-        return [d.code, self._value(d.message), s.start.line, s.start.column, s.end.line, s.end.column,
+        start, end = s.start, s.end
+        return [d.code, self._value(d.message), start.line, start.column, end.line, end.column,
                 s.start_offset, s.end_offset, d.severity.value, self._value(d.pointer), d.target,
-                self._value(dict(d.data)), d.fingerprint, fix]
+                self._data_value(d.data), d.fingerprint, self._fix_index(d.fix, fixes)]
+
+    def _fix_index(self, fix: Fix | None, fixes: dict[int, int]) -> int:
+        i = fixes.get(id(fix))
+        if i is None:
+            i = fixes[id(fix)] = self._value(_fix_value(fix))
+        return i
+
+    def _data_value(self, data) -> int:
+        """The index of a diagnostic's data object, found by its repr: a check's diagnostics
+        repeat a few hundred data objects thousands of times, and repr (in C) tells apart what
+        the JSON text would (1, 1.0, true, "1"), so only a repr not seen yet is encoded."""
+        reprs = self.__dict__.get("_reprs")
+        if reprs is None:  # a cache built without __init__
+            reprs = self._reprs = {}
+        key = repr(data)
+        i = reprs.get(key)
+        if i is None:
+            i = reprs[key] = self._json_value(data if type(data) is dict else dict(data))
+        return i
 
     def _value(self, value) -> int:
         if type(value) is str:  # messages and pointers repeat across rows: their index by the string itself
@@ -389,7 +416,10 @@ class ResultCache:
 
     def _compacted(self) -> tuple[dict, list]:
         """The entries and values with only the values some row still names (a file whose rows
-        name no value, e.g. of a damaged cache file, is left out)."""
+        name no value, e.g. of a damaged cache file, is left out). Values only appended by put()
+        to a cache that read no records are already so (see _row)."""
+        if not self.__dict__.get("_stale", True) and self.verified:
+            return self.entries, self.values
         used: dict[int, int] = {}
         values: list = []
         entries = {}

@@ -239,3 +239,39 @@ def test_positions_are_found_in_linear_time(tmp_path):
         small = min(measure(1000) for _ in range(3))
         large = min(measure(10000) for _ in range(2))
         assert large < 30 * small, (measure.__name__, small, large)
+
+
+def test_finding_spans_of_flat_tables_are_the_general_index_spans(corpus_files):
+    """A diagnostic's span (the member's key for a finding about the key, else the value, else
+    the closest ancestor's) from a flat table's one-split index equals the token walk's, for the
+    whole document, every entry, every member and a missing one; and a flat table's
+    whole-document span builds no general index."""
+    checked = 0
+    for path in corpus_files[::5]:
+        data = path.read_bytes()
+        fast, slow = JsonDocument.parse(data), JsonDocument.parse(data)
+        if fast._flat_index() is None:
+            continue
+        slow._flat = {}  # force the general index
+        assert fast.finding_span(()) == slow.span(()), path
+        assert fast._index is None, path
+        for key, value in fast.value.items():
+            pointers = [(key,), (key, "missing")] + ([(key, p) for p in value] if isinstance(value, dict) else [])
+            for ptr in pointers:
+                for at_key in (False, True):
+                    want = (slow.key_span(ptr) if at_key else None) or slow.span(ptr)
+                    assert fast.finding_span(ptr, at_key) == want, (path, ptr, at_key)
+                    checked += 1
+    assert checked > 50000
+
+
+@pytest.mark.parametrize("text,duplicates", [
+    ('{"1": {"num_stages": 4, "num_stages": 2}, "2": {"num_stages": 3}}', True),  # counted from its brackets
+    ('{"1": {"num_stages": 4}, "2": {"num_stages": 3}}', False),
+    ('{"1": {"a": "x:{"}, "2": {"a": 1}}', False),  # a bracket and a colon in a string: the walk
+    ('{"1": {"a": [1, {"b": 2, "b": 3}]}}', True),  # nested: the walk
+])
+def test_duplicate_keys_found_in_flat_and_nested_tables(text, duplicates):
+    doc = JsonDocument.parse(text.encode())
+    assert doc.has_duplicates is duplicates
+    assert doc.value == json.loads(text)
