@@ -128,7 +128,8 @@ class Engine:
             if self.selection.decides(code, cls.default_enabled):
                 self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
-        self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
+        # (entry id, class id) -> (its findings, whether no rule that judged it read the launch-order group)
+        self._target_memo: dict[tuple, tuple] = {}
         self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts, unrunnable) -> findings
         self._variant_memo: dict[tuple, tuple] = {}
         self._screened: dict[tuple, bool] = {}  # (group-free entry id, class id) -> variants_fit, see _merged_findings
@@ -139,6 +140,10 @@ class Engine:
         self._class_ids: dict[tuple, int] = {}
         self._file_targets_memo: dict[tuple, tuple] = {}
         self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
+        # (group-free entry id, whether the entry sets the group, class list id) -> merged findings
+        # that no rule's reading of the group decided; see _merged_findings
+        self._group_merged: dict[tuple, tuple[MergedFinding, ...]] = {}
+        self.group_merged_hits = 0  # entries whose merged findings came from a group copy's
         self._class_plans: dict[tuple, tuple] = {}  # see _class_plan()
         self._device_sets: dict[tuple, tuple] = {}  # (class list id, class indices) -> Engine._device_set
         self._identities: dict[int, str] = {}
@@ -291,6 +296,20 @@ class Engine:
         if hit is not None:
             return hit
         meta = table.meta
+        # an entry judged only by rules that read nothing of its launch-order group, on variants
+        # screens shared by its group-free id, gets the findings of every entry that differs from it
+        # only in the group (Rule.reads_launch_group): looked up before the classes are walked
+        plan, group = self._class_plan(meta.family, target_rules, targets_id, classes, class_ids, flags)
+        gid = gkey = None
+        if group is not None:
+            gid = self._group_free_id(meta, entry, eid)
+            gkey = (gid, group in entry, targets_id)
+            hit = self._group_merged.get(gkey)
+            if hit is not None:
+                self.group_merged_hits += 1
+                self._merged_memo[mkey] = hit
+                return hit
+        blind = gkey is not None  # stays so while every class is judged blind to the group
         merged: dict[tuple, list] = {}
         tctx_entry = ectx
         est = self.estimator
@@ -298,12 +317,13 @@ class Engine:
         # raises is asked again by the rules): a deferring or analytic estimator never compiles
         screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
             and not getattr(est, "engine_kernels", None)
-        gid = None
-        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean in self._class_plan(
-                meta.family, target_rules, targets_id, classes, class_ids, flags):
+        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean, blind_all, blind_fit in plan:
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
-            if found is None:
+            if found is not None:
+                found, class_blind = found
+            else:
+                own = False  # a screen not shared by the group-free entry (an estimate of this run's compile)
                 vkey = (eid, *vkind)
                 variants = self._variant_memo.get(vkey)
                 fits = False
@@ -322,6 +342,8 @@ class Engine:
                         fits = variants_fit(est, variants, dev.arch, dev.smem_per_block_optin)
                         if all(est.group_free(v.spec, dev.arch) for v in variants):
                             self._screened[skey] = fits
+                        else:
+                            own = True
                 if variants is None and not (fits and lean):
                     variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
                                                                           meta.engine)
@@ -329,6 +351,7 @@ class Engine:
                 found = []
                 if fits:
                     rules = unless_fit  # the rules silent where the variants fit: skipped
+                class_blind = not own and (blind_fit if fits else blind_all)
                 for rule, facts in rules:
                     if facts is not None:
                         # a rule that reads less of the device than its class: once per (entry, those
@@ -349,7 +372,9 @@ class Engine:
                         continue
                     shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                     found.extend(shared)
-                found = self._target_memo[tkey] = tuple(found)
+                found = tuple(found)
+                self._target_memo[tkey] = (found, class_blind)
+            blind = blind and class_blind
             for rule, finding, fkey in found:
                 slot = merged.get(fkey)
                 if slot is None:
@@ -363,6 +388,8 @@ class Engine:
             once = (rule.code, finding.identity, keys) if getattr(rule, "once_per_file", False) else None
             out.append(MergedFinding(rule, finding, keys, archs, message, once))
         hit = self._merged_memo[mkey] = tuple(out)
+        if blind:
+            self._group_merged[gkey] = hit
         return hit
 
     def _group_free_id(self, meta, entry: dict, eid: int) -> int:
@@ -393,8 +420,11 @@ class Engine:
         target rules (those of the config family ``family``) that judge it, what its variants are
         memoised by besides the entry, the same rules less those silent where the variants fit
         (``Rule.silent_when_variants_fit``; None when none is, or the class's limit is unknown),
-        whether none of those reads the variants (``Rule.reads_variants``))``.
-        Found once per (family, class list), not per entry."""
+        whether none of those reads the variants (``Rule.reads_variants``), whether none of the
+        rules that judge it reads the launch-order group (``Rule.reads_launch_group``), and the same
+        of the rules left where the variants fit)``; and the family's launch-order group where some
+        class's findings may not depend on it (else None: no entry's findings are shared with its
+        group copies). Found once per (family, class list), not per entry."""
         key = (family, targets_id)
         hit = self._class_plans.get(key)
         if hit is None:
@@ -408,9 +438,15 @@ class Engine:
                 if dev.smem_per_block_optin is not None and any(r.silent_when_variants_fit for r in rules):
                     unless_fit = tuple((r, f) for r, f in judged if not r.silent_when_variants_fit)
                 lean = unless_fit is not None and not any(r.reads_variants for r, _ in unless_fit)
+                blind_all = not any(r.reads_launch_group for r, _ in judged)
+                blind_fit = unless_fit is not None and not any(r.reads_launch_group for r, _ in unless_fit)
                 plan.append((i, ck, dev, dclass.devices, unrunnable, judged, (launch_arch_key(dev.arch), dev.vendor),
-                             unless_fit, lean))
-            hit = self._class_plans[key] = tuple(plan)
+                             unless_fit, lean, blind_all, blind_fit))
+            table = kernels.table(family)
+            group = table.group_name if table is not None else None
+            if not any(p[9] or p[10] for p in plan):
+                group = None
+            hit = self._class_plans[key] = (tuple(plan), group)
         return hit
 
     def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:
