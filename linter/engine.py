@@ -128,7 +128,8 @@ class Engine:
             if self.selection.decides(code, cls.default_enabled):
                 self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
-        # (entry id, class id) -> (its findings, whether no rule that judged it read the launch-order group)
+        # (entry id, class id) -> (its findings, whether no rule that judged it read the launch-order
+        # group); also (group-free id, class id) -> the same, where none did (see _merged_findings)
         self._target_memo: dict[tuple, tuple] = {}
         # (entry id, group-free id or kernel: see _merged_findings; rule code, Rule.device_facts, unrunnable) -> findings
         self._rule_memo: dict[tuple, tuple] = {}
@@ -328,12 +329,15 @@ class Engine:
         for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean, blind_all, blind_fit in plan:
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
+            if found is None and gkey is not None:
+                # a group copy's findings on this class, where no rule that judged it read the group
+                found = self._target_memo.get((memo_ids[1], ck))
             if found is not None:
                 found, class_blind = found
             else:
                 own = False  # a screen not shared by the group-free entry (an estimate of this run's compile)
-                vkey = (eid, *vkind)
-                variants = self._variant_memo.get(vkey)
+                vkey = None
+                variants = None
                 fits = False
                 if screen and unless_fit is not None:
                     # whether the variants fit, shared by the entries that differ only in the launch-order
@@ -344,6 +348,8 @@ class Engine:
                     skey = (gid, ck)
                     fits = self._screened.get(skey)
                     if fits is None:
+                        vkey = (eid, *vkind)
+                        variants = self._variant_memo.get(vkey)
                         if variants is None:
                             variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
                                                                                   meta.engine)
@@ -353,8 +359,11 @@ class Engine:
                         else:
                             own = True
                 if variants is None and not (fits and lean):
-                    variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
-                                                                          meta.engine)
+                    vkey = (eid, *vkind)
+                    variants = self._variant_memo.get(vkey)
+                    if variants is None:
+                        variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
+                                                                              meta.engine)
                 tctx = None  # built for the first rule called (most are answered by the rule memo)
                 found = []
                 if fits:
@@ -389,6 +398,8 @@ class Engine:
                     found.extend(shared)
                 found = tuple(found)
                 self._target_memo[tkey] = (found, class_blind)
+                if class_blind and gkey is not None:
+                    self._target_memo[(memo_ids[1], ck)] = (found, True)
             blind = blind and class_blind
             for rule, finding, fkey in found:
                 slot = merged.get(fkey)
