@@ -128,8 +128,13 @@ class Engine:
             if self.selection.decides(code, cls.default_enabled):
                 self._rules[cls.scope].append(cls(self.rule_options.get(code)))
         self._entry_memo: dict[tuple, tuple[Finding, ...]] = {}
-        self._target_memo: dict[tuple, tuple[Finding, ...]] = {}
-        self._rule_memo: dict[tuple, tuple] = {}  # (entry id, rule code, Rule.device_facts, unrunnable) -> findings
+        # (entry id, class id) -> (its findings, whether no rule that judged it read the launch-order
+        # group); also (group-free id, class id) -> the same, where none did (see _merged_findings)
+        self._target_memo: dict[tuple, tuple] = {}
+        # (entry id, group-free id or kernel: see _merged_findings; rule code, Rule.device_facts, unrunnable) -> findings
+        self._rule_memo: dict[tuple, tuple] = {}
+        self.rule_checks_asked = 0  # rule memo look-ups (rules with device facts) ...
+        self.rule_checks_memoised = 0  # ... and the checks they ran
         self._variant_memo: dict[tuple, tuple] = {}
         self._screened: dict[tuple, bool] = {}  # (group-free entry id, class id) -> variants_fit, see _merged_findings
         self._group_free: dict[int, int] = {}  # entry id -> its group-free id (see _group_free_id)
@@ -139,6 +144,10 @@ class Engine:
         self._class_ids: dict[tuple, int] = {}
         self._file_targets_memo: dict[tuple, tuple] = {}
         self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
+        # (group-free entry id, whether the entry sets the group, class list id) -> merged findings
+        # that no rule's reading of the group decided; see _merged_findings
+        self._group_merged: dict[tuple, tuple[MergedFinding, ...]] = {}
+        self.group_merged_hits = 0  # entries whose merged findings came from a group copy's
         self._class_plans: dict[tuple, tuple] = {}  # see _class_plan()
         self._device_sets: dict[tuple, tuple] = {}  # (class list id, class indices) -> Engine._device_set
         self._identities: dict[int, str] = {}
@@ -291,6 +300,25 @@ class Engine:
         if hit is not None:
             return hit
         meta = table.meta
+        # an entry judged only by rules that read nothing of its launch-order group, on variants
+        # screens shared by its group-free id, gets the findings of every entry that differs from it
+        # only in the group (Rule.reads_launch_group): looked up before the classes are walked
+        plan, group, share = self._class_plan(meta.family, target_rules, targets_id, classes, class_ids, flags)
+        gid = gkey = None
+        # what a rule's memoised findings are keyed by besides its device facts (see _class_plan):
+        # the entry, its group-free id (Rule.reads_launch_group), the table's kernel (Rule.reads_entry)
+        memo_ids = [eid, eid, None]
+        if group is not None:
+            gid = self._group_free_id(meta, entry, eid)
+            memo_ids[1] = ("group-free", gid, group in entry)
+            if share:
+                gkey = (gid, group in entry, targets_id)
+                hit = self._group_merged.get(gkey)
+                if hit is not None:
+                    self.group_merged_hits += 1
+                    self._merged_memo[mkey] = hit
+                    return hit
+        blind = gkey is not None  # stays so while every class is judged blind to the group
         merged: dict[tuple, list] = {}
         tctx_entry = ectx
         est = self.estimator
@@ -298,14 +326,18 @@ class Engine:
         # raises is asked again by the rules): a deferring or analytic estimator never compiles
         screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
             and not getattr(est, "engine_kernels", None)
-        gid = None
-        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean in self._class_plan(
-                meta.family, target_rules, targets_id, classes, class_ids, flags):
+        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean, blind_all, blind_fit in plan:
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
-            if found is None:
-                vkey = (eid, *vkind)
-                variants = self._variant_memo.get(vkey)
+            if found is None and gkey is not None:
+                # a group copy's findings on this class, where no rule that judged it read the group
+                found = self._target_memo.get((memo_ids[1], ck))
+            if found is not None:
+                found, class_blind = found
+            else:
+                own = False  # a screen not shared by the group-free entry (an estimate of this run's compile)
+                vkey = None
+                variants = None
                 fits = False
                 if screen and unless_fit is not None:
                     # whether the variants fit, shared by the entries that differ only in the launch-order
@@ -316,24 +348,38 @@ class Engine:
                     skey = (gid, ck)
                     fits = self._screened.get(skey)
                     if fits is None:
+                        vkey = (eid, *vkind)
+                        variants = self._variant_memo.get(vkey)
                         if variants is None:
                             variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
                                                                                   meta.engine)
                         fits = variants_fit(est, variants, dev.arch, dev.smem_per_block_optin)
                         if all(est.group_free(v.spec, dev.arch) for v in variants):
                             self._screened[skey] = fits
+                        else:
+                            own = True
                 if variants is None and not (fits and lean):
-                    variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
-                                                                          meta.engine)
+                    vkey = (eid, *vkind)
+                    variants = self._variant_memo.get(vkey)
+                    if variants is None:
+                        variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
+                                                                              meta.engine)
                 tctx = None  # built for the first rule called (most are answered by the rule memo)
                 found = []
                 if fits:
                     rules = unless_fit  # the rules silent where the variants fit: skipped
-                for rule, facts in rules:
+                class_blind = not own and (blind_fit if fits else blind_all)
+                for rule, facts, scope in rules:
                     if facts is not None:
                         # a rule that reads less of the device than its class: once per (entry, those
                         # facts, whether the class is of extra targets that cannot run the kernel)
-                        rkey = (eid, rule.code, facts, unrunnable)
+                        entry_id = memo_ids[scope]
+                        if entry_id is None:
+                            entry_id = memo_ids[2] = ("kernel", meta.family, meta.dtype, meta.block_shape,
+                                                      meta.per_channel_quant, meta.engine, meta.down,
+                                                      meta.triton_folder)
+                        rkey = (entry_id, rule.code, facts, unrunnable)
+                        self.rule_checks_asked += 1
                         shared = self._rule_memo.get(rkey)
                         if shared is not None:
                             found.extend(shared)
@@ -347,9 +393,14 @@ class Engine:
                         for f in rule.check(tctx):
                             found.append((rule, f, _finding_key(rule, f)))
                         continue
+                    self.rule_checks_memoised += 1
                     shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                     found.extend(shared)
-                found = self._target_memo[tkey] = tuple(found)
+                found = tuple(found)
+                self._target_memo[tkey] = (found, class_blind)
+                if class_blind and gkey is not None:
+                    self._target_memo[(memo_ids[1], ck)] = (found, True)
+            blind = blind and class_blind
             for rule, finding, fkey in found:
                 slot = merged.get(fkey)
                 if slot is None:
@@ -363,6 +414,8 @@ class Engine:
             once = (rule.code, finding.identity, keys) if getattr(rule, "once_per_file", False) else None
             out.append(MergedFinding(rule, finding, keys, archs, message, once))
         hit = self._merged_memo[mkey] = tuple(out)
+        if blind:
+            self._group_merged[gkey] = hit
         return hit
 
     def _group_free_id(self, meta, entry: dict, eid: int) -> int:
@@ -390,11 +443,18 @@ class Engine:
     def _class_plan(self, family: str, target_rules: list, targets_id: int, classes, class_ids, flags) -> tuple:
         """Per device class of a file's class list: ``(index, class id, first device, devices,
         whether they are extra targets that cannot run the kernel, (rule, Rule.device_facts) of the
-        target rules (those of the config family ``family``) that judge it, what its variants are
+        target rules (those of the config family ``family``) that judge it, with what the rule memo
+        keys each one's findings by besides the facts (0: the entry; 1: its group-free id, for a rule
+        that reads nothing of the group, ``Rule.reads_launch_group``; 2: the table's kernel, for a
+        rule that reads nothing of the entry, ``Rule.reads_entry``), what its variants are
         memoised by besides the entry, the same rules less those silent where the variants fit
         (``Rule.silent_when_variants_fit``; None when none is, or the class's limit is unknown),
-        whether none of those reads the variants (``Rule.reads_variants``))``.
-        Found once per (family, class list), not per entry."""
+        whether none of those reads the variants (``Rule.reads_variants``), whether none of the
+        rules that judge it reads the launch-order group (``Rule.reads_launch_group``), and the same
+        of the rules left where the variants fit)``; the family's launch-order group (None: it has
+        none); and whether some class's findings may not depend on it (else no entry's merged
+        findings are shared with its group copies). Found once per (family, class list), not per
+        entry."""
         key = (family, targets_id)
         hit = self._class_plans.get(key)
         if hit is None:
@@ -403,14 +463,20 @@ class Engine:
                 dev = dclass.first
                 unrunnable = bool(flags[i]) if flags else False
                 rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
-                judged = tuple((r, r.device_facts(dev)) for r in rules)
+                # what the rule memo keys a rule's findings by: 0 the entry, 1 its group-free id, 2 the kernel
+                judged = tuple((r, r.device_facts(dev), 2 if not r.reads_entry else 0 if r.reads_launch_group else 1)
+                               for r in rules)
                 unless_fit = None
                 if dev.smem_per_block_optin is not None and any(r.silent_when_variants_fit for r in rules):
-                    unless_fit = tuple((r, f) for r, f in judged if not r.silent_when_variants_fit)
-                lean = unless_fit is not None and not any(r.reads_variants for r, _ in unless_fit)
+                    unless_fit = tuple(j for j in judged if not j[0].silent_when_variants_fit)
+                lean = unless_fit is not None and not any(j[0].reads_variants for j in unless_fit)
+                blind_all = not any(j[0].reads_launch_group for j in judged)
+                blind_fit = unless_fit is not None and not any(j[0].reads_launch_group for j in unless_fit)
                 plan.append((i, ck, dev, dclass.devices, unrunnable, judged, (launch_arch_key(dev.arch), dev.vendor),
-                             unless_fit, lean))
-            hit = self._class_plans[key] = tuple(plan)
+                             unless_fit, lean, blind_all, blind_fit))
+            table = kernels.table(family)
+            group = table.group_name if table is not None else None
+            hit = self._class_plans[key] = (tuple(plan), group, group is not None and any(p[9] or p[10] for p in plan))
         return hit
 
     def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:

@@ -200,6 +200,17 @@ class Rule:
     # the engine still calls on a fitting entry says so, it need not build them (its screen already
     # knows they fit: see ``Engine._merged_findings``)
     reads_variants: ClassVar[bool] = True
+    # TARGET rules: False when ``check`` reads nothing of the entry's launch-order group (its kernel
+    # family's ``group_name``, GROUP_SIZE_M): neither its value nor whether the entry sets it. Where
+    # every rule that judged an entry on a file's device classes says so (and the variants screen
+    # was shared by the group-free entry), the engine shares the entry's merged findings with the
+    # entries that differ from it only in the group (see ``Engine._merged_findings``)
+    reads_launch_group: ClassVar[bool] = True
+    # TARGET rules: False when ``check`` reads nothing of the entry at all (only the table's kernel:
+    # its family, dtype, quantisation, engine and folder; the device facts of ``device_facts``;
+    # ``TargetContext.extra_unrunnable``): the engine then asks it once per (kernel, those facts),
+    # not once per entry
+    reads_entry: ClassVar[bool] = True
 
     def __init__(self, options: Mapping[str, Any] | None = None):
         """``options``: validated values of ``[tool.tilefit.rules.CODE]``; the rest default."""

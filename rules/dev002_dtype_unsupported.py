@@ -44,6 +44,8 @@ class DEV002(Rule):
 
     judges_unrunnable_targets = True
     reads_variants = False  # see Rule.reads_variants
+    reads_launch_group = False  # see Rule.reads_launch_group
+    reads_entry = False  # see Rule.reads_entry: the table's dtype path and the device's fp8 types
 
     def device_facts(self, device) -> tuple:
         return (device.triton_fp8_dtypes,)  # what check reads of the device

@@ -42,6 +42,7 @@ class THR001(Rule):
     )
 
     reads_variants = False  # see Rule.reads_variants
+    reads_launch_group = False  # see Rule.reads_launch_group
 
     def device_facts(self, device) -> tuple:
         return (device.vendor, device.warp_size, device.max_threads_per_block)  # what check reads of the device

@@ -38,6 +38,7 @@ class VAL005(Rule):
     )
 
     reads_variants = False  # see Rule.reads_variants
+    reads_launch_group = False  # see Rule.reads_launch_group
 
     def device_facts(self, device) -> tuple:
         return (device.vendor,)  # what check reads of the device
