@@ -435,3 +435,33 @@ def test_write_keeps_sglangs_use_tma_key_and_judges_its_tma_kernel(cli, corpus, 
         assert list(table[key]) == list(entry), key  # every key the engine reads, in its place
     assert table["4096"]["USE_TMA"] is True and table["4096"] != shipped["4096"]  # repaired as the TMA kernel
     assert {k: v for k, v in table.items() if k != "4096"} == {k: v for k, v in shipped.items() if k != "4096"}
+
+
+def test_write_repairs_and_checks_with_the_users_device_file(cli, corpus, tmp_path):
+    """``--device-file`` reaches the fixer and the check of the written table: on an H100 of
+    196620 B (a user file replacing the bundled device) the fixer repairs the overflowing 4096
+    entry itself (it judged the bundled H100 before, fixed nothing, and left the entry to the
+    repair ladder), and the written table is checked against the user's limit."""
+    device = json.loads((Path(__file__).parent.parent / "device_db" / "devices" / "h100-sxm.json").read_text())
+    device["smem_per_block_optin"] = 196620
+    device_file = tmp_path / "h100-sxm.json"
+    device_file.write_text(json.dumps(device))
+    package = corpus / "sglang-0.5.23"
+    out = tmp_path / "moe-configs"
+    r, rep = doctor_json(cli, QWEN_BF16, "-t", "h100", "--engine", "sglang", "--triton-version", "3.7.1",
+                         "--engine-path", package, "--device-file", device_file, "--batch-sizes", "3000,4000",
+                         "--estimator", "analytic", "--write", out)
+    assert r.exit_code == 1, r.output
+    (w,) = rep["written"]
+    assert any("repaired by the fixer" in n and "1 fixed" in n for n in w["notes"]), w["notes"]
+    assert w["verified"] is True and w["check_exit"] == 0, w
+    name = "E=128,N=768,device_name=NVIDIA_H100_80GB_HBM3.json"
+    written = out / "configs" / "triton_3_7_1" / name
+    # against the user's limit the shipped entry fails where the written one passes
+    shipped = json.loads((package / "sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_7_1" / name)
+                         .read_text())
+    table = json.loads(written.read_text())
+    table["4096"] = shipped["4096"]
+    written.write_text(json.dumps(table, indent=4))
+    r2 = cli("check", str(written), "--target", "h100", "--device-file", str(device_file), "--estimator", "analytic")
+    assert r2.exit_code == 1 and "SMEM001" in r2.output, r2.output

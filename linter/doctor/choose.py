@@ -17,7 +17,7 @@ smallest change, not a measured optimum.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from tilefit.atomicfile import write_atomic
 
@@ -85,11 +85,13 @@ def choose_entry(start: Mapping, fits: Fits, constraints: Constraints) -> tuple[
     return None, "nothing reachable fits"
 
 
-def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode: str = "auto") -> tuple[dict | None, str]:
+def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode: str = "auto",
+                device_files: Sequence[str] = ()) -> tuple[dict | None, str]:
     """Let the project's fixer repair the overflowing entries of a table.
 
     Writes ``start`` to ``path`` (the name and folder the engine reads, so the fixer sees the
-    right engine and device) and runs ``tilefit.app.run_fix`` on it for the targets, unsafe
+    right engine and device) and runs ``tilefit.app.run_fix`` on it for the targets (with the
+    devices of ``device_files``, the doctor's ``--device-file``), unsafe
     fixes allowed (the table is new: there is no earlier numerical behaviour to keep). Returns
     ({batch key: entry} as the fixer left the file, note), or (None, why the repair ladder is
     used instead).
@@ -109,7 +111,7 @@ def fixer_table(path, start: Mapping[int, Mapping], target_keys, estimator_mode:
         p.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(p, json.dumps({str(k): dict(v) for k, v in start.items()}, indent=4) + "\n")
         result = run_fix([str(p)], CheckOptions(targets=list(target_keys), estimator=estimator_mode,
-                                                unsafe_fixes=True), Settings(), write=True)
+                                                unsafe_fixes=True, device_files=list(device_files)), Settings(), write=True)
         fixed = json.loads(p.read_text())
         out = {int(k): dict(v) for k, v in fixed.items() if isinstance(v, dict)}
         n = sum(sum(f.fixed.values()) for f in result.files)

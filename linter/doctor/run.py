@@ -144,7 +144,8 @@ def run(req: Request, db) -> DoctorReport:
         from .write import write_tables
 
         report.written, report.write_problems = write_tables(doctor, sections, req.write_dir, req.estimator,
-                                                             skipped=report.write_skipped)
+                                                             skipped=report.write_skipped,
+                                                             device_files=req.device_files)
         if not report.written and not report.write_problems and not report.write_skipped:
             report.write_problems.append(
                 "nothing to write: no target has a device name (architecture targets cannot name a table) "

@@ -98,9 +98,12 @@ def _write(path: Path, text: str) -> str | None:
 
 
 def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Path,
-                 estimator_mode: str = "auto", skipped: list[str] | None = None) -> tuple[list[Written], list[str]]:
+                 estimator_mode: str = "auto", skipped: list[str] | None = None,
+                 device_files: Sequence[str] = ()) -> tuple[list[Written], list[str]]:
     """Write what changes something: a table for an engine and device only when some entry the
-    engine uses there overflows (``skipped`` gets one line for each table left unwritten)."""
+    engine uses there overflows (``skipped`` gets one line for each table left unwritten). The
+    fixer and the check of each written table read the devices of ``device_files`` too (the
+    doctor's ``--device-file``: a target it defines, or a bundled device it replaces)."""
     skipped = skipped if skipped is not None else []
     out_dir = Path(out_dir)
     written: list[Written] = []
@@ -146,7 +149,8 @@ def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Pat
                            f"every entry the engine uses fits already ({origin})")
             continue
         existed = path.exists()
-        fixer_entries, fixer_note = fixer_table(path, start, [t.key for t in targets], estimator_mode)
+        fixer_entries, fixer_note = fixer_table(path, start, [t.key for t in targets], estimator_mode,
+                                              device_files)
         table, changed, missing = _repair(doctor, {k: start[k] for k in keys if k in start}, fits,
                                           _constraints(doctor), fixer_entries)
         if missing:
@@ -170,7 +174,7 @@ def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Pat
             if first.kernel("moe_down") and first.kernel("moe_down").down_lookup and first.kernel("moe_down").down_lookup.found:
                 w.notes.append("no _down table is written: the down GEMM reuses this table's entries")
         _verify(doctor, group, out_dir, w)
-        _check(path, targets, estimator_mode, w)
+        _check(path, targets, estimator_mode, w, device_files)
         written.append(w)
 
     # Block GEMM: no override folder exists; write only what overflows, with where to copy it.
@@ -182,13 +186,14 @@ def write_tables(doctor: Doctor, sections: Sequence[Section], out_dir: str | Pat
             if path in done_paths:
                 continue
             done_paths.add(path)
-            w = _write_gemm(doctor, s, k, path, estimator_mode)
+            w = _write_gemm(doctor, s, k, path, estimator_mode, device_files)
             if w is not None:
                 written.append(w)
     return written, problems
 
 
-def _write_gemm(doctor: Doctor, section: Section, k, path: Path, estimator_mode: str) -> Written | None:
+def _write_gemm(doctor: Doctor, section: Section, k, path: Path, estimator_mode: str,
+                device_files: Sequence[str] = ()) -> Written | None:
     profile, target = section.profile, section.target
     if k.lookup.table is not None:
         start = {m: dict(v) for m, v in k.lookup.table.items() if isinstance(v, dict)}
@@ -214,7 +219,7 @@ def _write_gemm(doctor: Doctor, section: Section, k, path: Path, estimator_mode:
     dest = f"<{profile.engine} package>/{profile.block_gemm.package_dir}/"
     w = Written(profile.engine, target.key, str(path), k.lookup.name, None, len(table), changed)
     w.notes.append(f"{profile.engine} reads block-GEMM tables only from its package folder: copy this file to {dest}")
-    _check(path, [target], estimator_mode, w)
+    _check(path, [target], estimator_mode, w, device_files)
     return w
 
 
@@ -237,14 +242,14 @@ def _verify(doctor: Doctor, group: Sequence[Section], out_dir: Path, w: Written)
     w.verified = ok
 
 
-def _check(path: Path, targets, estimator_mode: str, w: Written) -> None:
+def _check(path: Path, targets, estimator_mode: str, w: Written, device_files: Sequence[str] = ()) -> None:
     """``tilefit check`` on the written file, for its targets."""
     from tilefit.api import CheckOptions, UsageError, run_check
     from tilefit.config import Settings
 
     try:
-        result = run_check([str(path)], CheckOptions(targets=[t.key for t in targets], estimator=estimator_mode),
-                           Settings())
+        result = run_check([str(path)], CheckOptions(targets=[t.key for t in targets], estimator=estimator_mode,
+                                                     device_files=list(device_files)), Settings())
     except UsageError as exc:
         w.check_exit = 2
         w.check_messages.append(str(exc))
