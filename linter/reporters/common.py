@@ -50,12 +50,19 @@ class RenderContext:
     def location(self, d, printable=None) -> str:
         """``path:line:col: CODE`` of a diagnostic, coloured when ``color`` (ruff's bold path,
         the code in its severity's colour)."""
+        s = d.span.start
+        path = d.path
+        if printable is not None:  # one file's diagnostics share its path: escaped once
+            shown = self._shown_paths.get(path)
+            if shown is None:
+                shown = self._shown_paths[path] = printable(path)
+            path = shown
+        if not self.color:
+            return f"{path}:{s.line}:{s.column}: {d.code}"
         from tilefit.style import SEVERITY, paint
 
-        s = d.span.start
-        path = printable(d.path) if printable is not None else d.path
-        where = paint(f"{path}:{s.line}:{s.column}:", "bold", enabled=self.color)
-        code = paint(d.code, "bold", SEVERITY.get(d.severity.value, "red"), enabled=self.color)
+        where = paint(f"{path}:{s.line}:{s.column}:", "bold")
+        code = paint(d.code, "bold", SEVERITY.get(d.severity.value, "red"))
         return f"{where} {code}"
 
     def project_path(self, path: str) -> str | None:
@@ -68,6 +75,7 @@ class RenderContext:
         return Path(os.path.abspath(self.root if self.root is not None else os.getcwd())).as_uri().rstrip("/") + "/"
     command: str | None = None  # the command line, for reports that say how they were made
     fix_result: object | None = None  # tilefit.fix.FixResult of --fix (the files it rewrote)
+    _shown_paths: dict = field(default_factory=dict, repr=False, compare=False)  # path -> printable(path)
 
 
 ROWS = "\x00tilefit-rows\x00"  # where write_json puts the rows in a document
