@@ -261,6 +261,7 @@ class ResultCache:
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
         self._strings: dict[str, int] = {}  # a string value -> its index (what _index says of its JSON text)
         self._reprs: dict[str, int] = {}  # a data object's repr -> its index (see _data_value)
+        self._spans: dict[tuple, Span] = {}  # a stored span's six numbers -> its (frozen) Span, for get()
         # whether some value may be named by no row (records read from a file, or a file's rows
         # put again): then save() compacts the values; else they are exactly the rows' in order
         self._stale = False
@@ -311,7 +312,7 @@ class ResultCache:
         if hit[0] != digest:
             return None
         fixes: dict[int, Fix | None] = {}  # one Fix per entry, shared by its diagnostics (as planned)
-        spans: dict[tuple, Span] = {}  # an entry's diagnostics share its span (frozen: one object)
+        spans = self._spans  # an entry's diagnostics share its span (frozen: one object), and files laid out alike
         try:
             out = []
             for r in hit[1]:
