@@ -78,6 +78,17 @@ def parse_arch(spec: str) -> str | None:
     return None
 
 
+def arch_order(arch: str) -> tuple:
+    """A sort key that lists arch keys as people count them: ``sm_80`` < ``sm_86`` < ``sm_89`` <
+    ``sm_90`` < ``sm_120`` (not string order, which puts ``sm_120`` first), ``gfx90a`` < ``gfx942``;
+    a key of no known spelling sorts by its text after the others of its prefix."""
+    m = _ARCH_PARTS.match(arch)
+    return (m.group(1), int(m.group(2)), m.group(3)) if m else (arch, 0, "")
+
+
+_ARCH_PARTS = re.compile(r"^([a-z_]+?)(\d+)(.*)$")
+
+
 def family_base(family: str | None) -> str | None:
     """A family name without engines.md's engine prefix: ``vl.fused_moe`` -> ``fused_moe``."""
     if family and family[:3] in ("vl.", "sg."):

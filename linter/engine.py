@@ -22,6 +22,7 @@ from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key
 from .serving.naming import device_for_file_name
 from .dtypes import missing_fp8_type
+from tilefit.device_db.names import arch_order
 from .estimate import EstimatorUnavailable
 from .tables import ConfigTable, batch_size_of
 from . import kernels
@@ -482,7 +483,7 @@ class Engine:
     def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:
         """The devices of the classes ``members`` (indices into ``classes``) as a merged finding
         names them: their keys (the devices the file names and the user named first, in the
-        user's order), their archs (sorted), and the texts that fill a message's placeholders.
+        user's order), their archs (in arch order: sm_86 before sm_120), and the texts that fill a message's placeholders.
         Memoised per (class list, members): an entry's findings mostly share one set, and
         thousands of entries the same few."""
         skey = (targets_id, members)
@@ -491,7 +492,7 @@ class Engine:
             devices = [d for i in members for d in classes[i].devices]
             if order:
                 devices = sorted(devices, key=lambda d: order.get(d.key, len(order)))
-            archs = tuple(sorted({d.arch for d in devices}))
+            archs = tuple(sorted({d.arch for d in devices}, key=arch_order))
             hit = self._device_sets[skey] = (tuple(d.key for d in devices), archs, format_targets(devices),
                                              "/".join(archs))
         return hit

@@ -93,7 +93,8 @@ class SMEM002(Rule):
     )
 
     def check(self, ctx: CallsiteContext):
-        from tilefit.callsites.checks import arch_key, join_labels
+        from tilefit.callsites.checks import join_labels
+        from tilefit.device_db.names import arch_order
 
         site = ctx.site
         if site.kind != "launch" or site.kernel.autotune is not None:
@@ -121,7 +122,7 @@ class SMEM002(Rule):
             first = True
             for (required, limit, _), vs in sorted(merged.items(), key=lambda kv: (-kv[0][0], kv[0][2])):
                 devices = list(dict.fromkeys(d for v in vs for d in v.dclass.devices))
-                archs = sorted({v.device.arch for v in vs}, key=arch_key)
+                archs = sorted({v.device.arch for v in vs}, key=arch_order)
                 label = join_labels([v.variant.label for v in vs])
                 branch = f" [{case.label}]" if case.label else ""
                 stages = vs[0].outcome.num_stages

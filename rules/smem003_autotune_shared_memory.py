@@ -85,7 +85,8 @@ class SMEM003(Rule):
     )
 
     def check(self, ctx: CallsiteContext):
-        from tilefit.callsites.checks import arch_key, join_labels
+        from tilefit.callsites.checks import join_labels
+        from tilefit.device_db.names import arch_order
 
         site = ctx.site
         if site.kind != "autotune" or not site.configs:
@@ -129,7 +130,7 @@ class SMEM003(Rule):
                     errors.setdefault(key, []).append((dclass, variant))
         for (low, high, limit, n, pruned), pairs in errors.items():
             devices = list(dict.fromkeys(d for dclass, _ in pairs for d in dclass.devices))
-            archs = sorted({dclass.first.arch for dclass, _ in pairs}, key=arch_key)
+            archs = sorted({dclass.first.arch for dclass, _ in pairs}, key=arch_order)
             label = join_labels([variant.label for _, variant in pairs])
             need = f"{low}" if low == high else f"{low}..{high}"
             yield Finding(

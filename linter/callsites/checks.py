@@ -224,9 +224,3 @@ def join_labels(labels: list[str]) -> str:
         return f"{key}=" + "/".join(lab.rpartition("=")[2] for lab in labels)
     return "; ".join(labels)
 
-
-def arch_key(arch: str):
-    import re
-
-    m = re.match(r"^([a-z_]+?)(\d+)(.*)$", arch)
-    return (m.group(1), int(m.group(2)), m.group(3)) if m else (arch, 0, "")
