@@ -132,19 +132,8 @@ def table_plan_of(record, path: str, diagnostics: Sequence[Diagnostic]) -> Table
         if type(stored) is not dict or type(skipped) is not dict or type(record["groups"]) is not list:
             raise StoredPlanError("damaged record")
         groups = [_group_of(*g) for g in record["groups"]]
-        fixes: dict[str, object] = {}
-        mixed: set[str] = set()  # entries whose fixable diagnostics carry different fixes
-        keys: list[str] = []
-        for d in diagnostics:
-            parts = parse_pointer(d.pointer)
-            if d.code not in FIXABLE or not parts:
-                continue
-            key = parts[0]
-            if key not in fixes:
-                keys.append(key)
-                fixes[key] = d.fix
-            elif fixes[key] is not d.fix:
-                mixed.add(key)
+        fixes, mixed = _entry_fixes(diagnostics)
+        keys = list(fixes)
         if not set(stored) <= set(keys) or not set(skipped) <= set(keys) or set(stored) & set(skipped):
             raise StoredPlanError("the stored plans name entries the diagnostics do not")
         out = TablePlan(path)
@@ -188,6 +177,18 @@ def faster_fixes_of(summary, diagnostics: Sequence[Diagnostic]) -> list:
     or names an entry the diagnostics do not give one fix."""
     if type(summary) is not dict or summary.get("version") != SUMMARY_VERSION or type(summary.get("faster")) is not list:
         raise StoredPlanError("no stored summary of this version")
+    fixes, mixed = _entry_fixes(diagnostics)
+    out = []
+    for key in summary["faster"]:
+        if type(key) is not str or fixes.get(key) is None or key in mixed:
+            raise StoredPlanError(f"{key!r}: a stored summary names an entry without its one fix")
+        out.append(fixes[key])
+    return out
+
+
+def _entry_fixes(diagnostics: Sequence[Diagnostic]) -> tuple[dict[str, object], set[str]]:
+    """The fix of each entry's fixable diagnostics ({entry key: fix}, in the diagnostics' order),
+    and the entries whose fixable diagnostics carry different fixes."""
     fixes: dict[str, object] = {}
     mixed: set[str] = set()
     for d in diagnostics:
@@ -199,9 +200,4 @@ def faster_fixes_of(summary, diagnostics: Sequence[Diagnostic]) -> list:
             fixes[key] = d.fix
         elif fixes[key] is not d.fix:
             mixed.add(key)
-    out = []
-    for key in summary["faster"]:
-        if type(key) is not str or fixes.get(key) is None or key in mixed:
-            raise StoredPlanError(f"{key!r}: a stored summary names an entry without its one fix")
-        out.append(fixes[key])
-    return out
+    return fixes, mixed
