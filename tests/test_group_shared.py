@@ -15,6 +15,8 @@ from tilefit.api import CheckOptions, build_engine, run_check
 from tilefit.config import Settings
 from tilefit.rules import RULES
 
+from corpus_tables import triton_tables
+
 
 def _check(paths, cache_dir, monkeypatch):
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(cache_dir))
@@ -32,20 +34,15 @@ def test_the_rules_blind_to_the_group_find_the_same_whatever_the_group(corpus_fi
     for the entry without the group."""
     from tilefit.device_db import load_database
     from tilefit.estimate import Estimator
-    from tilefit.families import classify
     from tilefit.rules.base import EntryContext, FileContext, Scope, TargetContext
-    from tilefit.tables import read_table
 
     blind = [cls(None) for cls in RULES.values() if cls.scope is Scope.TARGET and not cls.reads_launch_group]
     assert sorted(r.code for r in blind) == ["DEV002", "THR001", "VAL005"]
     db, est = load_database(), Estimator("analytic")
     devices = [db.get(k) for k in ("rtx3090", "rtx4090", "rtx5090", "mi300x", "h100-sxm")]
     compared = found = 0
-    for path in corpus_files[::20]:
-        meta = classify(str(path))
-        table = read_table(str(path), meta=meta)
-        if table.doc is None or not isinstance(table.value, dict) or not meta.is_triton_table:
-            continue
+    for path, table in triton_tables(corpus_files, 20):
+        meta = table.meta
         fctx = FileContext(table=table, db=db, named_device=None, engine=meta.engine)
         for key, entry in list(table.live_entries())[:3]:
             if not isinstance(entry, dict) or "GROUP_SIZE_M" not in entry:
@@ -68,20 +65,15 @@ def test_the_rules_blind_to_the_entry_find_the_same_for_every_entry(corpus_files
     facts: its findings on every entry of corpus tables (launchable or not) are the first entry's."""
     from tilefit.device_db import load_database
     from tilefit.estimate import Estimator
-    from tilefit.families import classify
     from tilefit.rules.base import EntryContext, FileContext, Scope, TargetContext
-    from tilefit.tables import read_table
 
     blind = [cls(None) for cls in RULES.values() if cls.scope is Scope.TARGET and not cls.reads_entry]
     assert [r.code for r in blind] == ["DEV002"]
     db, est = load_database(), Estimator("analytic")
     devices = [db.get(k) for k in ("rtx3090", "rtx4090", "mi300x", "a100-sxm4-80gb")]
     compared = found = 0
-    for path in corpus_files[::10]:
-        meta = classify(str(path))
-        table = read_table(str(path), meta=meta)
-        if table.doc is None or not isinstance(table.value, dict) or not meta.is_triton_table:
-            continue
+    for path, table in triton_tables(corpus_files, 10):
+        meta = table.meta
         fctx = FileContext(table=table, db=db, named_device=None, engine=meta.engine)
         entries = list(table.live_entries()) + [("x", {"BLOCK_SIZE_M": "16"})]
         for dev in devices:

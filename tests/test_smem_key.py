@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tilefit.families import classify
 from tilefit.kernels.spec import KernelSpec
 from tilefit.smem.engine_model import EngineModel
-from tilefit.tables import read_table
 from tilefit.variants import kernel_variants
+
+from corpus_tables import triton_tables
 
 ARCHS = (("sm_89", "NVIDIA"), ("sm_120", "NVIDIA"), ("sm_86", "NVIDIA"), ("sm_90", "NVIDIA"),
          ("gfx942", "AMD"))
@@ -25,13 +25,8 @@ def _regrouped(spec: KernelSpec, group: int) -> KernelSpec:
 def corpus_specs(corpus_files) -> list[tuple[KernelSpec, str]]:
     """Distinct (engine spec, arch) of every 8th corpus table's entries on five archs."""
     seen: dict[tuple, tuple[KernelSpec, str]] = {}
-    for path in corpus_files[::8]:
-        meta = classify(str(path))
-        if meta is None or not meta.is_triton_table:
-            continue
-        table = read_table(str(path), meta=meta)
-        if table.doc is None or not isinstance(table.value, dict):
-            continue
+    for _path, table in triton_tables(corpus_files, 8):
+        meta = table.meta
         for _key, entry in table.live_entries():
             for arch, vendor in ARCHS:
                 for v in kernel_variants(meta, entry, arch, vendor, meta.engine):

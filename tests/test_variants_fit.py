@@ -11,6 +11,8 @@ from tilefit.api import CheckOptions, build_engine, run_check
 from tilefit.config import Settings
 from tilefit.rules import RULES
 
+from corpus_tables import triton_tables
+
 
 def _check(paths, cache_dir, monkeypatch, estimator):
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(cache_dir))
@@ -49,9 +51,7 @@ def test_skipping_where_the_variants_fit_changes_no_finding(corpus_files, tmp_pa
 def test_the_rules_that_read_no_variants_find_the_same_without_them(corpus_files):
     """``Rule.reads_variants = False`` is what lets the engine leave a fitting entry's variants
     unbuilt: those rules' findings on corpus entries are the same with the variants and without."""
-    from tilefit.families import classify
     from tilefit.rules.base import EntryContext, FileContext, Scope, TargetContext
-    from tilefit.tables import read_table
     from tilefit.device_db import load_database
     from tilefit.estimate import Estimator
 
@@ -60,11 +60,8 @@ def test_the_rules_that_read_no_variants_find_the_same_without_them(corpus_files
     db, est = load_database(), Estimator("analytic")
     devices = [db.get(k) for k in ("rtx3090", "rtx4090", "rtx5090", "mi300x", "h100-sxm")]
     compared = 0
-    for path in corpus_files[::25]:
-        meta = classify(str(path))
-        table = read_table(str(path), meta=meta)
-        if table.doc is None or not isinstance(table.value, dict) or not meta.is_triton_table:
-            continue
+    for _path, table in triton_tables(corpus_files, 25):
+        meta = table.meta
         fctx = FileContext(table=table, db=db, named_device=None, engine=meta.engine)
         for key, entry in list(table.live_entries())[:4]:
             ectx = EntryContext(fctx, key, entry)
