@@ -382,9 +382,7 @@ class ResultCache:
         """The index of a diagnostic's data object, found by its repr: a check's diagnostics
         repeat a few hundred data objects thousands of times, and repr (in C) tells apart what
         the JSON text would (1, 1.0, true, "1"), so only a repr not seen yet is encoded."""
-        reprs = self.__dict__.get("_reprs")
-        if reprs is None:  # a cache built without __init__
-            reprs = self._reprs = {}
+        reprs = self._reprs
         key = repr(data)
         i = reprs.get(key)
         if i is None:
@@ -419,7 +417,7 @@ class ResultCache:
         """The entries and values with only the values some row still names (a file whose rows
         name no value, e.g. of a damaged cache file, is left out). Values only appended by put()
         to a cache that read no records are already so (see _row)."""
-        if not self.__dict__.get("_stale", True) and self.verified:
+        if not self._stale and self.verified:
             return self.entries, self.values
         used: dict[int, int] = {}
         values: list = []
