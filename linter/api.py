@@ -21,8 +21,8 @@ from .planning import as_planner
 from .estimate import Estimator
 from .selection import Selection, validate_selectors
 from .readfile import read_bytes
+from .resultcache import keepable
 from .tables import ConfigTable, read_table
-from tilefit.rules.est001_no_estimate import timed_out
 
 
 class UsageError(ValueError):
@@ -329,23 +329,20 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                                 if opts.parse_hits else ConfigTable(path, meta, data))
                 diagnostics.extend(hit)
                 continue
-            if outcome is not None and outcome[3] is not None and planner is not None:
+            if outcome is not None and outcome[2] is not None and planner is not None:
                 # a worker planned this file's fixes: the plans behind them bound to the fixes
                 # (what a cache hit's restore does), else the serial loop checks and plans it
-                if not planner.restore(ConfigTable(path, meta, data), outcome[0], outcome[3]):
+                if not planner.restore(ConfigTable(path, meta, data), outcome[0], outcome[2]):
                     outcome = None
-            if outcome is not None:  # a worker's check of this file
+            if outcome is not None:  # a share's check of this file (kept in the cache by precheck)
                 tables[path] = (read_table(path, meta=meta, data=data, limit=settings.max_file_size)
                                 if opts.parse_hits else ConfigTable(path, meta, data))
-                found_here, deferred_here, error, plans, plan_error = outcome
+                found_here, error, _, plan_error = outcome
                 if error is not None:
                     errors.append(error)
                     continue
                 if plan_error is not None:
                     errors.append(plan_error)
-                if not deferred_here and not any(timed_out(d) for d in found_here):
-                    cache.put(path, digest, found_here, plans=plans,
-                              summary=planner.summary_of(plans) if plans is not None else None)
                 diagnostics.extend(found_here)
                 continue
         table = read_table(path, meta=meta, data=data, limit=settings.max_file_size)
@@ -361,8 +358,7 @@ def _run_check(paths: Sequence[str], opts: CheckOptions | None, settings: Settin
                 found_here = planner.attach(table, found_here)
             except Exception as exc:  # a planner bug leaves the diagnostics without fixes
                 errors.append(f"internal error while planning fixes for {path}: {type(exc).__name__}: {exc}")
-        if (digest is not None and len(getattr(engine.estimator, "deferred", ())) == pending  # no answers awaiting compiles
-                and not any(timed_out(d) for d in found_here)):  # a timeout is this run's
+        if digest is not None and keepable(found_here, len(getattr(engine.estimator, "deferred", ())) != pending):
             plans = planner.stored_plans(path) if planner is not None else None
             cache.put(path, digest, found_here, plans=plans,
                       summary=planner.summary_of(plans) if plans is not None else None)

@@ -38,6 +38,7 @@ from .cachedir import cache_root
 from .jsonenc import dumps_default_str
 from .model import Applicability, Diagnostic, Edit, Fix, Position, Severity, Span, build_frozen, new_diagnostic
 from .readfile import read_bytes
+from tilefit.rules.est001_no_estimate import timed_out
 
 FORMAT = 3
 _SEVERITY = {s.value: s for s in Severity}
@@ -191,6 +192,13 @@ def _valid_hit(hit, values: list) -> bool:
     return True
 
 
+def keepable(diagnostics, awaits_compile: bool) -> bool:
+    """Whether a file's check may be kept: not when it awaits a deferred compile (the next pass
+    gives its verdicts) nor when it reports a compile that ran out of time (this run's: the next
+    may finish it)."""
+    return not awaits_compile and not any(timed_out(d) for d in diagnostics)
+
+
 def _fresh(data: dict) -> dict:
     """A diagnostic's own copy of a shared data object, its lists copied too (as the engine's)."""
     return {k: list(v) if type(v) is list else v for k, v in data.items()}
@@ -292,12 +300,14 @@ class ResultCache:
             return False
 
     @classmethod
-    def in_memory(cls, files: dict | None = None, values: list | None = None) -> "ResultCache":
-        """A cache with no file, holding ``files`` and ``values`` (a stored record's, or empty)."""
+    def in_memory(cls, files: dict | None = None, values: list | None = None, trusted: bool = False) -> "ResultCache":
+        """A cache with no file, holding ``files`` and ``values`` (a stored record's, or empty;
+        ``trusted``: rows this class wrote in a forked worker, :mod:`tilefit.parallel`, given as
+        they were, so none is validated again)."""
         rc = cls(None)
         rc.entries, rc.values = (files if files is not None else {}), (values if values is not None else [])
         rc._stale = files is not None or values is not None
-        rc.verified = files is None  # a record read from elsewhere: each row it gives is validated
+        rc.verified = files is None or trusted  # a record read from elsewhere: each row it gives is validated
         return rc
 
     @staticmethod
@@ -338,9 +348,31 @@ class ResultCache:
         fixer's plans behind their fixes, with (``summary``: JSON data) what a kept report needs
         of them (:meth:`tilefit.planning.RunPlanner.summary_of`)."""
         fixes: dict[int, int] = {}  # id of a Fix -> its value index (an entry's diagnostics share one)
+        self._store(path, digest, [self._row(d, fixes) for d in diagnostics], plans, summary)
+
+    def adopt(self, path: str, digest: str, other: "ResultCache", index: dict[int, int], plans=None,
+              summary=None) -> None:
+        """Store the rows ``other`` holds for ``path`` (a cache a forked worker filled,
+        :mod:`tilefit.parallel`) under ``digest``, as :meth:`put` of the diagnostics ``other.get``
+        builds from them would store them, without building them: each value they name is
+        indexed among this cache's once (``index``: ``other``'s value index -> this cache's,
+        kept by the caller across the files of one ``other``)."""
+        values = other.values
+        rows = []
+        for r in other.entries[path][1]:
+            r = list(r)
+            for col in _VALUE_COLUMNS:
+                i = index.get(r[col])
+                if i is None:
+                    i = index[r[col]] = self._value(values[r[col]])
+                r[col] = i
+            rows.append(r)
+        self._store(path, digest, rows, plans, summary)
+
+    def _store(self, path: str, digest: str, rows: list, plans, summary) -> None:
         if path in self.entries:
             self._stale = True
-        self.entries[path] = [digest, [self._row(d, fixes) for d in diagnostics]]
+        self.entries[path] = [digest, rows]
         if self.file is not None:  # kept for save() (a file-less cache, e.g. a call-site record's encoder, keeps none)
             self._plans.new[path] = None if plans is None else [digest, plans]
             self._summaries.new[path] = None if summary is None else [digest, summary]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import select
 
 import pytest
 
 from tilefit import parallel
 from tilefit.api import CheckOptions, build_engine, run_check
 from tilefit.config import Settings
+from tilefit.engine import Engine
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="workers are forked")
 
@@ -33,34 +35,127 @@ def _vllm(corpus):
     return root if root.is_dir() else corpus
 
 
+def _spy_split(monkeypatch) -> list:
+    """The number of processes of each split run (this one and its forked workers)."""
+    calls = []
+    real = parallel._run_split
+    monkeypatch.setattr(parallel, "_run_split", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    return calls
+
+
+def _failing_in(monkeypatch, where: str) -> None:
+    """The shares of the split fail in ``where`` as a bug in the check would: ``"parent"``, this
+    process, before it takes a task; ``"workers"``, once they took one (this process waits for
+    that before it takes any)."""
+    parent = os.getpid()
+    real = parallel._check_share
+    took_r, took_w = os.pipe()
+
+    def check(engine, share, *a, **k):
+        if os.getpid() != parent:
+            if where == "workers":
+                next(iter(share))
+                os.write(took_w, b"x")
+                raise RuntimeError("share bug")
+        elif where == "parent":
+            raise RuntimeError("share bug")
+        else:
+            assert select.select([took_r], [], [], 60)[0], "no worker took a task"
+            os.close(took_r)
+            os.close(took_w)
+        return real(engine, share, *a, **k)
+
+    monkeypatch.setattr(parallel, "_check_share", check)
+
+
 def test_workers_give_the_serial_output(corpus, tmp_path, monkeypatch):
     root = _vllm(corpus)
-    calls = []
-    real = parallel._run_workers
-    monkeypatch.setattr(parallel, "_run_workers", lambda *a: calls.append(len(a[1])) or real(*a))
+    calls = _spy_split(monkeypatch)
     serial, se = _check(root, tmp_path / "serial", monkeypatch, "1", ["rtx4090"])
     split, pe = _check(root, tmp_path / "split", monkeypatch, "2", ["rtx4090"])
-    assert calls == [2], "the run was not split over two workers"
+    assert calls == [2], "the run was not split over two processes"
     assert len(serial.diagnostics) > 100
     assert _rows(split) == _rows(serial)
     assert sorted(split.tables) == sorted(serial.tables)
     assert (pe.stats.files, pe.stats.entries) == (se.stats.files, se.stats.entries)
-    # the workers' results went into the result cache: a warm run answers from it, unchanged
+    # the split's results went into the result cache: a warm run answers from it, unchanged
     warm, _ = _check(root, tmp_path / "split", monkeypatch, "2", ["rtx4090"])
     assert _rows(warm) == _rows(serial)
 
 
-def test_a_failed_worker_leaves_its_share_to_the_serial_loop(corpus, tmp_path, monkeypatch):
+def test_a_worker_checks_every_file_this_process_leaves(corpus, tmp_path, monkeypatch):
+    """With this process's share failing before it takes a task, the worker takes them all: every
+    file's diagnostics come back as the result cache's rows, the serial run's, and are kept."""
+    root = _vllm(corpus)
+    serial, se = _check(root, tmp_path / "serial", monkeypatch, "1", ["rtx4090"])
+    collected = []
+    real = parallel._collect
+    monkeypatch.setattr(parallel, "_collect", lambda *a, **k: collected.append(real(*a, **k)) or collected[-1])
+    _failing_in(monkeypatch, "parent")
+    split, pe = _check(root, tmp_path / "split", monkeypatch, "2", ["rtx4090"])
+    assert len(collected) == 1 and sorted(collected[0]) == sorted(split.tables), "the worker did not check every file"
+    assert _rows(split) == _rows(serial)
+    assert not split.errors
+    assert (pe.stats.files, pe.stats.entries) == (se.stats.files, se.stats.entries)
+    monkeypatch.setattr(Engine, "check_table", None)  # a warm run checks nothing again
+    warm, _ = _check(root, tmp_path / "split", monkeypatch, "1", ["rtx4090"])
+    assert _rows(warm) == _rows(serial) and not warm.errors
+
+
+def test_a_failed_worker_leaves_its_files_to_the_serial_loop(corpus, tmp_path, monkeypatch):
+    root = _vllm(corpus)
+    serial, _ = _check(root, tmp_path / "serial", monkeypatch, "1")
+    outcomes = []
+    real = parallel._run_split
+    monkeypatch.setattr(parallel, "_run_split", lambda *a, **k: outcomes.append(real(*a, **k)) or outcomes[-1])
+    _failing_in(monkeypatch, "workers")
+    split, _ = _check(root, tmp_path / "split", monkeypatch, "2")
+    assert len(outcomes) == 1 and len(outcomes[0]) < len(split.tables), "the worker took no task"
+    assert _rows(split) == _rows(serial)
+    assert not split.errors
+
+
+def test_every_share_failing_leaves_the_check_to_the_serial_loop(corpus, tmp_path, monkeypatch):
     root = _vllm(corpus)
     serial, _ = _check(root, tmp_path / "serial", monkeypatch, "1")
 
-    def broken(engine, share, limit):
-        raise RuntimeError("worker bug")
+    def broken(*a, **k):
+        raise RuntimeError("share bug")
 
     monkeypatch.setattr(parallel, "_check_share", broken)
     split, _ = _check(root, tmp_path / "split", monkeypatch, "2")
     assert _rows(split) == _rows(serial)
     assert not split.errors
+
+
+def test_the_queue_hands_each_file_to_one_process(corpus):
+    """Two processes taking files from one queue in turn get every file once, each group's files
+    together (its repeated entries checked by one process), the larger groups first."""
+    from tilefit.discovery import discover
+
+    items = [(path, meta, b"") for path, meta in discover([str(_vllm(corpus))]).files]
+    tasks = parallel._tasks(items)
+    assert len(tasks) > 2 and [len(t) for t in tasks] == sorted((len(t) for t in tasks), reverse=True)
+    assert all(len({(m.family, m.engine, m.dtype) for _, m, _ in t}) == 1 for t in tasks)
+    queue = parallel._queue(tasks)
+    try:
+        pullers = [parallel._pulled(queue, tasks), parallel._pulled(queue, tasks)]
+        got: list[list] = [[], []]
+        live = [0, 1]
+        while live:  # one file each in turn: a puller takes its next task when its task is done
+            for k in list(live):
+                item = next(pullers[k], None)
+                if item is None:
+                    live.remove(k)
+                else:
+                    got[k].append(item[0])
+    finally:
+        os.close(queue)
+    assert got[0] and got[1]
+    assert sorted(got[0] + got[1]) == sorted(path for path, _, _ in items)
+    for task in tasks:
+        paths = {path for path, _, _ in task}
+        assert paths <= set(got[0]) or paths <= set(got[1])
 
 
 def test_few_files_or_one_job_stay_serial(monkeypatch):
@@ -81,9 +176,7 @@ def test_workers_plan_the_fixes_as_the_serial_loop_does(corpus, tmp_path, monkey
     root = (corpus / "sglang-0.5.23" / "sglang" / "srt" / "layers" / "moe" / "moe_runner" / "triton_utils" / "configs"
             / "triton_3_4_0")  # 33 tables (split from 4 files on: the test's size, not the CLI's)
     monkeypatch.setattr(parallel, "MIN_FILES", 4)
-    calls = []
-    real = parallel._run_workers
-    monkeypatch.setattr(parallel, "_run_workers", lambda *a: calls.append(len(a[1])) or real(*a))
+    calls = _spy_split(monkeypatch)
 
     def check(cache_dir, jobs):
         monkeypatch.setenv("TILEFIT_CACHE_DIR", str(cache_dir))
@@ -102,7 +195,7 @@ def test_workers_plan_the_fixes_as_the_serial_loop_does(corpus, tmp_path, monkey
 
     serial = check(tmp_path / "serial", "1")
     split = check(tmp_path / "split", "2")
-    assert calls == [2], "the run was not split over two workers"
+    assert calls == [2], "the run was not split over two processes"
     assert sum(d.fix is not None for d in serial.diagnostics) >= 20
     assert _rows(split) == _rows(serial)
     assert plans(split) == plans(serial)

@@ -51,6 +51,31 @@ def test_save_keeps_only_the_values_some_row_names(tmp_path, monkeypatch):
     assert ResultCache("k").get("a.json", "d2")[0].message == "new message"
 
 
+def test_adopted_rows_store_what_put_of_their_diagnostics_would(tmp_path, monkeypatch):
+    """A worker's rows (its own values) adopted by the run's cache give the diagnostics they
+    were built from, with each value once among the cache's, in the file as put() writes it."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    worker = ResultCache.in_memory()
+    a = [_diag("a.json", 2, 1, message="worker message"), _diag("a.json", 9, 2)]
+    worker.put("a.json", "", a)
+    worker.put("b.json", "", [_diag("b.json", 4, 1)])
+    rows = ResultCache.in_memory(worker.entries, worker.values, trusted=True)
+    cache = ResultCache("k")
+    cache.put("c.json", "d3", [_diag("c.json", 2, 1)])  # values of its own first: the indices differ
+    index: dict = {}
+    cache.adopt("a.json", "d1", rows, index)
+    cache.adopt("b.json", "d2", rows, index)
+    assert cache.get("a.json", "d1") == a == rows.get("a.json", "")
+    cache.save()
+    put = ResultCache("p")
+    put.put("c.json", "d3", [_diag("c.json", 2, 1)])
+    put.put("a.json", "d1", a)
+    put.put("b.json", "d2", [_diag("b.json", 4, 1)])
+    put.save()
+    assert (tmp_path / "results" / "k.json").read_text() == (tmp_path / "results" / "p.json").read_text()
+    assert ResultCache("k").get("b.json", "d2") == [_diag("b.json", 4, 1)]
+
+
 def test_a_damaged_cache_file_only_misses(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
     (tmp_path / "results").mkdir()
