@@ -156,9 +156,9 @@ def has_duplicates(obj: Any) -> bool:
 class JsonDocument:
     """One parsed JSON file: ``value`` plus positions of every key and value."""
 
-    __slots__ = ("data", "text", "value", "has_duplicates", "_ascii", "_line_starts", "_index", "_containers",
-                 "_container_ends", "_members", "_children", "_elements", "_byte_marks", "_flat", "_flat_root",
-                 "_flat_inner", "_flat_searched")
+    __slots__ = ("data", "text", "value", "has_duplicates", "_ascii", "_line_starts", "_cursor", "_counted", "_index",
+                 "_containers", "_container_ends", "_members", "_children", "_elements", "_byte_marks", "_flat",
+                 "_flat_root", "_flat_inner", "_flat_searched")
 
     def __init__(self, data: bytes, text: str, value: Any, has_duplicates: bool = False):
         self.has_duplicates = has_duplicates  # some object repeats a key
@@ -166,7 +166,9 @@ class JsonDocument:
         self.text = text
         self.value = value
         self._ascii = len(data) == len(text)
-        self._line_starts: list[int] | None = None
+        self._line_starts: list[int] | None = None  # built only for a document asked all over (see _line_at)
+        self._cursor = (0, 1, 0)  # the offset _line_at was asked for last, its line and the line's start
+        self._counted = 0  # characters _line_at counted over
         self._index: dict[tuple, tuple[int, int, int]] | None = None
         self._containers: dict[tuple, tuple[int, int]] | None = None
         self._container_ends: dict[int, int] | None = None  # a container's start -> its end (chars)
@@ -174,7 +176,7 @@ class JsonDocument:
         self._children: dict[tuple, list[tuple[str, int, int]]] | None = None  # object -> its members
         self._elements: dict[tuple, list[tuple[int, int]]] = {}  # array -> its elements' spans
         self._byte_marks: list[int] | None = None  # byte offset of every _MARK-th character
-        self._flat: dict[str, tuple[int, int, int, int]] | None = None  # key -> key and value spans
+        self._flat: dict | _BracedEntries | None = None  # key -> key and value spans (see _flat_index)
         self._flat_root: tuple[int, int] | None = None  # a flat table's braces (chars)
         self._flat_inner: dict[str, dict[str, tuple[int, int, int, int]]] = {}
         self._flat_searched: dict[tuple, tuple | None] = {}  # (entry, member) -> spans or None (see _flat_search)
@@ -246,20 +248,45 @@ class JsonDocument:
             self._line_starts = [0, *map(add, accumulate(map(len, lines)), count(1))]
         return self._line_starts
 
+    def _line_at(self, char_offset: int) -> tuple[int, int]:
+        """(line, the character offset where it starts) of ``char_offset``. A check asks for the
+        spans of a table's findings about in file order, a few per table: the newlines between the
+        offset asked for last and this one are counted (in C), so the text is counted about once
+        and no line index is built; a document asked all over (more than twice its text counted)
+        builds the index (:meth:`_lines`) and bisects it from then on."""
+        starts = self._line_starts
+        if starts is not None:
+            line = bisect.bisect_right(starts, char_offset)
+            return line, starts[line - 1]
+        text = self.text
+        last, line, first = self._cursor
+        if char_offset >= last:
+            n = text.count("\n", last, char_offset)
+            if n:
+                line += n
+                first = text.rfind("\n", last, char_offset) + 1
+            self._counted += char_offset - last
+        else:
+            n = text.count("\n", char_offset, last)
+            if n:
+                line -= n
+                first = text.rfind("\n", 0, char_offset) + 1
+                self._counted += char_offset - first
+            self._counted += last - char_offset
+        self._cursor = (char_offset, line, first)
+        if self._counted > 2 * len(text):
+            self._lines()
+        return line, first
+
     def position(self, char_offset: int) -> Position:
-        starts = self._line_starts or self._lines()
-        line = bisect.bisect_right(starts, char_offset)
-        return build_frozen(Position, {"line": line, "column": char_offset - starts[line - 1] + 1})
+        line, first = self._line_at(char_offset)
+        return build_frozen(Position, {"line": line, "column": char_offset - first + 1})
 
     def span_of_chars(self, start: int, end: int) -> Span:
-        starts = self._line_starts or self._lines()
-        line = bisect.bisect_right(starts, start)
-        first = starts[line - 1]
+        line, first = self._line_at(start)
         begin = build_frozen(Position, {"line": line, "column": start - first + 1})
-        if line == len(starts) or end < starts[line]:  # on the same line (a key, a scalar)
-            stop = build_frozen(Position, {"line": line, "column": end - first + 1})
-        else:
-            stop = self.position(end)
+        line, first = self._line_at(end)
+        stop = build_frozen(Position, {"line": line, "column": end - first + 1})
         if self._ascii:
             return build_frozen(Span, {"start": begin, "end": stop, "start_offset": start, "end_offset": end})
         return build_frozen(Span, {"start": begin, "end": stop, "start_offset": self.byte_offset(start),
@@ -267,20 +294,29 @@ class JsonDocument:
 
     # -- fast path: a flat table (an object of objects of scalars) ------------------------------
     def _flat_index(self) -> dict | None:
-        """Key and value spans of the top-level members when the document is a flat table, found
-        by one ``re.split`` of the text (in C): its parts must be the opening brace, the members'
-        names, colons and flat values with a comma between two members, and the closing brace.
-        None (and the general index is used) otherwise."""
+        """Key and value spans of the top-level members when the document is a flat table (a
+        mapping of key to spans): a table of objects whose text is theirs alone (see
+        :class:`_BracedEntries`), else found by one ``re.split`` of the text (in C): its parts
+        must be the opening brace, the members' names, colons and flat values with a comma
+        between two members, and the closing brace. None (and the general index is used)
+        otherwise."""
         if self._flat is not None:
             return self._flat or None
         self._flat = {}
         value = self.value
         if type(value) is dict:
             keys = list(value)
+            members = value.values()
         elif isinstance(value, Members):
             keys = [k for k, _ in value.pairs]
+            members = [v for _, v in value.pairs]
         else:
             return None
+        braced = _BracedEntries.of(self.text, keys, members)
+        if braced is not None:
+            self._flat_root = (self.text.index("{"), self.text.rindex("}") + 1)
+            self._flat = braced
+            return braced
         parts = _FLAT_PARTS.split(self.text)
         n = len(keys)
         if not n or len(parts) != 4 * n + 1:
@@ -500,6 +536,50 @@ class JsonDocument:
             self._children = children
         for key, start, end in self._children.get(tuple(pointer), ()):
             yield key, self.span_of_chars(start, end)
+
+
+class _BracedEntries:
+    """The top-level members' spans of a flat table whose every member is an object and whose
+    text holds no backslash, no bracket and no brace but its objects' own: then the k-th member's
+    object opens at the text's (k + 1)-th ``{`` and closes at its k-th ``}``, and its name is the
+    string before it (its closing quote the last one before the object). The braces' offsets come
+    from one ``split`` each (in C), a member's spans when it is asked for: a table's findings
+    name a few of its entries, and matching every member's text (``_FLAT_PARTS``) cost more
+    than the rest of its spans. Answers ``get`` as the mapping of names to spans does."""
+
+    __slots__ = ("text", "ordinal", "opens", "closes")
+
+    def __init__(self, text: str, keys: list, opens: list[int], closes: list[int]):
+        self.text = text
+        self.ordinal = dict(zip(keys, range(len(keys))))  # a duplicated name: its last member (json.load's)
+        self.opens = opens
+        self.closes = closes
+
+    @classmethod
+    def of(cls, text: str, keys: list, members) -> "_BracedEntries | None":
+        n = len(keys)
+        if not n or "\\" in text or "[" in text or "]" in text:
+            return None
+        if text.count("{") != n + 1 or text.count("}") != n + 1:  # a brace in a string, or nested
+            return None
+        for member in members:
+            if not isinstance(member, dict):
+                return None
+        # the offset of the k-th brace: the lengths of the k + 1 pieces before it and k braces
+        opens = list(map(add, accumulate(map(len, text.split("{")[:-1])), count()))
+        closes = list(map(add, accumulate(map(len, text.split("}")[:-1])), count()))
+        return cls(text, keys, opens, closes)
+
+    def __len__(self) -> int:
+        return len(self.ordinal)
+
+    def get(self, key, default=None):
+        i = self.ordinal.get(key)
+        if i is None:
+            return default
+        start, end = self.opens[i + 1], self.closes[i] + 1
+        name_end = self.text.rindex('"', 0, start) + 1
+        return self.text.rindex('"', 0, name_end - 1), name_end, start, end
 
 
 def _count_commas(text: str, start: int, end: int) -> int:

@@ -275,3 +275,60 @@ def test_duplicate_keys_found_in_flat_and_nested_tables(text, duplicates):
     doc = JsonDocument.parse(text.encode())
     assert doc.has_duplicates is duplicates
     assert doc.value == json.loads(text)
+
+
+@pytest.mark.parametrize("text,braced", [
+    (' {\n "1" : { "a" : 1 } ,\n"2":{}\n} \n', True),
+    ('{"1": {"a": 1}, "1": {"b": "x"}}', True),  # a duplicated entry: its last one
+    ('{"1": {"a": "x{"}, "2": {"a": 1}}', False),  # a brace in a string
+    ('{"1": {"a": [1]}}', False),  # a bracket
+    ('{"triton_version": "3.4", "1": {"a": 1}}', False),  # a member that is no object
+    ('{"a\\"b": {"x": 1}}', False),  # an escape
+    ('{"\u00e9": {"x": "\u00fc"}, "2": {"y": 2}}', True),
+])
+def test_braced_entries_give_the_one_split_index_spans(text, braced):
+    """A flat table of objects whose text holds no escape, bracket or stray brace is indexed from
+    its braces' offsets: the spans of the one-split index, and any other table goes to it."""
+    from tilefit import jsonpos
+
+    data = text.encode()
+    fast, split = JsonDocument.parse(data), JsonDocument.parse(data)
+    index = fast._flat_index()
+    assert isinstance(index, jsonpos._BracedEntries) is braced
+    real = jsonpos._BracedEntries.of
+    try:
+        jsonpos._BracedEntries.of = classmethod(lambda cls, *a: None)
+        one_split = split._flat_index()
+    finally:
+        jsonpos._BracedEntries.of = real
+    assert (index is None) == (one_split is None) and fast._flat_root == split._flat_root
+    for key in list(fast.value) + ["missing"] if index is not None else []:
+        assert index.get(key) == one_split.get(key), key
+    for key, value in fast.value.items():
+        for ptr in [(key,), (key, "missing")] + ([(key, p) for p in value] if isinstance(value, dict) else []):
+            for at_key in (False, True):
+                assert fast.finding_span(ptr, at_key) == split.finding_span(ptr, at_key), (ptr, at_key)
+
+
+def test_lines_counted_from_the_last_offset_are_the_line_index_lines(corpus_files):
+    """A position's line and column from the newlines counted since the offset asked for last
+    (forwards or back) are the line index's, and a document asked all over builds that index."""
+    import bisect
+    import random
+
+    rng = random.Random(7)
+    for path in corpus_files[::40] + [None]:
+        data = path.read_bytes() if path is not None else b'{"a":\r\n "\xc3\xbc",\n\n "b": 1}'
+        doc, ref = JsonDocument.parse(data), JsonDocument.parse(data)
+        starts = ref._lines()
+        n = len(doc.text)
+        offsets = sorted(rng.randrange(n + 1) for _ in range(30)) + [rng.randrange(n + 1) for _ in range(30)]
+        for offset in offsets:
+            line = bisect.bisect_right(starts, offset)
+            assert doc.position(offset) == ref.position(offset)
+            assert doc._line_at(offset) == (line, starts[line - 1]), (path, offset)
+    doc = JsonDocument.parse(b"{\n" + b",\n".join(b'"%d": %d' % (i, i) for i in range(500)) + b"\n}")
+    assert doc._line_starts is None
+    for offset in [len(doc.text), 0] * 3:  # across the whole text and back, three times
+        doc.position(offset)
+    assert doc._line_starts is not None and doc.position(len(doc.text) - 1).line == 502
