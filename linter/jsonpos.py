@@ -285,7 +285,8 @@ class JsonDocument:
     def span_of_chars(self, start: int, end: int) -> Span:
         line, first = self._line_at(start)
         begin = build_frozen(Position, {"line": line, "column": start - first + 1})
-        line, first = self._line_at(end)
+        if self.text.find("\n", start, end) >= 0:  # not on one line (a key or a scalar is)
+            line, first = self._line_at(end)
         stop = build_frozen(Position, {"line": line, "column": end - first + 1})
         if self._ascii:
             return build_frozen(Span, {"start": begin, "end": stop, "start_offset": start, "end_offset": end})
@@ -541,18 +542,18 @@ class JsonDocument:
 class _BracedEntries:
     """The top-level members' spans of a flat table whose every member is an object and whose
     text holds no backslash, no bracket and no brace but its objects' own: then the k-th member's
-    object opens at the text's (k + 1)-th ``{`` and closes at its k-th ``}``, and its name is the
-    string before it (its closing quote the last one before the object). The braces' offsets come
-    from one ``split`` each (in C), a member's spans when it is asked for: a table's findings
-    name a few of its entries, and matching every member's text (``_FLAT_PARTS``) cost more
-    than the rest of its spans. Answers ``get`` as the mapping of names to spans does."""
+    object closes at the text's k-th ``}`` and opens at the last ``{`` before it, and its name is
+    the string before that (its closing quote the last one before the object). The closing
+    braces' offsets come from one ``split`` (in C), a member's spans when it is asked for: a
+    table's findings name a few of its entries, and matching every member's text
+    (``_FLAT_PARTS``) cost more than the rest of its spans. Answers ``get`` as the mapping of
+    names to spans does."""
 
-    __slots__ = ("text", "ordinal", "opens", "closes")
+    __slots__ = ("text", "ordinal", "closes")
 
-    def __init__(self, text: str, keys: list, opens: list[int], closes: list[int]):
+    def __init__(self, text: str, keys: list, closes: list[int]):
         self.text = text
         self.ordinal = dict(zip(keys, range(len(keys))))  # a duplicated name: its last member (json.load's)
-        self.opens = opens
         self.closes = closes
 
     @classmethod
@@ -565,10 +566,8 @@ class _BracedEntries:
         for member in members:
             if not isinstance(member, dict):
                 return None
-        # the offset of the k-th brace: the lengths of the k + 1 pieces before it and k braces
-        opens = list(map(add, accumulate(map(len, text.split("{")[:-1])), count()))
-        closes = list(map(add, accumulate(map(len, text.split("}")[:-1])), count()))
-        return cls(text, keys, opens, closes)
+        # the offset of the k-th closing brace: the lengths of the k + 1 pieces before it and k braces
+        return cls(text, keys, list(map(add, accumulate(map(len, text.split("}")[:-1])), count())))
 
     def __len__(self) -> int:
         return len(self.ordinal)
@@ -577,9 +576,11 @@ class _BracedEntries:
         i = self.ordinal.get(key)
         if i is None:
             return default
-        start, end = self.opens[i + 1], self.closes[i] + 1
-        name_end = self.text.rindex('"', 0, start) + 1
-        return self.text.rindex('"', 0, name_end - 1), name_end, start, end
+        text = self.text
+        end = self.closes[i] + 1
+        start = text.rindex("{", 0, end)
+        name_end = text.rindex('"', 0, start) + 1
+        return text.rindex('"', 0, name_end - 1), name_end, start, end
 
 
 def _count_commas(text: str, start: int, end: int) -> int:
