@@ -31,7 +31,7 @@ from typing import Iterable, Iterator, Sequence
 ENV = "TILEFIT_JOBS"
 MIN_FILES = 100  # files missing the result cache before the check is split
 MAX_JOBS = 4  # more processes share fewer memo hits
-MAX_TASKS = 1024  # groups in the queue (4 bytes each: the queue fits a pipe's atomic write)
+MAX_TASKS = 1024  # tasks in the queue (4 bytes each: 4 KiB, within a pipe's buffer before any process reads it)
 last_jobs = 1  # the processes of this process's latest split (1: serial), for benchmarks
 
 
@@ -142,7 +142,8 @@ def _queue(tasks: list) -> int:
 
 
 def _pulled(queue: int, tasks: list) -> Iterator:
-    """The files of the tasks this process takes from ``queue``, one task at a time."""
+    """The files of the tasks this process takes from ``queue``, one task at a time (anything but a
+    whole index ends it: a task no process took is the serial loop's, as a failed worker's are)."""
     while True:
         got = os.read(queue, 4)
         if len(got) != 4:
