@@ -257,6 +257,7 @@ class FixPlanner(RunPlanner):
         self._pred_memo: dict[tuple, object] = {}
         self._log_memo: dict[tuple, tuple] = {}  # (shape, ranking, config) -> log times (_log_times)
         self._plan_memo: dict[tuple, object] = {}
+        self._nearest_memo: dict[tuple, tuple] = {}  # (fit id, typed entry, ConfigSpace) -> _nearest's answer
         self._sig_memo: dict[tuple, frozenset] = {}
         self._coeff_memo: dict[str, object] = {}
         self._fit_memo: dict[int, dict] = {}  # fit id -> config -> fits every group
@@ -459,7 +460,8 @@ class FixPlanner(RunPlanner):
         later searches again and finds the same plans: the memos are pure."""
         from dataclasses import replace
 
-        for memo in (self._need_memo, self._pred_memo, self._log_memo, self._plan_memo, self._sig_memo, self._fit_memo):
+        for memo in (self._need_memo, self._pred_memo, self._log_memo, self._plan_memo, self._sig_memo, self._fit_memo,
+                     self._nearest_memo):
             memo.clear()
         self.checker = replace(self.checker)
         self.prober = replace(self.prober)
@@ -621,30 +623,14 @@ class FixPlanner(RunPlanner):
     def _search(self, table, ctx, key, entry, space: ConfigSpace):
         """(chosen entry, depth, hidden unsafe entry or None, naive entry, predictions, where the choice
         came from, the engine default or None) or a reason."""
-        group0 = entry.get("GROUP_SIZE_M") if space.has_group else None
-        fitting: list[tuple[dict, int]] = []
-        first = None
-        visited = 0
-        seen: set = set()
-        for depth, layer in enumerate(space.layers(self.max_depth)):
-            if first is not None and depth > first + self.extra_depth:
-                break
-            for node in layer:
-                visited += 1
-                seen.add(node)
-                cand = space.to_entry(node, group0)
-                if depth and self.fits(ctx, cand):
-                    fitting.append((cand, depth))
-            if fitting and first is None:
-                first = depth
-            if visited >= self.max_nodes:
-                break
-        if not fitting:
+        nearest, seen_before, first, naive = self._nearest(ctx, space)
+        if not nearest:
             return f"no config within {self.max_depth} edits fits every target"
+        fitting = list(nearest)
+        seen = set(seen_before)  # the climb adds the nodes it visits
         M = batch_size(key)
         depth_of = {cfg_key(c): d for c, d in fitting}
         # the naive fix is always a candidate: the choice is never predicted worse than it
-        naive = naive_fix(entry, lambda e: self.fits(ctx, e), space)
         if naive is not None and cfg_key(naive) not in depth_of:
             depth_of[cfg_key(naive)] = space.distance(naive)
             fitting.append((naive, depth_of[cfg_key(naive)]))
@@ -708,6 +694,43 @@ class FixPlanner(RunPlanner):
         elif default is not None and cfg_key(chosen) == cfg_key(default):
             source = "engine default"
         return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds, source, default
+
+    def _nearest(self, ctx, space: ConfigSpace) -> tuple:
+        """(the fitting configs of the breadth-first walk from the entry, with their depths; the
+        nodes it visited; the depth of the first layer with a fitting config, or None; the naive
+        fix), memoised per (fit memo, space): none of it reads the batch size, and the entries of a
+        table (and of the tables of one kernel and targets) repeat configs across batch sizes
+        (2186 searches of a cold corpus run walk 624 distinct spaces). The walk stops
+        ``extra_depth`` layers after the first fitting one, at ``max_depth`` and after
+        ``max_nodes`` nodes. The configs are shared by the searches: read, never changed."""
+        # the entry's values with their types (a space's equality takes 2.0 for 2: the configs
+        # carry the entry's other values)
+        k = (ctx.fit_id, tuple((name, v, type(v)) for name, v in space.original), space)
+        hit = self._nearest_memo.get(k)
+        if hit is not None:
+            return hit
+        entry = space.entry
+        group0 = entry.get("GROUP_SIZE_M") if space.has_group else None
+        fitting: list[tuple[dict, int]] = []
+        first = None
+        visited = 0
+        seen: set = set()
+        for depth, layer in enumerate(space.layers(self.max_depth)):
+            if first is not None and depth > first + self.extra_depth:
+                break
+            for node in layer:
+                visited += 1
+                seen.add(node)
+                cand = space.to_entry(node, group0)
+                if depth and self.fits(ctx, cand):
+                    fitting.append((cand, depth))
+            if fitting and first is None:
+                first = depth
+            if visited >= self.max_nodes:
+                break
+        naive = naive_fix(entry, lambda e: self.fits(ctx, e), space) if fitting else None
+        hit = self._nearest_memo[k] = (tuple(fitting), frozenset(seen), first, naive)
+        return hit
 
     def _keep_group(self, table, ctx, key, M, entry, chosen, default, original_sig):
         """``chosen`` with the entry's own GROUP_SIZE_M when the model predicts no gain from the
