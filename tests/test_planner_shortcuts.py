@@ -1,5 +1,8 @@
 """The fix planner's shortcuts give the answers of the long way, on real tables.
 
+* ``Engine.entry_signature`` (what a candidate's rule re-check compares) is the signature of
+  ``check_table`` on a one-entry table built from the candidate's JSON text, the way the planner
+  used to find it;
 * the breadth-first walk shared by the searches of one space (``FixPlanner._nearest``) leaves
   every plan as a planner that never walked it before makes it.
 """
@@ -8,9 +11,65 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from corpus_tables import triton_tables
 from tilefit.api import CheckOptions
 from tilefit.app import run_check
 from tilefit.fix import make_planner
+from tilefit.jsonpos import JsonDocument
+from tilefit.tables import ConfigTable
+
+
+def _probe_signature(engine, table, key, entry) -> frozenset:
+    """The signature the long way: the entry's JSON text as a table of its own, checked."""
+    data = json.dumps({key: entry}).encode()
+    probe = ConfigTable(table.path, table.meta, data, JsonDocument.parse(data))
+    sig = set()
+    for d in engine.check_table(probe):
+        for t in d.data.get("targets") or [d.target]:
+            sig.add((d.code, d.pointer, t))
+    return frozenset(sig)
+
+
+def _variations(entry: dict):
+    """The entry and configs a fix search would ask about: a stage more or less, other blocks
+    and warps, an out-of-domain group, a dropped key."""
+    yield entry
+    for k, f in (("num_stages", lambda v: v + 1), ("num_stages", lambda v: max(1, v - 2)),
+                 ("BLOCK_SIZE_N", lambda v: v * 2), ("BLOCK_SIZE_K", lambda v: v * 4),
+                 ("num_warps", lambda v: v * 4), ("GROUP_SIZE_M", lambda v: 0)):
+        if type(entry.get(k)) is int:
+            yield dict(entry, **{k: f(entry[k])})
+    if "num_warps" in entry:
+        yield {k: v for k, v in entry.items() if k != "num_warps"}
+
+
+def test_entry_signature_is_the_one_entry_tables_check(corpus_files):
+    paths = [str(p) for p, _ in triton_tables(corpus_files, 9)]
+    result = run_check(paths, CheckOptions(targets=["consumer"], estimator="analytic", use_cache=False))
+    planner = make_planner(result.engine)
+    prober = planner.prober
+    compared = nonempty = 0
+    for path in paths:
+        table = result.tables[path]
+        for key, entry in list(table.value.items())[::3]:
+            if not isinstance(entry, dict):
+                continue
+            for cand in _variations(entry):
+                fast = prober.entry_signature(table, key, cand)
+                assert fast == _probe_signature(prober, table, key, cand), (path, key, cand)
+                compared += 1
+                nonempty += bool(fast)
+    assert compared > 1000 and nonempty > 300, (compared, nonempty)
+
+
+def test_entry_signature_refuses_an_engine_with_file_rules(corpus_files):
+    path, table = next(triton_tables(corpus_files, 50))
+    result = run_check([str(path)], CheckOptions(estimator="analytic", use_cache=False))
+    key, entry = next(iter(table.value.items()))
+    with pytest.raises(ValueError):
+        result.engine.entry_signature(table, key, entry)
 
 
 def test_a_search_planned_after_others_of_its_space_is_planned_as_alone(corpus):

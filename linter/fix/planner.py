@@ -961,18 +961,24 @@ class FixPlanner(RunPlanner):
 
     # -- the engine's rules on a candidate -------------------------------------------------------
     def _signature(self, table: ConfigTable, key: str, entry: Mapping) -> frozenset:
+        """``(code, pointer, target)`` of what the engine's rules (those the user selected, file
+        rules aside) find in ``entry`` as the only entry of a table at ``table``'s path,
+        memoised: what :meth:`_rules_accept` compares a candidate by."""
         k = (table.path, table.meta, key, freeze(entry))
         hit = self._sig_memo.get(k)
         if hit is not None:
             return hit
-        data = json.dumps({key: entry}).encode()
-        probe = ConfigTable(table.path, table.meta, data, JsonDocument.parse(data))
-        sig = set()
-        for d in self.prober.check_table(probe):
-            targets = d.data.get("targets") if isinstance(d.data, Mapping) else None
-            for t in targets or [d.target]:
-                sig.add((d.code, d.pointer, t))
-        hit = frozenset(sig)
+        if _reads_back(entry):  # the rules judge the entry itself: no table to build and check
+            hit = self.prober.entry_signature(table, key, entry)
+        else:  # the entry as json.load reads its text back (inf, a list), in a table of its own
+            data = json.dumps({key: entry}).encode()
+            probe = ConfigTable(table.path, table.meta, data, JsonDocument.parse(data))
+            sig = set()
+            for d in self.prober.check_table(probe):
+                targets = d.data.get("targets") if isinstance(d.data, Mapping) else None
+                for t in targets or [d.target]:
+                    sig.add((d.code, d.pointer, t))
+            hit = frozenset(sig)
         self._sig_memo[k] = hit
         return hit
 
@@ -983,6 +989,29 @@ class FixPlanner(RunPlanner):
         # pointers of changed values move: compare codes per entry, not exact pointers
         before = {(c, t) for c, _, t in original_sig}
         return all((c, t) in before for c, _, t in sig)
+
+
+# JSON values that a dump and json.load give back equal and of the same type
+_PLAIN_TYPES = frozenset((int, bool, str, type(None)))
+
+
+def _reads_back(entry: Mapping) -> bool:
+    """Whether ``json.loads(json.dumps(entry))`` is ``entry`` again, value by value and type by
+    type (what the engine would read from a table holding it): integers that ``json.dumps``
+    writes (64 bits, far below ``int``'s digit limit), booleans, strings, null and finite
+    floats (written by repr, read back exactly); an infinity, a NaN or a nested value is not
+    promised."""
+    for v in entry.values():
+        t = type(v)
+        if t is int:
+            if v.bit_length() > 64:
+                return False
+        elif t is float:
+            if not math.isfinite(v):
+                return False
+        elif t not in _PLAIN_TYPES:
+            return False
+    return True
 
 
 class _NeedMemo(dict):
