@@ -679,7 +679,7 @@ class FixPlanner(RunPlanner):
         if chosen is None:
             return "no fitting candidate passes the other rules"
         if self.rank and ANCHOR_MARGIN > 0:
-            chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order, original_sig)
+            chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order is safe, original_sig)
         kept = self._keep_group(table, ctx, key, M, entry, chosen, default, original_sig)
         if kept is not chosen:
             depth_of[cfg_key(kept)] = depth_of[cfg_key(chosen)]
@@ -764,18 +764,19 @@ class FixPlanner(RunPlanner):
             preds[dev.key] = row
         return preds
 
-    def _anchored(self, table, ctx, key, M, chosen, anchors, order, original_sig):
+    def _anchored(self, table, ctx, key, M, chosen, anchors, safe_only: bool, original_sig):
         """``chosen``, or the anchor (engine default or naive fix) the model predicts fastest when
         ``chosen`` is not predicted faster than it by more than ``ANCHOR_MARGIN``. An anchor counts
-        only when it is of an allowed class of safety (it is among ``order``'s configs) and the
-        engine's rules accept it."""
+        only when it is of an allowed class of safety (SAFE where ``safe_only``: it is among the
+        configs the choice was made from, which hold every ranked config of that class, the
+        anchors among them) and the engine's rules accept it."""
         if not ctx.ranking or ctx.shape(key, M) is None:
             return chosen
-        allowed = {cfg_key(c) for c, _ in order}
+        space = ctx.space
         best = None
         chosen_time = self._model_log_time(ctx, key, M, chosen)
         for a in anchors:
-            if a is None or cfg_key(a) not in allowed:
+            if a is None or (safe_only and space.changes_accumulation(a)):
                 continue
             if cfg_key(a) == cfg_key(chosen):
                 return chosen
@@ -824,8 +825,12 @@ class FixPlanner(RunPlanner):
                     pm = p.memo
                     t = pm.get(ck)
                     if t is None:
-                        dev = p.device
-                        smem = need_in(p.needs, meta, skey, entry, dev.arch, dev.vendor)
+                        needs = p.needs
+                        try:  # the need memo's answer (most are), else _need_in finds it
+                            smem = needs[skey]
+                        except (KeyError, TypeError):
+                            dev = p.device
+                            smem = need_in(needs, meta, skey, entry, dev.arch, dev.vendor)
                         t = pm[ck] = p.time.of_key(ck, smem or 0)
                     times.append(log(t))
                 hit = memo[ck] = tuple(times)
