@@ -89,3 +89,41 @@ def test_a_search_planned_after_others_of_its_space_is_planned_as_alone(corpus):
             table, [d for d in diagnostics if d.pointer.split("/")[1] == key]).plans[key]
         assert (plan.entry, plan.changes, plan.predicted, plan.source, plan.fix.title) == \
             (alone.entry, alone.changes, alone.predicted, alone.source, alone.fix.title), key
+
+
+def _reference_distance(space, entry) -> int:
+    """Edit distance the plain way: positions found with ``tuple.index``."""
+    node = space.node_of(entry)
+    total = 0
+    for values, a, b in zip(space.domain, space.start, node):
+        if a != b:
+            total += abs(values.index(a) - values.index(b)) if (a in values and b in values) else 1
+    if space.has_group and entry.get("GROUP_SIZE_M") != dict(space.original).get("GROUP_SIZE_M"):
+        total += 1
+    return total
+
+
+def test_distance_and_steps_count_positions_along_each_dimension(corpus_files):
+    """``ConfigSpace.distance`` and ``steps_from`` (one positions memo per space) count what
+    ``tuple.index`` counts, on the lattice around corpus entries (several layers deep, group
+    values changed, a value outside the domain)."""
+    from tilefit.fix.space import ConfigSpace
+
+    checked = 0
+    for _path, table in triton_tables(corpus_files, 40):
+        for _key, entry in list(table.value.items())[::4]:
+            if not isinstance(entry, dict) or any(type(entry.get(k)) is not int for k in
+                                                  ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K")):
+                continue
+            space = ConfigSpace.for_entry(table.meta, entry, "NVIDIA", 32)
+            steps = space.steps_from(entry)
+            for layer in space.layers(3):
+                for node in layer:
+                    for group in ((None,) + tuple(space.group_values(entry.get("GROUP_SIZE_M")))[:2]):
+                        cand = space.to_entry(node, group)
+                        assert space.distance(cand) == _reference_distance(space, cand), (entry, cand)
+                        assert steps(cand) == space.steps(entry, cand), (entry, cand)
+                        checked += 1
+            odd = dict(entry, BLOCK_SIZE_N=48)  # outside the domain: one step
+            assert space.distance(odd) == _reference_distance(space, odd)
+    assert checked > 5000, checked
