@@ -127,3 +127,29 @@ def test_distance_and_steps_count_positions_along_each_dimension(corpus_files):
             odd = dict(entry, BLOCK_SIZE_N=48)  # outside the domain: one step
             assert space.distance(odd) == _reference_distance(space, odd)
     assert checked > 5000, checked
+
+
+def test_the_thread_test_of_a_fit_is_every_groups_own(corpus):
+    """The fit check tests a config's warps against the fewest warps per block of each vendor's
+    groups (``_TableContext.warp_caps``): on an MI300X table (64-wide wavefronts, 16 per block)
+    checked for NVIDIA consumer cards too (32 warps), every warp count fits exactly where it
+    fits each group's own limit (and the shared memory)."""
+    path = str(corpus / "vllm-0.33.0/vllm/model_executor/layers/fused_moe/configs"
+                        "/E=8,N=14336,device_name=AMD_Instinct_MI300X.json")
+    result = run_check([path], CheckOptions(targets=["consumer"], estimator="analytic", use_cache=False))
+    table = result.tables[path]
+    planner = make_planner(result.engine)
+    ctx = planner._table_context(table)
+    caps = {(g.vendor, g.max_threads) for g in ctx.groups if g.max_threads is not None}
+    assert {v for v, _ in caps} == {"AMD", "NVIDIA"} and len({c for _, c in caps}) == 2, caps  # the premise
+    small = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 1, "num_stages": 2}
+    answers = {}
+    for warps in (1, 2, 4, 8, 16, 32, 64):
+        entry = dict(small, num_warps=warps)
+        threads_ok = all(warps <= g.max_threads for g in ctx.groups if g.max_threads is not None)
+        smem_ok = all(planner.need(table.meta, entry, g.arch, g.vendor) is None
+                      or planner.need(table.meta, entry, g.arch, g.vendor) <= g.limit
+                      for g in ctx.groups if g.limit is not None)
+        answers[warps] = planner.fits(ctx, entry)
+        assert answers[warps] == (threads_ok and smem_ok), warps
+    assert answers[4] and not answers[32], answers

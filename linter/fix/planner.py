@@ -552,11 +552,10 @@ class FixPlanner(RunPlanner):
             return False
         # The answer is the same in any order; the cheap thread checks go first and the shared
         # memory of the tightest limit next, so a config that does not fit costs fewer estimates.
-        for g in ctx.groups:
-            if g.max_threads is not None:
-                warps, _ = effective_launch(entry, g.vendor)
-                if not is_int(warps) or warps > g.max_threads:
-                    return False
+        for vendor, cap in ctx.warp_caps:
+            warps, _ = effective_launch(entry, vendor)
+            if not is_int(warps) or warps > cap:
+                return False
         skey = smem_key(ctx.meta.family, entry)
         checks = ctx.limit_checks
         if checks is None:  # (group, its need memo), tightest limit first
@@ -610,8 +609,11 @@ class FixPlanner(RunPlanner):
             else:
                 reasons[k] = "engine default" if source == "engine default" else "for speed"
         edits = entry_edits(table.doc, key, entry, chosen)
-        needs = tuple(Need(g, self.need(meta, entry, g.arch, g.vendor) if g.limit else None,
-                           self.need(meta, chosen, g.arch, g.vendor) if g.limit else None) for g in ctx.groups)
+        # need() of both on every limited group, the memo keys' parts found once
+        before, after = smem_key(meta.family, entry), smem_key(meta.family, chosen)
+        needs = tuple(Need(g, self._need(meta, ctx.kernel_key, before, entry, g.arch, g.vendor) if g.limit else None,
+                           self._need(meta, ctx.kernel_key, after, chosen, g.arch, g.vendor) if g.limit else None)
+                      for g in ctx.groups)
         fix = Fix(title=fix_title(entry, changes, needs), edits=edits, applicability=applicability,
                   expected={pointer_to_str((key,)): dict(chosen)})
         return EntryPlan(path=table.path, key=key, original=dict(entry), entry=dict(chosen), changes=changes,
@@ -1067,6 +1069,20 @@ class _TableContext:
         hit = self.__dict__.get("_ranking_keys")
         if hit is None:
             hit = self.__dict__["_ranking_keys"] = tuple(d.key for d, _ in self.ranking)
+        return hit
+
+    @property
+    def warp_caps(self) -> tuple[tuple[str, int], ...]:
+        """(vendor, the fewest warps per block any of its groups allows) for each vendor of the
+        groups with a thread limit: what the fit check's thread test reads of them (a config fits
+        every group's limit when it fits the smallest)."""
+        hit = self.__dict__.get("_warp_caps")
+        if hit is None:
+            caps: dict[str, int] = {}
+            for g in self.groups:
+                if g.max_threads is not None:
+                    caps[g.vendor] = min(caps.get(g.vendor, g.max_threads), g.max_threads)
+            hit = self.__dict__["_warp_caps"] = tuple(caps.items())
         return hit
 
     @property
