@@ -78,8 +78,6 @@ def _freeze(entry) -> str:
     return repr(entry)
 
 
-_IGNORED = object()  # Engine._kept_pointer's answer for a finding the per-file ignores drop
-
 # where a figure comes from (an arch's compile, form or proof) is not what a merge compares: two
 # device classes with the same message and figures share one diagnostic (its data: the first's)
 _PROVENANCE_KEYS = ("figure_from", "estimator", "estimate_status", "max_error_bytes")
@@ -164,7 +162,8 @@ class Engine:
         meta = table.meta
         named = self.named_device(meta)
         fctx = FileContext(table=table, db=self.db, named_device=named, engine=meta.engine)
-        kept = self._kept_pointer(table.path, table.doc is not None)
+        ignored = self._ignored_in(table.path)
+        has_doc = table.doc is not None
         out: list[Diagnostic] = []
         fp_path = self.project_path(table.path)
 
@@ -174,8 +173,8 @@ class Engine:
                  message=None, data=None):
             code = rule.code
             pointer = base + tuple(finding.at)
-            ptr = kept(rule, pointer)
-            if ptr is _IGNORED:
+            ptr = pointer_to_str(pointer) if has_doc else None
+            if ignored is not None and ignored(rule, ptr):
                 return
             span = self._span(table, finding, pointer)
             identity = finding.identity
@@ -222,12 +221,12 @@ class Engine:
         sig: set = set()
         if not table.meta.is_triton_table:
             return frozenset(sig)
-        kept = self._kept_pointer(table.path, True)
+        ignored = self._ignored_in(table.path)
 
         def record(rule: Rule, finding: Finding, base: tuple = (), target=None, entry=None, eid=None,
                    message=None, data=None):
-            ptr = kept(rule, base + tuple(finding.at))
-            if ptr is _IGNORED:
+            ptr = pointer_to_str(base + tuple(finding.at))
+            if ignored is not None and ignored(rule, ptr):
                 return
             targets = (dict(finding.data) if data is None else data).get("targets")
             for t in targets or [target]:
@@ -238,25 +237,26 @@ class Engine:
         self._check_entries(table, fctx, record, [(key, entry)])
         return frozenset(sig)
 
-    def _kept_pointer(self, path: str, has_doc: bool):
-        """``kept(rule, pointer)``: the pointer as text (None for a file without a document) of a
-        finding of ``rule`` at ``pointer`` in the file ``path``, or ``_IGNORED`` when the
-        selection's per-file ignores drop it there."""
+    def _ignored_in(self, path: str):
+        """``ignored(rule, pointer)``: whether the selection's per-file ignores drop a finding of
+        ``rule`` at ``pointer`` (its text; None for a file without a document) in the file
+        ``path``; None when they drop nothing there (most files: no call per finding)."""
         whole_ignores, scoped_ignores = self.selection.file_ignores(path)
+        if not whole_ignores and not scoped_ignores:
+            return None
         decides = self.selection.decides
 
-        def kept(rule: Rule, pointer: tuple):
+        def ignored(rule: Rule, ptr: str | None) -> bool:
             code = rule.code
             if whole_ignores and not decides(code, rule.default_enabled, whole_ignores):
-                return _IGNORED
-            ptr = pointer_to_str(pointer) if has_doc else None
+                return True
             if scoped_ignores and ptr is not None:
                 for scope_ptr, codes in scoped_ignores.items():
                     if pointer_within(ptr, scope_ptr) and not decides(code, rule.default_enabled, codes):
-                        return _IGNORED
-            return ptr
+                        return True
+            return False
 
-        return kept
+        return ignored
 
     def check_python(self, paths: Sequence[str]):
         """Kernel call sites of the Python files ``paths`` (rules of scope CALLSITE), judged

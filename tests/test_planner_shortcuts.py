@@ -45,9 +45,17 @@ def _variations(entry: dict):
         yield {k: v for k, v in entry.items() if k != "num_warps"}
 
 
-def test_entry_signature_is_the_one_entry_tables_check(corpus_files):
-    paths = [str(p) for p, _ in triton_tables(corpus_files, 9)]
-    result = run_check(paths, CheckOptions(targets=["consumer"], estimator="analytic", use_cache=False))
+# per-file ignores, whole files and one batch key's entry (a shorter prefix than the prober's selection)
+IGNORES = {"**/*.json": ["SMEM"], "**/*.json#/64": ["THR001", "VAL"]}
+
+
+@pytest.mark.parametrize("ignores, every", [({}, 9), (IGNORES, 27)])
+def test_entry_signature_is_the_one_entry_tables_check(corpus_files, ignores, every):
+    from tilefit.config import Settings
+
+    paths = [str(p) for p, _ in triton_tables(corpus_files, every)]
+    result = run_check(paths, CheckOptions(targets=["consumer"], estimator="analytic", use_cache=False),
+                       Settings(per_file_ignores=ignores))
     planner = make_planner(result.engine)
     prober = planner.prober
     compared = nonempty = 0
@@ -61,7 +69,7 @@ def test_entry_signature_is_the_one_entry_tables_check(corpus_files):
                 assert fast == _probe_signature(prober, table, key, cand), (path, key, cand)
                 compared += 1
                 nonempty += bool(fast)
-    assert compared > 1000 and nonempty > 300, (compared, nonempty)
+    assert compared > 1000 // (every // 9) and nonempty > 300 // (every // 9), (compared, nonempty)
 
 
 def test_entry_signature_refuses_an_engine_with_file_rules(corpus_files):
