@@ -162,7 +162,8 @@ class Engine:
         meta = table.meta
         named = self.named_device(meta)
         fctx = FileContext(table=table, db=self.db, named_device=named, engine=meta.engine)
-        whole_ignores, scoped_ignores = self.selection.file_ignores(table.path)
+        ignored = self._ignored_in(table.path)
+        has_doc = table.doc is not None
         out: list[Diagnostic] = []
         fp_path = self.project_path(table.path)
 
@@ -172,13 +173,9 @@ class Engine:
                  message=None, data=None):
             code = rule.code
             pointer = base + tuple(finding.at)
-            if whole_ignores and not self.selection.decides(code, rule.default_enabled, whole_ignores):
+            ptr = pointer_to_str(pointer) if has_doc else None
+            if ignored is not None and ignored(rule, ptr):
                 return
-            ptr = pointer_to_str(pointer) if table.doc is not None else None
-            if scoped_ignores and ptr is not None:
-                for scope_ptr, codes in scoped_ignores.items():
-                    if pointer_within(ptr, scope_ptr) and not self.selection.decides(code, rule.default_enabled, codes):
-                        return
             span = self._span(table, finding, pointer)
             identity = finding.identity
             if identity is None:
@@ -210,6 +207,56 @@ class Engine:
             self._check_entries(table, fctx, emit)
         out.sort(key=lambda d: d.sort_key)
         return out
+
+    def entry_signature(self, table: ConfigTable, key: str, entry: dict) -> frozenset:
+        """``(code, pointer, target)`` of each diagnostic :meth:`check_table` gives a table that
+        holds only ``{key: entry}`` (at ``table``'s path, with its name), one per target of a
+        merged diagnostic: what the fix planner compares a candidate config by. Found without
+        building that table or the diagnostics' positions, messages and fingerprints: entry and
+        target rules read the entry, the table's name and the devices, never the table's text or
+        its other entries. ``entry`` must be as ``json.load`` would read it back (the caller's
+        promise); an engine that runs file rules cannot answer (ValueError)."""
+        if self._rules[Scope.FILE]:
+            raise ValueError("entry_signature: file rules read the whole table")
+        sig: set = set()
+        if not table.meta.is_triton_table:
+            return frozenset(sig)
+        ignored = self._ignored_in(table.path)
+
+        def record(rule: Rule, finding: Finding, base: tuple = (), target=None, entry=None, eid=None,
+                   message=None, data=None):
+            ptr = pointer_to_str(base + tuple(finding.at))
+            if ignored is not None and ignored(rule, ptr):
+                return
+            targets = (dict(finding.data) if data is None else data).get("targets")
+            for t in targets or [target]:
+                sig.add((rule.code, ptr, t))
+
+        named = self.named_device(table.meta)
+        fctx = FileContext(table=table, db=self.db, named_device=named, engine=table.meta.engine)
+        self._check_entries(table, fctx, record, [(key, entry)])
+        return frozenset(sig)
+
+    def _ignored_in(self, path: str):
+        """``ignored(rule, pointer)``: whether the selection's per-file ignores drop a finding of
+        ``rule`` at ``pointer`` (its text; None for a file without a document) in the file
+        ``path``; None when they drop nothing there (most files: no call per finding)."""
+        whole_ignores, scoped_ignores = self.selection.file_ignores(path)
+        if not whole_ignores and not scoped_ignores:
+            return None
+        decides = self.selection.decides
+
+        def ignored(rule: Rule, ptr: str | None) -> bool:
+            code = rule.code
+            if whole_ignores and not decides(code, rule.default_enabled, whole_ignores):
+                return True
+            if scoped_ignores and ptr is not None:
+                for scope_ptr, codes in scoped_ignores.items():
+                    if pointer_within(ptr, scope_ptr) and not decides(code, rule.default_enabled, codes):
+                        return True
+            return False
+
+        return ignored
 
     def check_python(self, paths: Sequence[str]):
         """Kernel call sites of the Python files ``paths`` (rules of scope CALLSITE), judged
@@ -497,7 +544,9 @@ class Engine:
                                              "/".join(archs))
         return hit
 
-    def _check_entries(self, table: ConfigTable, fctx: FileContext, emit) -> None:
+    def _check_entries(self, table: ConfigTable, fctx: FileContext, emit, entries=None) -> None:
+        """Run the entry and target rules on ``entries`` (``(key, entry)`` pairs; default: the
+        table's live entries), handing each finding to ``emit``."""
         meta = table.meta
         kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
                       meta.triton_folder)
@@ -509,7 +558,7 @@ class Engine:
             targets_id, classes, class_ids, flags, order = None, [], [], [], {}
         once_seen: set[tuple] = set()
         intern = self._intern
-        for key, entry in table.live_entries():
+        for key, entry in (table.live_entries() if entries is None else entries):
             self.stats.entries += 1
             eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
             base = (key,)

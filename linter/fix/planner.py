@@ -257,6 +257,7 @@ class FixPlanner(RunPlanner):
         self._pred_memo: dict[tuple, object] = {}
         self._log_memo: dict[tuple, tuple] = {}  # (shape, ranking, config) -> log times (_log_times)
         self._plan_memo: dict[tuple, object] = {}
+        self._nearest_memo: dict[tuple, tuple] = {}  # (fit id, typed entry, ConfigSpace) -> _nearest's answer
         self._sig_memo: dict[tuple, frozenset] = {}
         self._coeff_memo: dict[str, object] = {}
         self._fit_memo: dict[int, dict] = {}  # fit id -> config -> fits every group
@@ -459,7 +460,8 @@ class FixPlanner(RunPlanner):
         later searches again and finds the same plans: the memos are pure."""
         from dataclasses import replace
 
-        for memo in (self._need_memo, self._pred_memo, self._log_memo, self._plan_memo, self._sig_memo, self._fit_memo):
+        for memo in (self._need_memo, self._pred_memo, self._log_memo, self._plan_memo, self._sig_memo, self._fit_memo,
+                     self._nearest_memo):
             memo.clear()
         self.checker = replace(self.checker)
         self.prober = replace(self.prober)
@@ -550,11 +552,10 @@ class FixPlanner(RunPlanner):
             return False
         # The answer is the same in any order; the cheap thread checks go first and the shared
         # memory of the tightest limit next, so a config that does not fit costs fewer estimates.
-        for g in ctx.groups:
-            if g.max_threads is not None:
-                warps, _ = effective_launch(entry, g.vendor)
-                if not is_int(warps) or warps > g.max_threads:
-                    return False
+        for vendor, cap in ctx.warp_caps:
+            warps, _ = effective_launch(entry, vendor)
+            if not is_int(warps) or warps > cap:
+                return False
         skey = smem_key(ctx.meta.family, entry)
         checks = ctx.limit_checks
         if checks is None:  # (group, its need memo), tightest limit first
@@ -608,8 +609,11 @@ class FixPlanner(RunPlanner):
             else:
                 reasons[k] = "engine default" if source == "engine default" else "for speed"
         edits = entry_edits(table.doc, key, entry, chosen)
-        needs = tuple(Need(g, self.need(meta, entry, g.arch, g.vendor) if g.limit else None,
-                           self.need(meta, chosen, g.arch, g.vendor) if g.limit else None) for g in ctx.groups)
+        # need() of both on every limited group, the memo keys' parts found once
+        before, after = smem_key(meta.family, entry), smem_key(meta.family, chosen)
+        needs = tuple(Need(g, self._need(meta, ctx.kernel_key, before, entry, g.arch, g.vendor) if g.limit else None,
+                           self._need(meta, ctx.kernel_key, after, chosen, g.arch, g.vendor) if g.limit else None)
+                      for g in ctx.groups)
         fix = Fix(title=fix_title(entry, changes, needs), edits=edits, applicability=applicability,
                   expected={pointer_to_str((key,)): dict(chosen)})
         return EntryPlan(path=table.path, key=key, original=dict(entry), entry=dict(chosen), changes=changes,
@@ -621,30 +625,14 @@ class FixPlanner(RunPlanner):
     def _search(self, table, ctx, key, entry, space: ConfigSpace):
         """(chosen entry, depth, hidden unsafe entry or None, naive entry, predictions, where the choice
         came from, the engine default or None) or a reason."""
-        group0 = entry.get("GROUP_SIZE_M") if space.has_group else None
-        fitting: list[tuple[dict, int]] = []
-        first = None
-        visited = 0
-        seen: set = set()
-        for depth, layer in enumerate(space.layers(self.max_depth)):
-            if first is not None and depth > first + self.extra_depth:
-                break
-            for node in layer:
-                visited += 1
-                seen.add(node)
-                cand = space.to_entry(node, group0)
-                if depth and self.fits(ctx, cand):
-                    fitting.append((cand, depth))
-            if fitting and first is None:
-                first = depth
-            if visited >= self.max_nodes:
-                break
-        if not fitting:
+        nearest, seen_before, first, naive = self._nearest(ctx, space)
+        if not nearest:
             return f"no config within {self.max_depth} edits fits every target"
+        fitting = list(nearest)
+        seen = set(seen_before)  # the climb adds the nodes it visits
         M = batch_size(key)
         depth_of = {cfg_key(c): d for c, d in fitting}
         # the naive fix is always a candidate: the choice is never predicted worse than it
-        naive = naive_fix(entry, lambda e: self.fits(ctx, e), space)
         if naive is not None and cfg_key(naive) not in depth_of:
             depth_of[cfg_key(naive)] = space.distance(naive)
             fitting.append((naive, depth_of[cfg_key(naive)]))
@@ -693,7 +681,7 @@ class FixPlanner(RunPlanner):
         if chosen is None:
             return "no fitting candidate passes the other rules"
         if self.rank and ANCHOR_MARGIN > 0:
-            chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order, original_sig)
+            chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order is safe, original_sig)
         kept = self._keep_group(table, ctx, key, M, entry, chosen, default, original_sig)
         if kept is not chosen:
             depth_of[cfg_key(kept)] = depth_of[cfg_key(chosen)]
@@ -708,6 +696,43 @@ class FixPlanner(RunPlanner):
         elif default is not None and cfg_key(chosen) == cfg_key(default):
             source = "engine default"
         return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds, source, default
+
+    def _nearest(self, ctx, space: ConfigSpace) -> tuple:
+        """(the fitting configs of the breadth-first walk from the entry, with their depths; the
+        nodes it visited; the depth of the first layer with a fitting config, or None; the naive
+        fix), memoised per (fit memo, space): none of it reads the batch size, and the entries of a
+        table (and of the tables of one kernel and targets) repeat configs across batch sizes
+        (2186 searches of a cold corpus run walk 624 distinct spaces). The walk stops
+        ``extra_depth`` layers after the first fitting one, at ``max_depth`` and after
+        ``max_nodes`` nodes. The configs are shared by the searches: read, never changed."""
+        # the entry's values with their types (a space's equality takes 2.0 for 2: the configs
+        # carry the entry's other values)
+        k = (ctx.fit_id, tuple((name, v, type(v)) for name, v in space.original), space)
+        hit = self._nearest_memo.get(k)
+        if hit is not None:
+            return hit
+        entry = space.entry
+        group0 = entry.get("GROUP_SIZE_M") if space.has_group else None
+        fitting: list[tuple[dict, int]] = []
+        first = None
+        visited = 0
+        seen: set = set()
+        for depth, layer in enumerate(space.layers(self.max_depth)):
+            if first is not None and depth > first + self.extra_depth:
+                break
+            for node in layer:
+                visited += 1
+                seen.add(node)
+                cand = space.to_entry(node, group0)
+                if depth and self.fits(ctx, cand):
+                    fitting.append((cand, depth))
+            if fitting and first is None:
+                first = depth
+            if visited >= self.max_nodes:
+                break
+        naive = naive_fix(entry, lambda e: self.fits(ctx, e), space) if fitting else None
+        hit = self._nearest_memo[k] = (tuple(fitting), frozenset(seen), first, naive)
+        return hit
 
     def _keep_group(self, table, ctx, key, M, entry, chosen, default, original_sig):
         """``chosen`` with the entry's own GROUP_SIZE_M when the model predicts no gain from the
@@ -741,18 +766,19 @@ class FixPlanner(RunPlanner):
             preds[dev.key] = row
         return preds
 
-    def _anchored(self, table, ctx, key, M, chosen, anchors, order, original_sig):
+    def _anchored(self, table, ctx, key, M, chosen, anchors, safe_only: bool, original_sig):
         """``chosen``, or the anchor (engine default or naive fix) the model predicts fastest when
         ``chosen`` is not predicted faster than it by more than ``ANCHOR_MARGIN``. An anchor counts
-        only when it is of an allowed class of safety (it is among ``order``'s configs) and the
-        engine's rules accept it."""
+        only when it is of an allowed class of safety (SAFE where ``safe_only``: it is among the
+        configs the choice was made from, which hold every ranked config of that class, the
+        anchors among them) and the engine's rules accept it."""
         if not ctx.ranking or ctx.shape(key, M) is None:
             return chosen
-        allowed = {cfg_key(c) for c, _ in order}
+        space = ctx.space
         best = None
         chosen_time = self._model_log_time(ctx, key, M, chosen)
         for a in anchors:
-            if a is None or cfg_key(a) not in allowed:
+            if a is None or (safe_only and space.changes_accumulation(a)):
                 continue
             if cfg_key(a) == cfg_key(chosen):
                 return chosen
@@ -801,8 +827,12 @@ class FixPlanner(RunPlanner):
                     pm = p.memo
                     t = pm.get(ck)
                     if t is None:
-                        dev = p.device
-                        smem = need_in(p.needs, meta, skey, entry, dev.arch, dev.vendor)
+                        needs = p.needs
+                        try:  # the need memo's answer (most are), else _need_in finds it
+                            smem = needs[skey]
+                        except (KeyError, TypeError):
+                            dev = p.device
+                            smem = need_in(needs, meta, skey, entry, dev.arch, dev.vendor)
                         t = pm[ck] = p.time.of_key(ck, smem or 0)
                     times.append(log(t))
                 hit = memo[ck] = tuple(times)
@@ -938,18 +968,24 @@ class FixPlanner(RunPlanner):
 
     # -- the engine's rules on a candidate -------------------------------------------------------
     def _signature(self, table: ConfigTable, key: str, entry: Mapping) -> frozenset:
+        """``(code, pointer, target)`` of what the engine's rules (those the user selected, file
+        rules aside) find in ``entry`` as the only entry of a table at ``table``'s path,
+        memoised: what :meth:`_rules_accept` compares a candidate by."""
         k = (table.path, table.meta, key, freeze(entry))
         hit = self._sig_memo.get(k)
         if hit is not None:
             return hit
-        data = json.dumps({key: entry}).encode()
-        probe = ConfigTable(table.path, table.meta, data, JsonDocument.parse(data))
-        sig = set()
-        for d in self.prober.check_table(probe):
-            targets = d.data.get("targets") if isinstance(d.data, Mapping) else None
-            for t in targets or [d.target]:
-                sig.add((d.code, d.pointer, t))
-        hit = frozenset(sig)
+        if _reads_back(entry):  # the rules judge the entry itself: no table to build and check
+            hit = self.prober.entry_signature(table, key, entry)
+        else:  # the entry as json.load reads its text back (inf, a list), in a table of its own
+            data = json.dumps({key: entry}).encode()
+            probe = ConfigTable(table.path, table.meta, data, JsonDocument.parse(data))
+            sig = set()
+            for d in self.prober.check_table(probe):
+                targets = d.data.get("targets") if isinstance(d.data, Mapping) else None
+                for t in targets or [d.target]:
+                    sig.add((d.code, d.pointer, t))
+            hit = frozenset(sig)
         self._sig_memo[k] = hit
         return hit
 
@@ -960,6 +996,29 @@ class FixPlanner(RunPlanner):
         # pointers of changed values move: compare codes per entry, not exact pointers
         before = {(c, t) for c, _, t in original_sig}
         return all((c, t) in before for c, _, t in sig)
+
+
+# JSON values that a dump and json.load give back equal and of the same type
+_PLAIN_TYPES = frozenset((int, bool, str, type(None)))
+
+
+def _reads_back(entry: Mapping) -> bool:
+    """Whether ``json.loads(json.dumps(entry))`` is ``entry`` again, value by value and type by
+    type (what the engine would read from a table holding it): integers that ``json.dumps``
+    writes (64 bits, far below ``int``'s digit limit), booleans, strings, null and finite
+    floats (written by repr, read back exactly); an infinity, a NaN or a nested value is not
+    promised."""
+    for v in entry.values():
+        t = type(v)
+        if t is int:
+            if v.bit_length() > 64:
+                return False
+        elif t is float:
+            if not math.isfinite(v):
+                return False
+        elif t not in _PLAIN_TYPES:
+            return False
+    return True
 
 
 class _NeedMemo(dict):
@@ -1010,6 +1069,20 @@ class _TableContext:
         hit = self.__dict__.get("_ranking_keys")
         if hit is None:
             hit = self.__dict__["_ranking_keys"] = tuple(d.key for d, _ in self.ranking)
+        return hit
+
+    @property
+    def warp_caps(self) -> tuple[tuple[str, int], ...]:
+        """(vendor, the fewest warps per block any of its groups allows) for each vendor of the
+        groups with a thread limit: what the fit check's thread test reads of them (a config fits
+        every group's limit when it fits the smallest)."""
+        hit = self.__dict__.get("_warp_caps")
+        if hit is None:
+            caps: dict[str, int] = {}
+            for g in self.groups:
+                if g.max_threads is not None:
+                    caps[g.vendor] = min(caps.get(g.vendor, g.max_threads), g.max_threads)
+            hit = self.__dict__["_warp_caps"] = tuple(caps.items())
         return hit
 
     @property

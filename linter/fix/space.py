@@ -229,7 +229,7 @@ class ConfigSpace:
         """The entry with ``node``'s values: the original's keys in order, changed values in
         place, a launch option the original leaves out added only when it differs from the
         default Triton would use."""
-        out = dict(self.original)
+        out = self._original.copy()  # a copy of the dict built once (a search builds thousands)
         for name, value in zip(DIMS, node):
             if name in out or not self._is_default(name, value):
                 out[name] = value
@@ -252,14 +252,14 @@ class ConfigSpace:
     def distance(self, entry: Mapping) -> int:
         """Edit distance from the original: steps along each dimension's values (a value outside
         the domain counts one step), plus one for a changed GROUP_SIZE_M."""
-        start = self.start
         node = (entry["BLOCK_SIZE_M"], entry["BLOCK_SIZE_N"], entry["BLOCK_SIZE_K"],
                 entry.get("num_warps", self.default_warps), entry.get("num_stages", self.default_stages))
         total = 0
-        for values, a, b in zip(self.domain, start, node):
+        for pos, a, b in zip(self._positions(), self.start, node):  # the five lattice dimensions
             if a == b:
                 continue
-            total += abs(values.index(a) - values.index(b)) if (a in values and b in values) else 1
+            i, j = pos.get(a), pos.get(b)
+            total += abs(i - j) if (i is not None and j is not None) else 1
         if self.has_group and entry.get("GROUP_SIZE_M") != self._original.get("GROUP_SIZE_M"):
             total += 1
         return total
@@ -275,18 +275,25 @@ class ConfigSpace:
             total += abs(values.index(x) - values.index(y)) if (x in values and y in values) else 1
         return total
 
-    def steps_from(self, a: Mapping):
-        """``lambda b: self.steps(a, b)``, with ``a``'s node and each dimension's positions
-        looked up once (the ranking asks it for every candidate of a search)."""
-        positions = self.__dict__.get("_positions")
-        if positions is None:  # value -> its first position (what tuple.index answers), per dimension
+    def _positions(self) -> tuple[dict, ...]:
+        """Per dimension of the lattice, then for GROUP_SIZE_M: value -> its first position among
+        the dimension's values (what ``tuple.index`` answers; a value that is none of them is
+        absent), built once per space (each candidate's distance and steps ask)."""
+        positions = self.__dict__.get("_positions_memo")
+        if positions is None:
             positions = []
             for values in self.domain + (self.groups,):
                 pos: dict = {}
                 for i, v in enumerate(values):
                     pos.setdefault(v, i)
                 positions.append(pos)
-            positions = self.__dict__["_positions"] = tuple(positions)
+            positions = self.__dict__["_positions_memo"] = tuple(positions)
+        return positions
+
+    def steps_from(self, a: Mapping):
+        """``lambda b: self.steps(a, b)``, with ``a``'s node and each dimension's positions
+        looked up once (the ranking asks it for every candidate of a search)."""
+        positions = self._positions()
         start = self.node_of(a) + (a.get("GROUP_SIZE_M"),)
         node_of = self.node_of
 
