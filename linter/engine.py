@@ -19,7 +19,7 @@ from .jsonpos import pointer_to_str, pointer_within
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of, new_diagnostic
 from .paths import project_path
 from .selection import Selection
-from .serving.launch import arch_key as launch_arch_key
+from .serving.launch import arch_key as launch_arch_key, swap_can_apply
 from .serving.naming import device_for_file_name
 from .dtypes import missing_fp8_type
 from tilefit.device_db.names import arch_order
@@ -136,7 +136,8 @@ class Engine:
         self._rule_memo: dict[tuple, tuple] = {}
         self.rule_checks_asked = 0  # rule memo look-ups (rules with device facts) ...
         self.rule_checks_memoised = 0  # ... and the checks they ran
-        self._variant_memo: dict[tuple, tuple] = {}
+        self._variant_memo: dict[tuple, tuple] = {}  # (entry id, whether it may swap A and B there, vendor) -> variants
+        self._swappable: dict[tuple, bool] = {}  # (engine, file dtype) -> serving.launch.swap_can_apply
         self._screened: dict[tuple, bool] = {}  # (group-free entry id, class id) -> variants_fit, see _merged_findings
         self._group_free: dict[int, int] = {}  # entry id -> its group-free id (see _group_free_id)
         self._group_free_ids: dict[tuple, int] = {}
@@ -320,6 +321,12 @@ class Engine:
                     self._merged_memo[mkey] = hit
                     return hit
         blind = gkey is not None  # stays so while every class is judged blind to the group
+        # the variants of a table that never swaps A and B are the same on every arch of a vendor: the
+        # extra targets share those of the device the file names (memoised per engine and dtype)
+        swap_key = (meta.engine, meta.dtype)
+        swappable = self._swappable.get(swap_key)
+        if swappable is None:
+            swappable = self._swappable[swap_key] = swap_can_apply(meta.engine, dtype_path(meta))
         merged: dict[tuple, list] = {}
         tctx_entry = ectx
         est = self.estimator
@@ -349,7 +356,7 @@ class Engine:
                     skey = (gid, ck)
                     fits = self._screened.get(skey)
                     if fits is None:
-                        vkey = (eid, *vkind)
+                        vkey = (eid, vkind[0] and swappable, vkind[1])
                         variants = self._variant_memo.get(vkey)
                         if variants is None:
                             variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
@@ -360,7 +367,7 @@ class Engine:
                         else:
                             own = True
                 if variants is None and not (fits and lean):
-                    vkey = (eid, *vkind)
+                    vkey = (eid, vkind[0] and swappable, vkind[1])
                     variants = self._variant_memo.get(vkey)
                     if variants is None:
                         variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
@@ -432,7 +439,8 @@ class Engine:
             if group is not None and group in entry:
                 value = entry[group]
                 launched = type(value) is not int or in_domain(meta.family, {group: value})
-                entry = {k: v for k, v in entry.items() if k != group}
+                entry = dict(entry)  # a copy in C less the group: its repr, the key, lists the rest in order
+                del entry[group]
             else:
                 launched = True
             fkey = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
