@@ -296,11 +296,9 @@ class Engine:
                          target_rules, targets_id: int, classes, class_ids, flags=None,
                          order=None) -> tuple[MergedFinding, ...]:
         """The target findings of an entry over the file's device classes, classes with equal
-        findings merged, messages filled in; memoised per (distinct entry, class list)."""
+        findings merged, messages filled in; memoised per (distinct entry, class list) in
+        ``_merged_memo``, which the caller looks in first (most entries repeat one seen before)."""
         mkey = (eid, targets_id)
-        hit = self._merged_memo.get(mkey)
-        if hit is not None:
-            return hit
         meta = table.meta
         # an entry judged only by rules that read nothing of its launch-order group, on variants
         # screens shared by its group-free id, gets the findings of every entry that differs from it
@@ -362,10 +360,12 @@ class Engine:
                             variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
                                                                                   meta.engine)
                         fits = variants_fit(est, variants, dev.arch, dev.smem_per_block_optin)
-                        if all(est.group_free(v.spec, dev.arch) for v in variants):
-                            self._screened[skey] = fits
+                        for v in variants:  # a loop, not all() over a generator: once per screen
+                            if not est.group_free(v.spec, dev.arch):
+                                own = True
+                                break
                         else:
-                            own = True
+                            self._screened[skey] = fits
                 if variants is None and not (fits and lean):
                     vkey = (eid, vkind[0] and swappable, vkind[1])
                     variants = self._variant_memo.get(vkey)
@@ -517,6 +517,7 @@ class Engine:
             targets_id, classes, class_ids, flags, order = None, [], [], [], {}
         once_seen: set[tuple] = set()
         intern = self._intern
+        merged_memo = self._merged_memo
         for key, entry in table.live_entries():
             self.stats.entries += 1
             eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
@@ -532,8 +533,10 @@ class Engine:
                     emit(rule, finding, base, entry=entry, eid=eid)
             if not classes or not isinstance(entry, dict):
                 continue
-            merged = self._merged_findings(table, fctx, key, entry, eid, ectx, target_rules, targets_id, classes,
-                                           class_ids, flags, order)
+            merged = merged_memo.get((eid, targets_id))
+            if merged is None:
+                merged = self._merged_findings(table, fctx, key, entry, eid, ectx, target_rules, targets_id, classes,
+                                               class_ids, flags, order)
             if not merged:
                 continue
             batch = batch_size_of(key)
