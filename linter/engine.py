@@ -332,7 +332,7 @@ class Engine:
         # raises is asked again by the rules): a deferring or analytic estimator never compiles
         screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
             and not getattr(est, "engine_kernels", None)
-        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean, blind_all, blind_fit in plan:
+        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean, blind_all, blind_fit, estimated in plan:
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
             if found is None and gkey is not None:
@@ -405,6 +405,12 @@ class Engine:
                     shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                     found.extend(shared)
                 found = tuple(found)
+                if class_blind and not fits and estimated and not (screen and unless_fit is not None):
+                    # rules that read the variants' estimates, with no screen to say those are group-free
+                    for v in variants:
+                        if not est.group_free(v.spec, dev.arch):
+                            class_blind = False
+                            break
                 self._target_memo[tkey] = (found, class_blind)
                 if class_blind and gkey is not None:
                     self._target_memo[(memo_ids[1], ck)] = (found, True)
@@ -459,8 +465,9 @@ class Engine:
         memoised by besides the entry, the same rules less those silent where the variants fit
         (``Rule.silent_when_variants_fit``; None when none is, or the class's limit is unknown),
         whether none of those reads the variants (``Rule.reads_variants``), whether none of the
-        rules that judge it reads the launch-order group (``Rule.reads_launch_group``), and the same
-        of the rules left where the variants fit)``; the family's launch-order group (None: it has
+        rules that judge it reads the launch-order group (``Rule.reads_launch_group``), the same
+        of the rules left where the variants fit, and whether some rule that judges it reads the
+        variants)``; the family's launch-order group (None: it has
         none); and whether some class's findings may not depend on it (else no entry's merged
         findings are shared with its group copies). Found once per (family, class list), not per
         entry."""
@@ -482,7 +489,7 @@ class Engine:
                 blind_all = not any(j[0].reads_launch_group for j in judged)
                 blind_fit = unless_fit is not None and not any(j[0].reads_launch_group for j in unless_fit)
                 plan.append((i, ck, dev, dclass.devices, unrunnable, judged, (launch_arch_key(dev.arch), dev.vendor),
-                             unless_fit, lean, blind_all, blind_fit))
+                             unless_fit, lean, blind_all, blind_fit, any(j[0].reads_variants for j in judged)))
             table = kernels.table(family)
             group = table.group_name if table is not None else None
             hit = self._class_plans[key] = (tuple(plan), group, group is not None and any(p[9] or p[10] for p in plan))
