@@ -19,7 +19,7 @@ from .jsonpos import pointer_to_str, pointer_within
 from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of, new_diagnostic
 from .paths import project_path
 from .selection import Selection
-from .serving.launch import arch_key as launch_arch_key
+from .serving.launch import arch_key as launch_arch_key, swap_can_apply
 from .serving.naming import device_for_file_name
 from .dtypes import missing_fp8_type
 from tilefit.device_db.names import arch_order
@@ -136,7 +136,8 @@ class Engine:
         self._rule_memo: dict[tuple, tuple] = {}
         self.rule_checks_asked = 0  # rule memo look-ups (rules with device facts) ...
         self.rule_checks_memoised = 0  # ... and the checks they ran
-        self._variant_memo: dict[tuple, tuple] = {}
+        self._variant_memo: dict[tuple, tuple] = {}  # (entry id, whether it may swap A and B there, vendor) -> variants
+        self._swappable: dict[tuple, bool] = {}  # (engine, file dtype) -> serving.launch.swap_can_apply
         self._screened: dict[tuple, bool] = {}  # (group-free entry id, class id) -> variants_fit, see _merged_findings
         self._group_free: dict[int, int] = {}  # entry id -> its group-free id (see _group_free_id)
         self._group_free_ids: dict[tuple, int] = {}
@@ -342,11 +343,9 @@ class Engine:
                          target_rules, targets_id: int, classes, class_ids, flags=None,
                          order=None) -> tuple[MergedFinding, ...]:
         """The target findings of an entry over the file's device classes, classes with equal
-        findings merged, messages filled in; memoised per (distinct entry, class list)."""
+        findings merged, messages filled in; memoised per (distinct entry, class list) in
+        ``_merged_memo``, which the caller looks in first (most entries repeat one seen before)."""
         mkey = (eid, targets_id)
-        hit = self._merged_memo.get(mkey)
-        if hit is not None:
-            return hit
         meta = table.meta
         # an entry judged only by rules that read nothing of its launch-order group, on variants
         # screens shared by its group-free id, gets the findings of every entry that differs from it
@@ -367,6 +366,12 @@ class Engine:
                     self._merged_memo[mkey] = hit
                     return hit
         blind = gkey is not None  # stays so while every class is judged blind to the group
+        # the variants of a table that never swaps A and B are the same on every arch of a vendor: the
+        # extra targets share those of the device the file names (memoised per engine and dtype)
+        swap_key = (meta.engine, meta.dtype)
+        swappable = self._swappable.get(swap_key)
+        if swappable is None:
+            swappable = self._swappable[swap_key] = swap_can_apply(meta.engine, dtype_path(meta))
         merged: dict[tuple, list] = {}
         tctx_entry = ectx
         est = self.estimator
@@ -374,7 +379,7 @@ class Engine:
         # raises is asked again by the rules): a deferring or analytic estimator never compiles
         screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
             and not getattr(est, "engine_kernels", None)
-        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean, blind_all, blind_fit in plan:
+        for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean, blind_all, blind_fit, estimated in plan:
             tkey = (eid, ck)
             found = self._target_memo.get(tkey)
             if found is None and gkey is not None:
@@ -396,18 +401,20 @@ class Engine:
                     skey = (gid, ck)
                     fits = self._screened.get(skey)
                     if fits is None:
-                        vkey = (eid, *vkind)
+                        vkey = (eid, vkind[0] and swappable, vkind[1])
                         variants = self._variant_memo.get(vkey)
                         if variants is None:
                             variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
                                                                                   meta.engine)
                         fits = variants_fit(est, variants, dev.arch, dev.smem_per_block_optin)
-                        if all(est.group_free(v.spec, dev.arch) for v in variants):
-                            self._screened[skey] = fits
+                        for v in variants:  # a loop, not all() over a generator: once per screen
+                            if not est.group_free(v.spec, dev.arch):
+                                own = True
+                                break
                         else:
-                            own = True
+                            self._screened[skey] = fits
                 if variants is None and not (fits and lean):
-                    vkey = (eid, *vkind)
+                    vkey = (eid, vkind[0] and swappable, vkind[1])
                     variants = self._variant_memo.get(vkey)
                     if variants is None:
                         variants = self._variant_memo[vkey] = kernel_variants(meta, entry, dev.arch, dev.vendor,
@@ -445,6 +452,12 @@ class Engine:
                     shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
                     found.extend(shared)
                 found = tuple(found)
+                if class_blind and not fits and estimated and not (screen and unless_fit is not None):
+                    # rules that read the variants' estimates, with no screen to say those are group-free
+                    for v in variants:
+                        if not est.group_free(v.spec, dev.arch):
+                            class_blind = False
+                            break
                 self._target_memo[tkey] = (found, class_blind)
                 if class_blind and gkey is not None:
                     self._target_memo[(memo_ids[1], ck)] = (found, True)
@@ -479,7 +492,8 @@ class Engine:
             if group is not None and group in entry:
                 value = entry[group]
                 launched = type(value) is not int or in_domain(meta.family, {group: value})
-                entry = {k: v for k, v in entry.items() if k != group}
+                entry = dict(entry)  # a copy in C less the group: its repr, the key, lists the rest in order
+                del entry[group]
             else:
                 launched = True
             fkey = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
@@ -498,8 +512,9 @@ class Engine:
         memoised by besides the entry, the same rules less those silent where the variants fit
         (``Rule.silent_when_variants_fit``; None when none is, or the class's limit is unknown),
         whether none of those reads the variants (``Rule.reads_variants``), whether none of the
-        rules that judge it reads the launch-order group (``Rule.reads_launch_group``), and the same
-        of the rules left where the variants fit)``; the family's launch-order group (None: it has
+        rules that judge it reads the launch-order group (``Rule.reads_launch_group``), the same
+        of the rules left where the variants fit, and whether some rule that judges it reads the
+        variants)``; the family's launch-order group (None: it has
         none); and whether some class's findings may not depend on it (else no entry's merged
         findings are shared with its group copies). Found once per (family, class list), not per
         entry."""
@@ -521,7 +536,7 @@ class Engine:
                 blind_all = not any(j[0].reads_launch_group for j in judged)
                 blind_fit = unless_fit is not None and not any(j[0].reads_launch_group for j in unless_fit)
                 plan.append((i, ck, dev, dclass.devices, unrunnable, judged, (launch_arch_key(dev.arch), dev.vendor),
-                             unless_fit, lean, blind_all, blind_fit))
+                             unless_fit, lean, blind_all, blind_fit, any(j[0].reads_variants for j in judged)))
             table = kernels.table(family)
             group = table.group_name if table is not None else None
             hit = self._class_plans[key] = (tuple(plan), group, group is not None and any(p[9] or p[10] for p in plan))
@@ -558,6 +573,7 @@ class Engine:
             targets_id, classes, class_ids, flags, order = None, [], [], [], {}
         once_seen: set[tuple] = set()
         intern = self._intern
+        merged_memo = self._merged_memo
         for key, entry in (table.live_entries() if entries is None else entries):
             self.stats.entries += 1
             eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
@@ -573,8 +589,10 @@ class Engine:
                     emit(rule, finding, base, entry=entry, eid=eid)
             if not classes or not isinstance(entry, dict):
                 continue
-            merged = self._merged_findings(table, fctx, key, entry, eid, ectx, target_rules, targets_id, classes,
-                                           class_ids, flags, order)
+            merged = merged_memo.get((eid, targets_id))
+            if merged is None:
+                merged = self._merged_findings(table, fctx, key, entry, eid, ectx, target_rules, targets_id, classes,
+                                               class_ids, flags, order)
             if not merged:
                 continue
             batch = batch_size_of(key)

@@ -204,7 +204,10 @@ class Rule:
     # family's ``group_name``, GROUP_SIZE_M): neither its value nor whether the entry sets it. Where
     # every rule that judged an entry on a file's device classes says so (and the variants screen
     # was shared by the group-free entry), the engine shares the entry's merged findings with the
-    # entries that differ from it only in the group (see ``Engine._merged_findings``)
+    # entries that differ from it only in the group (see ``Engine._merged_findings``). A rule that
+    # reads the variants (``reads_variants``) reads the group only through what the estimator says of
+    # their specs, which carry it: the engine shares its findings only where the estimator says that
+    # holds for every group (``Estimator.group_free``)
     reads_launch_group: ClassVar[bool] = True
     # TARGET rules: False when ``check`` reads nothing of the entry at all (only the table's kernel:
     # its family, dtype, quantisation, engine and folder; the device facts of ``device_facts``;

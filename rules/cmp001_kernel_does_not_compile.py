@@ -48,6 +48,9 @@ class CMP001(Rule):
     severity = Severity.ERROR
     scope = Scope.TARGET
     silent_when_variants_fit = True  # see Rule.silent_when_variants_fit
+    # the group only through the variants' estimates and compile failures, which the engine shares only
+    # where they hold for every group (Estimator.group_free); no message or datum names it
+    reads_launch_group = False  # see Rule.reads_launch_group
     fix_availability = FixAvailability.NONE
     examples = (
         Example(_SG39 + "E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3,dtype=fp8_w8a8,block_shape=[128, 128].json",

@@ -40,6 +40,9 @@ class EST001(Rule):
     severity = Severity.WARNING
     scope = Scope.TARGET
     silent_when_variants_fit = True  # see Rule.silent_when_variants_fit
+    # the group only through the variants' estimates and compile failures, which the engine shares only
+    # where they hold for every group (Estimator.group_free); no message or datum names it
+    reads_launch_group = False  # see Rule.reads_launch_group
     once_per_file = True
     examples = (
         Example("E=8,N=14336,device_name=Intel(R)_Arc(TM)_Pro_B70_Graphics.json",

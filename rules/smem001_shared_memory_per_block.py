@@ -52,6 +52,9 @@ class SMEM001(Rule):
     severity = Severity.ERROR
     scope = Scope.TARGET
     silent_when_variants_fit = True  # see Rule.silent_when_variants_fit
+    # the group only through the variants' estimates and compile failures, which the engine shares only
+    # where they hold for every group (Estimator.group_free); no message or datum names it
+    reads_launch_group = False  # see Rule.reads_launch_group
     fix_availability = FixAvailability.SOMETIMES
     fix_planner = Planner.ENTRY
     examples = (

@@ -31,16 +31,21 @@ def _check(paths, cache_dir, monkeypatch):
 def test_the_rules_blind_to_the_group_find_the_same_whatever_the_group(corpus_files):
     """``Rule.reads_launch_group = False`` is what lets the engine share an entry's findings with its
     group copies: those rules' findings on corpus entries are the same for every group value, and
-    for the entry without the group."""
+    for the entry without the group. A rule that reads the variants is given each copy's own (the
+    engine shares among the copies its group-free id keeps together: launched with a group in the
+    domain, or not an integer) and reads them through estimates that hold for every group
+    (``Estimator.group_free``)."""
     from tilefit.device_db import load_database
-    from tilefit.estimate import Estimator
+    from tilefit.estimate import Estimator, EstimatorUnavailable
+    from tilefit.parameters import in_domain
     from tilefit.rules.base import EntryContext, FileContext, Scope, TargetContext
 
     blind = [cls(None) for cls in RULES.values() if cls.scope is Scope.TARGET and not cls.reads_launch_group]
-    assert sorted(r.code for r in blind) == ["DEV002", "THR001", "VAL005"]
+    assert sorted(r.code for r in blind) == ["CMP001", "DEV002", "EST001", "SMEM001", "THR001", "VAL005"]
     db, est = load_database(), Estimator("analytic")
     devices = [db.get(k) for k in ("rtx3090", "rtx4090", "rtx5090", "mi300x", "h100-sxm")]
-    compared = found = 0
+    compared = found = free = 0
+    found_by_variants = set()
     for path, table in triton_tables(corpus_files, 20):
         meta = table.meta
         fctx = FileContext(table=table, db=db, named_device=None, engine=meta.engine)
@@ -50,14 +55,41 @@ def test_the_rules_blind_to_the_group_find_the_same_whatever_the_group(corpus_fi
             copies = [dict(entry, GROUP_SIZE_M=g) for g in (0, 1, 16, 64, "8")]
             copies.append({k: v for k, v in entry.items() if k != "GROUP_SIZE_M"})
             for dev in devices:
+
+                def variants(e):
+                    return engine_module.kernel_variants(meta, e, dev.arch, dev.vendor, meta.engine)
+
+                def launched(e):  # what the engine's group-free id tells apart (Engine._group_free_id)
+                    g = e.get("GROUP_SIZE_M")
+                    return type(g) is not int or in_domain(meta.family, {"GROUP_SIZE_M": g})
+
+                # the engine's screen asks the estimates first; it shares where they hold for every group
+                for v in variants(entry):
+                    try:
+                        est.estimate(v.spec, dev.arch, dev.smem_per_block_optin)
+                    except EstimatorUnavailable:
+                        pass
+                group_free = all(est.group_free(v.spec, dev.arch) for v in variants(entry))
+                free += group_free
                 for rule in blind:
-                    first = list(rule.check(TargetContext(EntryContext(fctx, key, entry), dev, (dev,), (), est)))
+                    if rule.reads_variants and not group_free:
+                        continue
+                    mine = variants(entry) if rule.reads_variants else ()
+                    first = list(rule.check(TargetContext(EntryContext(fctx, key, entry), dev, (dev,), mine, est)))
                     found += bool(first)
+                    if rule.reads_variants and first:
+                        found_by_variants.add(rule.code)
                     for copy in copies:
-                        ctx = TargetContext(EntryContext(fctx, key, copy), dev, (dev,), (), est)
+                        theirs = ()
+                        if rule.reads_variants:
+                            if launched(copy) != launched(entry):
+                                continue
+                            theirs = variants(copy)
+                        ctx = TargetContext(EntryContext(fctx, key, copy), dev, (dev,), theirs, est)
                         assert list(rule.check(ctx)) == first, (rule.code, path.name, key, copy)
                         compared += 1
-    assert compared > 1000 and found > 0
+    assert compared > 2000 and free > 100 and found > 0 and "SMEM001" in found_by_variants, (
+        compared, free, found, found_by_variants)
 
 
 def test_the_rules_blind_to_the_entry_find_the_same_for_every_entry(corpus_files):

@@ -113,3 +113,27 @@ def test_entries_that_differ_only_in_the_group_share_one_screen(corpus, tmp_path
     for p, c in codes:  # an unlaunched copy is never judged for shared memory
         if c == "SMEM001":
             assert out[p.split("/")[1]]["GROUP_SIZE_M"] != 0
+
+
+def test_the_variants_of_a_table_that_never_swaps_are_the_same_on_every_arch(corpus_files):
+    """The engine memoises an entry's variants per (whether A and B may swap there, vendor)
+    (``serving.launch.swap_can_apply``): a table of an engine and dtype that never swap launches the
+    same kernels on sm_90 as on the consumer cards, so the device the file names shares them with
+    the extra targets; a table that may swap (vLLM fp8 fused MoE) does not."""
+    from tilefit.serving.launch import swap_can_apply
+    from tilefit.variants import dtype_path
+
+    same = swapped = 0
+    for _path, table in triton_tables(corpus_files, 3):
+        meta = table.meta
+        for _key, entry in list(table.live_entries())[:40]:
+            hopper = engine_module.kernel_variants(meta, entry, "sm_90", "NVIDIA", meta.engine)
+            for arch in ("sm_89", "sm_120", "sm_121"):
+                other = engine_module.kernel_variants(meta, entry, arch, "NVIDIA", meta.engine)
+                if not swap_can_apply(meta.engine, dtype_path(meta)):
+                    assert other == hopper, (meta.engine, meta.dtype, entry, arch)
+                    same += bool(hopper)
+                elif other != hopper:
+                    swapped += 1
+                    assert any(v.spec.swap_ab for v in hopper) and not any(v.spec.swap_ab for v in other)
+    assert same > 1000 and swapped > 10, (same, swapped)

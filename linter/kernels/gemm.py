@@ -54,10 +54,11 @@ class GemmFamily(KernelFamily):
         if bytes_ is None:
             raise FormVariablesError(f"no operand sizes for dtype path {spec.dtype!r}")
         gn, gk, group = self.form_group(spec)
-        bm, bn, c = tile["BLOCK_SIZE_M"], tile["BLOCK_SIZE_N"], bytes_["c"]
-        return dict(S=spec.num_stages, W=spec.num_warps, BM=bm, BN=bn, BK=tile["BLOCK_SIZE_K"], a=bytes_["a"],
-                    b=bytes_["b"], c=c, GN=gn, GK=gk, SWAP=1 if spec.swap_ab else 0, DPE=0, G=group, DV=0,
-                    E=epilogue(arch, arch_family, c, bm, bn, spec.num_warps, spec.dtype))
+        bm, bn, c, w = tile["BLOCK_SIZE_M"], tile["BLOCK_SIZE_N"], bytes_["c"], spec.num_warps
+        # a dict display, not dict(**kwargs): asked for every answer of a check (tens of thousands)
+        return {"S": spec.num_stages, "W": w, "BM": bm, "BN": bn, "BK": tile["BLOCK_SIZE_K"], "a": bytes_["a"],
+                "b": bytes_["b"], "c": c, "GN": gn, "GK": gk, "SWAP": 1 if spec.swap_ab else 0, "DPE": 0, "G": group,
+                "DV": 0, "E": epilogue(arch, arch_family, c, bm, bn, w, spec.dtype)}
 
     # -- the calibration ------------------------------------------------------------------------
     def calibration_points(self) -> list[tuple[tuple[int, ...], int, int]]:

@@ -38,6 +38,13 @@ def arch_key(arch: str) -> bool:
     return arch.lower().rstrip("af") in (SWAP_AB_ARCH, SWAP_AB_ARCH.replace("_", ""))
 
 
+def swap_can_apply(engine: str | None, dtype: str | None) -> bool:
+    """Whether ``engine`` can launch an entry of a table of dtype path ``dtype`` with A and B
+    swapped on some arch: where it cannot, what :func:`arch_key` says of an arch changes none of
+    the table's kernels (the variants of its entries are the same on every arch of one vendor)."""
+    return dtype == SWAP_AB_DTYPE and engine_swaps(engine)
+
+
 def engine_swaps(engine: str | None) -> bool:
     """Whether ``engine``'s fused-MoE launcher swaps A and B at all (None: unknown engine, no)."""
     return engine in ENGINES and bool((section(engine, "fused_moe") or {}).get("swap_ab"))

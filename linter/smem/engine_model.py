@@ -743,11 +743,9 @@ class EngineModel:
         if not spec.engine:
             return None
         key = (spec.smem_key, arch)
-        try:
-            return self._failures[key]
-        except KeyError:
-            pass
-        out = self._failures[key] = self._compile_failure(spec, arch)
+        out = self._failures.get(key, _MISSING)  # a look-up, not a KeyError: most questions are asked once
+        if out is _MISSING:
+            out = self._failures[key] = self._compile_failure(spec, arch)
         return out
 
     def _compile_failure(self, spec: KernelSpec, arch: str) -> str | None:
