@@ -97,10 +97,10 @@ def precheck(engine, files: Sequence, cache, limit: int | None, planner=None) ->
     from .readfile import read_bytes
 
     out: dict[str, list] = {}
-    misses = []
     if not cache.entries:
         misses = [(path, meta, None, None) for path, meta in files]
     else:
+        misses = []
         for path, meta in files:
             try:
                 data = read_bytes(path, limit)
