@@ -14,7 +14,11 @@ dtypes, MMA, features) takes it from the arch entry named by its ``arch``, with 
 
 Speed: the bundled database is read and built once per process. Schema validation is skipped
 when the content digest is in the validation cache (:mod:`.cache`), so a warm start never
-imports jsonschema.
+imports jsonschema; for the bundled files it is skipped too when their digest is the one
+shipped in ``validated.sha256`` (:data:`VALIDATED`): the bytes the test suite validated in full
+(tests/test_device_db.py checks that the file names the current bundle), so a cold start -- a
+fresh cache, as in CI -- does not validate our own data again. Changed bundled bytes miss it and
+are validated as before; a user's file is always validated (or found in the cache).
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from .groups import GroupRule, parse_groups
 from .model import ARCH_FIELDS, Device
 
 _PACKAGE = __package__ or "tilefit.device_db"
+# the digest (cache.digest of bundle_parts()) of the bundled files the test suite validated
+VALIDATED = "validated.sha256"
 
 
 @dataclass(frozen=True)
@@ -93,22 +99,14 @@ def _bundled_database() -> DeviceDB:
 @lru_cache(maxsize=1)
 def _bundled() -> _Bundle:
     root = resources.files(_PACKAGE)
-    schema = (root / "schema.json").read_bytes()
-    groups_schema = (root / "groups.schema.json").read_bytes()
-    groups_text = (root / "groups.json").read_bytes()
-    entries = sorted(
-        (e for e in (root / "devices").iterdir() if e.name.endswith(".json")), key=lambda e: e.name
-    )
-    files = [(str(e), e.name, e.read_bytes()) for e in entries]
+    schema, groups_schema, groups_text, files = _bundle_files(root)
     records = [
         rec for label, _, data in files for rec in _records(label, _parse_json(label, data))
     ]
     groups_label = str(root / "groups.json")
     groups_data = _parse_json(groups_label, groups_text)
-    key = cache.digest(
-        schema, groups_schema, groups_text, *(name.encode() + b"\0" + data for _, name, data in files)
-    )
-    if not cache.is_valid(key):
+    key = _bundle_digest(schema, groups_schema, groups_text, files)
+    if key != shipped_digest() and not cache.is_valid(key):
         for rec in records:
             validation.validate(schema, rec.label, [(rec.path, rec.data)])
         validation.validate(groups_schema, groups_label, [("$", groups_data)])
@@ -116,6 +114,37 @@ def _bundled() -> _Bundle:
     for rec in records:
         _check_record(rec)
     return _Bundle(schema, tuple(records), parse_groups(groups_data))
+
+
+def _bundle_files(root) -> tuple[bytes, bytes, bytes, list[tuple[str, str, bytes]]]:
+    """The bundled schema, groups schema and groups file, and each device file as ``(label,
+    name, bytes)`` in name order."""
+    entries = sorted(
+        (e for e in (root / "devices").iterdir() if e.name.endswith(".json")), key=lambda e: e.name
+    )
+    return ((root / "schema.json").read_bytes(), (root / "groups.schema.json").read_bytes(),
+            (root / "groups.json").read_bytes(), [(str(e), e.name, e.read_bytes()) for e in entries])
+
+
+def _bundle_digest(schema: bytes, groups_schema: bytes, groups_text: bytes, files) -> str:
+    """What the validity of the bundled files depends on: every byte of them and of both schemas."""
+    return cache.digest(
+        schema, groups_schema, groups_text, *(name.encode() + b"\0" + data for _, name, data in files)
+    )
+
+
+def bundle_digest() -> str:
+    """The digest of the bundled files as they are now (what :data:`VALIDATED` must hold)."""
+    return _bundle_digest(*_bundle_files(resources.files(_PACKAGE)))
+
+
+def shipped_digest() -> str:
+    """The digest :data:`VALIDATED` holds ("" when it is missing or unreadable: then the bundled
+    files are validated as a user's are)."""
+    try:
+        return (resources.files(_PACKAGE) / VALIDATED).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 # ---------------------------------------------------------------------------- user files

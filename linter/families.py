@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from . import kernels
+from .model import build_frozen
 from .serving import naming
 
 # A comma starts a new pair only when an identifier and '=' follow (block_shape holds commas).
@@ -178,10 +179,14 @@ def _engine_from_path(parts_list: list[str]) -> str | None:
     marks = _FOLDER_ENGINES.get(folder)
     if marks is None:
         marks = _FOLDER_ENGINES[folder] = _engine_marks(parts_list[:-1])
-    name_sglang, name_vllm = _engine_marks(parts_list[-1:])
-    if marks[0] or name_sglang:
+    if marks[0]:
         return "sglang"
-    if marks[1] or name_vllm:
+    # the file name's own mark (_engine_marks of the name alone: a name ending in .json is never
+    # "sglang" or "vllm" itself), read only when the folders name no SGLang
+    name = parts_list[-1].lower()
+    if name.startswith("sglang-"):
+        return "sglang"
+    if marks[1] or name.startswith("vllm-"):
         return "vllm"
     return None
 
@@ -282,24 +287,26 @@ def classify(path: str | PurePath) -> TableMeta | None:
     elif family in ("lora_csgmv", "lora_moe_base_gemm", "sp_collective", "moe_front"):
         engine, evidence = "sglang", "file name"
 
-    return TableMeta(
-        family=family,
-        stem=stem if not down else stem[: -len("_down")],
-        pairs=tuple(pairs),
-        tag=tag,
-        engine=engine,
-        engine_evidence=evidence,
-        E=_parse_int(values.get("E"), "E", problems) if "E" in values else None,
-        N=_parse_int(values.get("N"), "N", problems) if "N" in values else None,
-        K=_parse_int(values.get("K"), "K", problems) if "K" in values else None,
-        device_name=dev("device") if family == "lora_csgmv" else dev(),
-        dtype=dtype,
-        block_shape=block_shape,
-        block_shape_spaced=spaced,
-        per_channel_quant=per_channel == "True",
-        down=down,
-        backend=values.get("backend"),
-        triton_folder=folder,
-        path_engine=path_engine if path_engine not in (None, engine) else None,
-        problems=tuple(problems),
-    )
+    # every field given: built from a dict in C (build_frozen), not through the frozen
+    # dataclass's __init__ (a field at a time): discovery classifies every file of a corpus
+    return build_frozen(TableMeta, {
+        "family": family,
+        "stem": stem if not down else stem[: -len("_down")],
+        "pairs": tuple(pairs),
+        "tag": tag,
+        "engine": engine,
+        "engine_evidence": evidence,
+        "E": _parse_int(values.get("E"), "E", problems) if "E" in values else None,
+        "N": _parse_int(values.get("N"), "N", problems) if "N" in values else None,
+        "K": _parse_int(values.get("K"), "K", problems) if "K" in values else None,
+        "device_name": dev("device") if family == "lora_csgmv" else dev(),
+        "dtype": dtype,
+        "block_shape": block_shape,
+        "block_shape_spaced": spaced,
+        "per_channel_quant": per_channel == "True",
+        "down": down,
+        "backend": values.get("backend"),
+        "triton_folder": folder,
+        "path_engine": path_engine if path_engine not in (None, engine) else None,
+        "problems": tuple(problems),
+    })

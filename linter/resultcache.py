@@ -42,6 +42,9 @@ from tilefit.rules.est001_no_estimate import timed_out
 
 FORMAT = 3
 _SEVERITY = {s.value: s for s in Severity}
+# the cache file's JSON, as json.dumps(..., separators=(",", ":")) writes it; without the
+# encoder's cycle check (every value is JSON data read back or encoded by this module, no cycle)
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
 def _code_fingerprint() -> str:
@@ -265,6 +268,10 @@ class ResultCache:
         self.summary_file = root / "results" / f"{key}.summary.json" if root is not None else None
         self._summaries = SideRecords(self.summary_file)
         self.entries: dict[str, list] = {}  # path -> [digest, rows]
+        # path -> the JSON text of its entry, encoded when it is stored (a cache kept in a file):
+        # save() joins them while the rows are as stored (see _texts_of); in a split check that
+        # encoding is done as each file is stored, in the part the processes share out
+        self._texts: dict[str, str] = {}
         self.values: list = []  # the distinct messages, pointers and data objects the rows name
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
         self._strings: dict[str, int] = {}  # a string value -> its index (what _index says of its JSON text)
@@ -372,8 +379,9 @@ class ResultCache:
     def _store(self, path: str, digest: str, rows: list, plans, summary) -> None:
         if path in self.entries:
             self._stale = True
-        self.entries[path] = [digest, rows]
+        entry = self.entries[path] = [digest, rows]
         if self.file is not None:  # kept for save() (a file-less cache, e.g. a call-site record's encoder, keeps none)
+            self._texts[path] = _encode(entry)
             self._plans.new[path] = None if plans is None else [digest, plans]
             self._summaries.new[path] = None if summary is None else [digest, summary]
         self.changed = True
@@ -472,13 +480,27 @@ class ResultCache:
             entries[path] = [digest, new_rows]
         return entries, values
 
+    def _texts_of(self, entries: dict) -> list[tuple[str, str]] | None:
+        """``(path, JSON text of its entry)`` of each of ``entries`` from the texts encoded when
+        they were stored, or None when some entry has none (read from the file) or ``entries``
+        are not the rows as stored (compacted: their value indices renumbered)."""
+        texts = self._texts
+        if entries is not self.entries or len(texts) != len(entries):
+            return None
+        return [(path, texts[path]) for path in entries]
+
     def save(self) -> None:
         if self.file is None or not self.changed:
             return
         entries, values = self._compacted()
         try:
             self.file.parent.mkdir(parents=True, exist_ok=True)
-            text = json.dumps({"format": FORMAT, "values": values, "files": entries}, separators=(",", ":"))
+            texts = self._texts_of(entries)
+            if texts is None:
+                text = _encode({"format": FORMAT, "values": values, "files": entries})
+            else:  # the same text, of the entries encoded as they were stored
+                text = (f'{{"format":{FORMAT},"values":{_encode(values)},"files":{{'
+                        + ",".join(f"{_encode(path)}:{entry}" for path, entry in texts) + "}}")
             write_atomic(self.file, text)
             # the digest of what was written: a later run trusts these records without validating
             # each row; a file changed since (by hand, or damaged) no longer matches it

@@ -554,20 +554,69 @@ def test_cache_can_be_disabled(tmp_path, monkeypatch):
     assert not (tmp_path / "cache").exists()
 
 
-def test_bundled_data_is_validated_when_not_cached(monkeypatch):
-    calls = []
-    real = validation.validate
-    monkeypatch.setattr(validation, "validate", lambda *a: calls.append(a[1]) or real(*a))
-    monkeypatch.setenv(vcache.ENV_VAR, "")
+def _load_bundled_afresh():
     loader._bundled.cache_clear()
     loader._bundled_database.cache_clear()
     try:
-        db = load_database()
+        return load_database()
     finally:
         loader._bundled.cache_clear()
         loader._bundled_database.cache_clear()
+
+
+def test_shipped_digest_names_the_bundle_that_validates():
+    # the fast path trusts bundled bytes with this digest: they must be the current files, and
+    # every one of them must pass the full validation (else: fix the data, then write
+    # loader.bundle_digest() into device_db/validated.sha256)
+    assert loader.shipped_digest() == loader.bundle_digest(), \
+        f"device_db/validated.sha256 must hold {loader.bundle_digest()} (after the data validates)"
+    schema = (PKG / "schema.json").read_bytes()
+    for path in DEVICE_FILES:
+        validation.validate(schema, str(path), [("$", json.loads(path.read_bytes()))])
+    validation.validate((PKG / "groups.schema.json").read_bytes(), "groups.json",
+                        [("$", json.loads((PKG / "groups.json").read_text()))])
+
+
+def _spy_validation(monkeypatch) -> list:
+    calls = []
+    real = validation.validate
+    monkeypatch.setattr(validation, "validate", lambda *a: calls.append(a[1]) or real(*a))
+    monkeypatch.setenv(vcache.ENV_VAR, "")  # no validity markers either
+    return calls
+
+
+def test_bundled_data_with_the_shipped_digest_is_not_validated_again(monkeypatch):
+    calls = _spy_validation(monkeypatch)
+    assert len(_load_bundled_afresh()) == len(DEVICE_FILES)
+    assert calls == []
+
+
+def test_bundled_data_is_validated_when_its_digest_is_not_the_shipped_one(monkeypatch):
+    calls = _spy_validation(monkeypatch)
+    monkeypatch.setattr(loader, "shipped_digest", lambda: "0" * 64)
+    db = _load_bundled_afresh()
     assert len(calls) == len(DEVICE_FILES) + 1  # every device file and groups.json
     assert len(db) == len(DEVICE_FILES)
+
+
+def test_a_changed_bundled_file_is_validated_with_the_usual_message(monkeypatch):
+    # bytes that differ from the validated ones miss the shipped digest: the full validation
+    # runs and names the bad field, as for a user's file
+    calls = _spy_validation(monkeypatch)
+    real = loader._bundle_files
+
+    def changed(root):
+        schema, groups_schema, groups, files = real(root)
+        label, name, data = files[0]
+        bad = json.loads(data)
+        bad["sm_count"] = -1
+        return schema, groups_schema, groups, [(label, name, json.dumps(bad).encode())] + files[1:]
+
+    monkeypatch.setattr(loader, "_bundle_files", changed)
+    message = rf"{re.escape(DEVICE_FILES[0].name)}: \$\.sm_count: -1 is less than the minimum of 1"
+    with pytest.raises(DeviceDBError, match=message):
+        _load_bundled_afresh()
+    assert calls == [str(DEVICE_FILES[0])]  # the first file, found bad
 
 
 def test_warm_load_does_not_import_jsonschema(tmp_path):
@@ -581,11 +630,12 @@ def test_warm_load_does_not_import_jsonschema(tmp_path):
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
             for _ in range(2)]
     cold, warm = (r.stdout.split() for r in runs)
-    # the first run validates, with the fast test alone (jsonschema words only a rejected file's
-    # message); the second trusts the marker
+    # the bundled files' digest is the shipped one (validated.sha256): neither run validates
+    # them, nor leaves a validity marker (a user's file is validated with the fast test alone:
+    # test_validation_is_cached_by_content)
     assert cold == ["86", "False"]
     assert warm == ["86", "False"]
-    assert any((tmp_path / "c").rglob("*"))  # the first run left its validity marker
+    assert not any((tmp_path / "c").rglob("*"))
     # importing the package alone never pulls jsonschema in
     out = subprocess.run([sys.executable, "-c", "import sys, tilefit.device_db; print('jsonschema' in sys.modules)"],
                          env=env, capture_output=True, text=True, check=True).stdout.strip()

@@ -57,3 +57,30 @@ def test_grammar_problems_are_reported_not_raised():
     m = classify("E=8x,N=14336,device_name=NVIDIA_H100_80GB_HBM3,block_shape=[128].json")
     assert m.family == "fused_moe"
     assert any("E=" in p for p in m.problems) and any("block_shape" in p for p in m.problems)
+
+
+def test_a_classified_name_is_the_dataclass_its_fields_build(corpus_files):
+    """classify builds TableMeta from a dict of every field (build_frozen): equal, with the same
+    hash and the same fields, to ``TableMeta(**fields)`` on every corpus file."""
+    import dataclasses
+
+    from tilefit.families import TableMeta
+
+    for path in corpus_files:
+        meta = classify(path)
+        built = TableMeta(**{f.name: getattr(meta, f.name) for f in dataclasses.fields(TableMeta)})
+        assert meta == built and hash(meta) == hash(built) and vars(meta) == vars(built), path
+
+
+def test_the_engine_a_path_names():
+    # a folder names it (sglang/, vllm-0.33.0/, any case) before the file name's own mark (a
+    # leading sglang-/vllm- token)
+    name = "E=8,N=14336,device_name=NVIDIA_H100_80GB_HBM3.json"
+    assert classify(f"x/SGLang/{name}").engine == "sglang"
+    assert classify(f"vllm-0.33.0/x/{name}").engine == "vllm"
+    assert classify(f"sglang-0.5.23/vllm/{name}").engine == "sglang"
+    assert classify(f"x/{name}").engine is None
+    assert classify(f"x/sglang-x,{name}").engine == "sglang"
+    assert classify(f"x/Vllm-1,{name}").engine == "vllm"
+    assert classify(f"vllm/sglang-x,{name}").engine == "sglang"
+    assert classify(f"sglang/vllm-x,{name}").engine == "sglang"

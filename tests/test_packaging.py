@@ -23,7 +23,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 REPO = Path(__file__).resolve().parents[1]
-DATA_SUFFIXES = {".json", ".html", ".css", ".js"}
+DATA_SUFFIXES = {".json", ".html", ".css", ".js", ".sha256"}
 
 
 @pytest.fixture(scope="module")

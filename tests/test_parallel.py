@@ -89,8 +89,8 @@ def test_a_worker_checks_every_file_this_process_leaves(corpus, tmp_path, monkey
     root = _vllm(corpus)
     serial, se = _check(root, tmp_path / "serial", monkeypatch, "1", ["rtx4090"])
     collected = []
-    real = parallel._collect
-    monkeypatch.setattr(parallel, "_collect", lambda *a, **k: collected.append(real(*a, **k)) or collected[-1])
+    real = parallel._Workers.collect
+    monkeypatch.setattr(parallel._Workers, "collect", lambda self: collected.append(real(self)) or collected[-1])
     _failing_in(monkeypatch, "parent")
     split, pe = _check(root, tmp_path / "split", monkeypatch, "2", ["rtx4090"])
     assert len(collected) == 1 and sorted(collected[0]) == sorted(split.tables), "the worker did not check every file"
@@ -209,3 +209,95 @@ def _table_plan(path, by_key):
     from tilefit.fix.planner import TablePlan
 
     return TablePlan(path, plans=dict(sorted(by_key.items())))
+
+
+def test_frames_cross_the_pipe_whole_and_in_order():
+    """A worker's frames reach this process whole whatever the pipe holds at once: written without
+    blocking as far as it takes them (the rest kept for the next frame, the last written out
+    whole), read without waiting between tasks and to the end at the close."""
+    import threading
+
+    r, w = os.pipe()
+    outbox, inbox = parallel._Outbox(w), parallel._Inbox(0, r)
+    sent = [b"a", os.urandom(300_000), b"", os.urandom(70_000)]  # more than a pipe's buffer of 64 KiB
+    got = []
+    outbox.send(sent[0])
+    got += inbox.frames(block=False)
+    assert got == [sent[0]]
+    outbox.send(sent[1])  # only a part fits: the worker goes on instead of waiting
+    assert len(outbox.pending) > 0
+    got += inbox.frames(block=False)  # a partial frame stays in the buffer
+    outbox.send(sent[2])
+    outbox.send(sent[3])
+    reader = threading.Thread(target=lambda: got.extend(inbox.frames(block=True)))
+    reader.start()
+    outbox.close()
+    reader.join(60)
+    assert [bytes(f) for f in got] == sent and inbox.ended
+
+
+def test_this_process_adopts_the_workers_results_between_its_tasks(corpus, tmp_path, monkeypatch):
+    """While this process checks its tasks (slowed down here) the worker sends each of its tasks'
+    results as it finishes it, and they are adopted before this process takes its next task,
+    not at the end; the output is the serial run's, and the cache a warm run reads is the same."""
+    import time
+
+    root = _vllm(corpus)
+    serial, se = _check(root, tmp_path / "serial", monkeypatch, "1", ["rtx4090"])
+    parent = os.getpid()
+    real_check = Engine.check_table
+
+    def slow_here(self, table):
+        if os.getpid() == parent:
+            time.sleep(0.02)
+        return real_check(self, table)
+
+    monkeypatch.setattr(Engine, "check_table", slow_here)
+    drained = []
+    real_drain = parallel._Workers.drain
+    monkeypatch.setattr(parallel._Workers, "drain",
+                        lambda self, taking: real_drain(self, taking) or drained.append(len(self.outcomes)))
+    split, pe = _check(root, tmp_path / "split", monkeypatch, "2", ["rtx4090"])
+    assert any(drained), "no result of the worker was adopted before the end"
+    assert _rows(split) == _rows(serial)
+    assert (pe.stats.files, pe.stats.entries) == (se.stats.files, se.stats.entries)
+    monkeypatch.setattr(Engine, "check_table", None)  # a warm run checks nothing again
+    warm, _ = _check(root, tmp_path / "split", monkeypatch, "1", ["rtx4090"])
+    assert _rows(warm) == _rows(serial) and not warm.errors
+
+
+def test_a_cold_split_reads_each_file_in_the_process_that_checks_it(corpus, tmp_path, monkeypatch):
+    """With nothing in the result cache nothing is read before the split (each process reads and
+    digests its own files); with records of some files in it, every file is read first (the hits
+    are answered), and the workers do not send back the bytes this process holds. Both give the
+    serial run's diagnostics and tables."""
+    from tilefit import readfile
+
+    root = _vllm(corpus)
+    serial, _ = _check(root, tmp_path / "serial", monkeypatch, "1", ["rtx4090"])
+    reads_before_split = []
+    real_read = readfile.read_bytes
+    real_split = parallel._run_split
+    split_started = []
+    monkeypatch.setattr(parallel, "_run_split", lambda *a, **k: split_started.append(1) or real_split(*a, **k))
+
+    def counting(path, *a, **k):
+        in_root = os.path.commonpath([str(root), str(path)]) == str(root)
+        if not split_started and str(path).endswith(".json") and in_root:
+            reads_before_split.append(path)
+        return real_read(path, *a, **k)
+
+    monkeypatch.setattr(readfile, "read_bytes", counting)
+    cold, _ = _check(root, tmp_path / "split", monkeypatch, "2", ["rtx4090"])
+    assert split_started and reads_before_split == []
+    assert _rows(cold) == _rows(serial)
+    assert {p: t.data for p, t in cold.tables.items()} == {p: t.data for p, t in serial.tables.items()}
+    # a cache that holds some files' records (one folder's, checked alone): every file read first
+    some = sorted({os.path.dirname(p) for p in serial.tables})[0]
+    split_started.clear()
+    _check(some, tmp_path / "partial", monkeypatch, "1", ["rtx4090"])
+    reads_before_split.clear()
+    partial, _ = _check(root, tmp_path / "partial", monkeypatch, "2", ["rtx4090"])
+    assert split_started and len(reads_before_split) == len(serial.tables)
+    assert _rows(partial) == _rows(serial)
+    assert {p: t.data for p, t in partial.tables.items()} == {p: t.data for p, t in serial.tables.items()}

@@ -76,6 +76,35 @@ def test_adopted_rows_store_what_put_of_their_diagnostics_would(tmp_path, monkey
     assert ResultCache("k").get("b.json", "d2") == [_diag("b.json", 4, 1)]
 
 
+def test_the_entries_encoded_as_stored_give_the_file_json_dumps_writes(tmp_path, monkeypatch):
+    """save() joins each entry's JSON text made when it was stored (put or adopted) while the
+    rows are as stored, else it encodes the whole; either way the file holds the bytes of
+    ``json.dumps`` of the records, compact."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    file = tmp_path / "results" / "k.json"
+
+    def dumped(cache):
+        entries, values = cache._compacted()
+        return json.dumps({"format": FORMAT, "values": values, "files": entries}, separators=(",", ":"))
+
+    worker = ResultCache.in_memory()
+    worker.put("b.json", "", [_diag("b.json", 4, 1, message="\u00e9 worker")])
+    cache = ResultCache("k")
+    cache.put("a.json", "d1", [_diag("a.json", 2, 1), _diag("a.json", 9, 2)])
+    cache.adopt("b.json", "d2", ResultCache.in_memory(worker.entries, worker.values, trusted=True), {})
+    assert cache._texts_of(cache.entries) is not None  # the joined texts
+    cache.save()
+    assert file.read_text() == dumped(cache)
+    # records read back, one file stored again: compacted, the whole encoded
+    cache = ResultCache("k")
+    cache.put("a.json", "d3", [_diag("a.json", 5, 1, message="new")])
+    assert cache._texts_of(cache._compacted()[0]) is None
+    cache.save()
+    assert file.read_text() == dumped(cache)
+    assert ResultCache("k").get("b.json", "d2") == [_diag("b.json", 4, 1, message="\u00e9 worker")]
+    assert ResultCache("k").get("a.json", "d3") == [_diag("a.json", 5, 1, message="new")]
+
+
 def test_a_damaged_cache_file_only_misses(tmp_path, monkeypatch):
     monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
     (tmp_path / "results").mkdir()
