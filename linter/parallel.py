@@ -58,10 +58,13 @@ def jobs_for(files: int) -> int:
 
 def idle_cores() -> int:
     """The cores this process may use that other work does not keep busy: its CPU affinity less
-    the 1-minute load average beyond this process's own share. On a machine whose cores are
-    taken by other jobs a forked worker only competes with them -- and repeats some of the work
-    the serial run's memos share (measured: 20 % more CPU over two workers on the corpus), so
-    the check stays serial there."""
+    the other jobs that keep cores busy. On a machine whose cores are taken by other jobs a
+    forked worker only competes with them -- and repeats some of the work the serial run's memos
+    share (measured: 20 % more CPU over two workers on the corpus), so the check stays serial
+    there. Busy cores are the 1-minute load average beyond this process's own share, or fewer
+    where the tasks runnable right now (:func:`_runnable_others`) say so: the average still
+    counts a run that has just ended (a pre-commit hook or an editor checking again), for a
+    minute after it, and a job that keeps a core busy is runnable now too."""
     try:
         cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
@@ -70,7 +73,23 @@ def idle_cores() -> int:
         busy = max(0, int(os.getloadavg()[0] + 0.5) - 1)
     except (AttributeError, OSError):
         busy = 0
+    now = _runnable_others()
+    if now is not None:
+        busy = min(busy, now)
     return max(1, cores - busy)
+
+
+def _runnable_others(loadavg: str = "/proc/loadavg") -> int | None:
+    """The tasks other than this one runnable now (running or waiting for a core): the fourth
+    field of Linux's ``/proc/loadavg`` (``runnable/total``) less this process; None where there is
+    no such file or it does not read as expected."""
+    try:
+        with open(loadavg, "rb") as fh:
+            fields = fh.read(256).split()
+        runnable = int(fields[3].split(b"/")[0])
+    except (OSError, IndexError, ValueError):
+        return None
+    return max(0, runnable - 1)
 
 
 def precheck(engine, files: Sequence, cache, limit: int | None, planner=None) -> dict | None:

@@ -301,3 +301,28 @@ def test_a_cold_split_reads_each_file_in_the_process_that_checks_it(corpus, tmp_
     assert split_started and len(reads_before_split) == len(serial.tables)
     assert _rows(partial) == _rows(serial)
     assert {p: t.data for p, t in partial.tables.items()} == {p: t.data for p, t in serial.tables.items()}
+
+
+def test_idle_cores_trust_the_tasks_runnable_now_over_a_lingering_load_average(monkeypatch, tmp_path):
+    """A load average that still counts a run that has just ended does not keep the next run
+    serial when nothing else is runnable now; a job runnable now keeps its core busy."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.6, 1.2, 1.0))
+    monkeypatch.setattr(parallel, "_runnable_others", lambda: 0)
+    assert parallel.idle_cores() == 2
+    monkeypatch.setattr(parallel, "_runnable_others", lambda: 1)
+    assert parallel.idle_cores() == 1
+    monkeypatch.setattr(parallel, "_runnable_others", lambda: None)  # no /proc/loadavg: the average alone
+    assert parallel.idle_cores() == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.2, 0.2))
+    monkeypatch.setattr(parallel, "_runnable_others", lambda: 3)  # a job just started: the average says idle
+    assert parallel.idle_cores() == 2
+
+
+def test_runnable_others_reads_the_fourth_field_of_proc_loadavg(tmp_path):
+    f = tmp_path / "loadavg"
+    f.write_text("1.61 1.20 1.02 3/412 99\n")
+    assert parallel._runnable_others(str(f)) == 2
+    f.write_text("1.61 1.20\n")
+    assert parallel._runnable_others(str(f)) is None
+    assert parallel._runnable_others(str(tmp_path / "missing")) is None
