@@ -161,3 +161,37 @@ def test_the_thread_test_of_a_fit_is_every_groups_own(corpus):
         answers[warps] = planner.fits(ctx, entry)
         assert answers[warps] == (threads_ok and smem_ok), warps
     assert answers[4] and not answers[32], answers
+
+
+@pytest.mark.parametrize("ignores", [{}, {"**/*.json": ["SMEM"]}, {"**/*.json": ["THR", "VAL00"]}])
+def test_a_candidate_is_judged_by_the_rules_the_check_runs_on_its_file(corpus_files, ignores):
+    """The prober's signature of each entry as it stands is what the check reported for that
+    entry (its entry and target rules), per-file ignores of a shorter prefix than a code
+    included: a user who ignores SMEM in a file gets no candidate rejected for SMEM001 there."""
+    from tilefit.config import Settings
+    from tilefit.rules import RULES, Scope
+
+    paths = [str(p) for p, _ in triton_tables(corpus_files, 27)]
+    result = run_check(paths, CheckOptions(targets=["consumer"], estimator="analytic", use_cache=False),
+                       Settings(per_file_ignores=ignores))
+    prober = make_planner(result.engine).prober
+    # file rules are not the prober's; a once-per-file rule's finding is reported at one entry only
+    skipped = {code for code, cls in RULES.items() if cls.scope is Scope.FILE or getattr(cls, "once_per_file", False)}
+    reported: dict = {}
+    for d in result.diagnostics:
+        if d.code not in skipped and d.pointer:
+            key = d.pointer.split("/")[1]
+            for t in d.data.get("targets") or [d.target]:
+                reported.setdefault((d.path, key), set()).add((d.code, d.pointer, t))
+    compared = smem = 0
+    for path in paths:
+        table = result.tables[path]
+        for key, entry in table.live_entries():
+            if not isinstance(entry, dict):
+                continue
+            sig = {s for s in prober.entry_signature(table, key, entry) if s[0] not in skipped}
+            assert sig == reported.get((path, key), set()), (path, key)
+            compared += 1
+            smem += any(code == "SMEM001" for code, _, _ in sig)
+    assert compared > 100
+    assert (smem > 0) == ("SMEM" not in ignores.get("**/*.json", []))

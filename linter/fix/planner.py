@@ -239,16 +239,17 @@ class FixPlanner(RunPlanner):
         self.checker = Engine(db=engine.db, estimator=est, selection=engine.selection,
                               extra_targets=engine.extra_targets, rule_options=engine.rule_options, root=engine.root)
         # Candidates are judged by the entry and target rules the user selected (file rules see
-        # the same file either way).
+        # the same file either way): the user's selectors, with every file rule ignored by its full
+        # code, so a per-file ignore decides a code as it does in the check (the longest prefix wins)
         from tilefit.rules import RULES, Scope
         from tilefit.selection import Selection
 
         sel = engine.selection
-        entry_codes = [code for code, cls in RULES.items()
-                       if cls.scope is not Scope.FILE and sel.decides(code, cls.default_enabled)]
+        file_codes = [code for code, cls in RULES.items() if cls.scope is Scope.FILE]
         self.prober = Engine(db=engine.db, estimator=est, extra_targets=engine.extra_targets,
-                             selection=Selection(select=entry_codes, per_file_ignores=sel.per_file_ignores,
-                                                 root=sel.root),
+                             selection=Selection(select=sel.select, extend_select=list(sel.extend_select),
+                                                 ignore=list(sel.ignore) + file_codes,
+                                                 per_file_ignores=sel.per_file_ignores, root=sel.root),
                              rule_options=engine.rule_options, root=engine.root)
         self.coefficients = coefficients
         # (kernel key, arch, vendor) -> smem_key -> need (two levels: the hot paths fetch a
