@@ -40,7 +40,7 @@ from typing import Iterable, Mapping, Sequence
 from tilefit.engine import Engine
 from tilefit.estimate import Estimator, EstimatorUnavailable
 from tilefit.families import has_down_tables
-from tilefit.jsonpos import JsonDocument, parse_pointer, pointer_to_str
+from tilefit.jsonpos import parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix, build_frozen
 from tilefit.parameters import in_domain
 from tilefit.planning import RunPlanner
@@ -976,18 +976,10 @@ class FixPlanner(RunPlanner):
         hit = self._sig_memo.get(k)
         if hit is not None:
             return hit
-        if _reads_back(entry):  # the rules judge the entry itself: no table to build and check
-            hit = self.prober.entry_signature(table, key, entry)
-        else:  # the entry as json.load reads its text back (inf, a list), in a table of its own
-            data = json.dumps({key: entry}).encode()
-            probe = ConfigTable(table.path, table.meta, data, JsonDocument.parse(data))
-            sig = set()
-            for d in self.prober.check_table(probe):
-                targets = d.data.get("targets") if isinstance(d.data, Mapping) else None
-                for t in targets or [d.target]:
-                    sig.add((d.code, d.pointer, t))
-            hit = frozenset(sig)
-        self._sig_memo[k] = hit
+        # the rules judge the entry as the engine would read it from a table holding it: as
+        # json.load reads its text back where that differs (a tuple as a list)
+        read = entry if _reads_back(entry) else json.loads(json.dumps({key: entry}))[key]
+        hit = self._sig_memo[k] = self.prober.entry_signature(table, key, read)
         return hit
 
     def _rules_accept(self, table, key, cand, original_sig: frozenset) -> bool:
