@@ -205,7 +205,9 @@ def make_spec(kernel: str, dtype: str, tile: Mapping[str, int], **kwargs) -> Ker
 
 _DEFAULTS = {f.name: f.default for f in fields(KernelSpec)}
 _MEMO_ATTRS = frozenset(("_hash", "_key", "_smem_key", "_smem_id"))
-_SMEM_IDS: dict[tuple, int] = {}  # KernelSpec.smem_key -> its number (KernelSpec.smem_id)
+# KernelSpec.smem_key -> its number (KernelSpec.smem_id), kept for the process's life: a check meets
+# a few tens of thousands of keys, and the estimators' memos hold the same tuples while they live
+_SMEM_IDS: dict[tuple, int] = {}
 _FIELDS = frozenset(_DEFAULTS)
 
 
