@@ -142,7 +142,7 @@ class Estimator:
         and its compile failure) holds for every spec of its :attr:`KernelSpec.smem_key`: the
         engine model's final answer, with no compile of this run to consult. The lint engine then
         shares a verdict between entries that differ only in the launch-order group."""
-        return not self.engine_kernels and not self._engine_failures and (spec.smem_key, arch) in self._engine_final
+        return not self.engine_kernels and not self._engine_failures and (spec.smem_id, arch) in self._engine_final
 
     def _estimate(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
         if self.engine_kernels and self._engine_has(spec.kernel):
@@ -174,8 +174,8 @@ class Estimator:
     def _estimate_engine(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
         # an answer that is final (the calibration's compile, or a form no compile re-checks or can
         # re-check) is one Estimate per (KernelSpec.smem_key, arch): it depends on neither the limit
-        # nor the group
-        fkey = (spec.smem_key, arch)
+        # nor the group (keyed by its number, KernelSpec.smem_id)
+        fkey = (spec.smem_id, arch)
         est = self._engine_final.get(fkey)
         if est is not None:
             return est

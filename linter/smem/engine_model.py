@@ -467,7 +467,7 @@ class EngineModel:
         self._points: dict[KernelSpec, tuple | None] = {}
         self._point_keys: dict[KernelSpec, tuple | None] = {}  # ref -> its key in KernelForms.compiled_on
         self._moves: dict[tuple, tuple[str | None, str]] = {}  # see runnable()
-        self._failure_forms: dict[tuple, KernelForms | None] = {}  # see _compile_failure()
+        self._failure_forms: dict[tuple, KernelForms | None] = {}  # see compile_failure()
         self._answer_bases: dict[tuple, tuple] = {}  # see _plan_step()
         self._plans: dict[tuple, _AnswerPlan] = {}  # see _plan()
         self._dtypes: dict[KernelSpec, tuple] = {}  # ref -> the form dtypes its family tries
@@ -508,7 +508,7 @@ class EngineModel:
         is answered by the next release of :meth:`forms_chain`, not proven, with the probe's
         figures of the difference. Memoised per :attr:`KernelSpec.smem_key` (specs that differ
         only in the launch-order group get one answer)."""
-        key = (spec.smem_key, arch, forms_only)
+        key = (spec.smem_id, arch, forms_only)
         out = self._answers.get(key, _MISSING)
         if out is not _MISSING:
             return out
@@ -742,25 +742,33 @@ class EngineModel:
         again; per :attr:`KernelSpec.smem_key`, as :meth:`answer` is."""
         if not spec.engine:
             return None
-        key = (spec.smem_key, arch)
-        out = self._failures.get(key, _MISSING)  # a look-up, not a KeyError: most questions are asked once
-        if out is _MISSING:
-            out = self._failures[key] = self._compile_failure(spec, arch)
-        return out
-
-    def _compile_failure(self, spec: KernelSpec, arch: str) -> str | None:
         # whether the release judged has failures on ``arch`` at all depends on the kernel, engine,
-        # release and arch only: most look-ups end there, found once per such key
+        # release and arch only: most questions end there, before the per-spec memo below
         fkey = (spec.kernel, spec.engine, spec.triton, arch)
         forms = self._failure_forms.get(fkey, _MISSING)
         if forms is _MISSING:
-            judged, _moved = self.runnable(spec, arch)
-            forms, note = self.forms_for(judged)
-            if forms is None or note is not None or not forms.failures.get(arch):
-                forms = None  # failures are facts of the release they were compiled with
-            self._failure_forms[fkey] = forms
+            forms = self._failure_forms[fkey] = self._failing_release(spec, arch)
         if forms is None:
             return None
+        key = (spec.smem_id, arch)
+        out = self._failures.get(key, _MISSING)  # a look-up, not a KeyError: most questions are asked once
+        if out is _MISSING:
+            out = self._failures[key] = self._compile_failure(forms, spec, arch)
+        return out
+
+    def _failing_release(self, spec: KernelSpec, arch: str) -> KernelForms | None:
+        """The forms of the release judged for ``spec`` on ``arch`` when its calibration recorded
+        failures there; None when it recorded none (or the release is borrowed: failures are facts
+        of the release they were compiled with)."""
+        judged, _moved = self.runnable(spec, arch)
+        forms, note = self.forms_for(judged)
+        if forms is None or note is not None or not forms.failures.get(arch):
+            return None
+        return forms
+
+    def _compile_failure(self, forms: KernelForms, spec: KernelSpec, arch: str) -> str | None:
+        """The failure ``forms`` (the release judged, which has failures on ``arch``) records for
+        ``spec``'s calibration point, or its failure rule's words; None otherwise."""
         pt = self._point(spec.reference)
         if pt is None:
             return None
