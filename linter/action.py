@@ -17,6 +17,12 @@ The composite action maps each input to an environment variable (``INPUT_MODE``,
     ``tilefit pr``: the fixes committed on branch ``tilefit/fix-<findings hash>`` (nothing is
     pushed); then ``git push`` and ``gh pr create`` in a later step.
 
+With ``cache: true`` (the default) the check mode's runs keep their result cache in the folder
+action.yml restores before the step and saves after it (``$TILEFIT_ACTION_CACHE_DIR``, with
+actions/cache), unless the workflow sets ``TILEFIT_CACHE_DIR`` itself; before it is saved, the
+records of the run keys this step did not use are removed (:func:`prune_results`), so the saved
+folder holds one configuration's records, not every release's and option set's.
+
 Outputs (``$GITHUB_OUTPUT``): ``changed`` (true/false), ``report`` (the Markdown body's path),
 ``sarif`` (path), ``findings`` (diagnostics left), ``branch``, ``title``, ``commit-message``,
 ``commit``. Outside a workflow (no ``GITHUB_OUTPUT``) they are printed as ``name=value`` lines.
@@ -32,6 +38,7 @@ import shlex
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +48,12 @@ from tilefit.words import plural
 
 MODES = ("check", "fix", "pr")
 # the environment variables action.yml sets, one per input (INPUT_<NAME>)
-ENV_INPUTS = ("MODE", "PATHS", "TARGETS", "UNSAFE_FIXES", "EXTRA_ARGS", "FAIL_ON_FINDINGS", "OUTPUT_DIR")
+ENV_INPUTS = ("MODE", "PATHS", "TARGETS", "UNSAFE_FIXES", "EXTRA_ARGS", "FAIL_ON_FINDINGS", "OUTPUT_DIR", "CACHE")
+# the folder action.yml's actions/cache steps restore and save (the cache input)
+CACHE_DIR_ENV = "TILEFIT_ACTION_CACHE_DIR"
+# a record touched less than this before the step started counts as this step's (file times come
+# from a coarser clock than time.time())
+CLOCK_SLACK_S = 1.0
 SUMMARY_ROWS = 50  # findings listed in the check summary
 
 
@@ -58,6 +70,7 @@ class Inputs:
     extra_args: list[str] = field(default_factory=list)
     fail_on_findings: bool = True
     output_dir: str = ""
+    cache: bool = True
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> "Inputs":
@@ -77,7 +90,7 @@ class Inputs:
         output_dir = get("OUTPUT_DIR") or os.path.join(env.get("RUNNER_TEMP") or tempfile.gettempdir(), "tilefit")
         return cls(mode=mode, paths=paths, targets=targets, unsafe_fixes=_bool(get("UNSAFE_FIXES", "false"), "unsafe-fixes"),
                    extra_args=extra, fail_on_findings=_bool(get("FAIL_ON_FINDINGS", "true"), "fail-on-findings"),
-                   output_dir=output_dir)
+                   output_dir=output_dir, cache=_bool(get("CACHE", "true"), "cache"))
 
     def argv(self) -> list[str]:
         """The command line shared by the modes: paths, targets, fix safety, extra arguments."""
@@ -115,8 +128,64 @@ def run(inputs: Inputs, env: Mapping[str, str] | None = None, stdout: TextIO | N
     out_dir.mkdir(parents=True, exist_ok=True)
     report, sarif = out_dir / "report.md", out_dir / "tilefit.sarif"
     if inputs.mode == "check":
-        return _check(inputs, env, stdout, stderr, report, sarif)
+        kept = kept_cache(inputs, env)
+        started = time.time()
+        if kept is not None:
+            env["TILEFIT_CACHE_DIR"] = str(kept)
+        result = _check(inputs, env, stdout, stderr, report, sarif)
+        if kept is not None:
+            prune_results(kept, started - CLOCK_SLACK_S)
+        return result
+    # (a run that applies fixes reads and writes no result cache)
     return _fix(inputs, env, stdout, stderr, report, sarif, commit=inputs.mode == "pr")
+
+
+def kept_cache(inputs: Inputs, env: Mapping[str, str]) -> Path | None:
+    """The folder the check's result cache is kept in between workflow runs: action.yml's
+    (``$TILEFIT_ACTION_CACHE_DIR``) with the ``cache`` input on; None when it is off, outside
+    action.yml, or when the workflow names a cache folder of its own (``TILEFIT_CACHE_DIR``,
+    which this step then neither moves nor prunes)."""
+    folder = env.get(CACHE_DIR_ENV)
+    if not inputs.cache or not folder or "TILEFIT_CACHE_DIR" in env:
+        return None
+    return Path(folder)
+
+
+def prune_results(root: Path, before: float) -> list[str]:
+    """Remove from the result cache under ``root`` every run key's records (``results/<key>.*``
+    and ``results-digests/<key>.sha256``) of which no file was written or touched since
+    ``before``: a run key is a configuration (tilefit's release, the rules, targets, options), so
+    those are records of configurations this step did not run, which the saved folder would
+    otherwise carry along for ever. Returns the keys removed; a file that cannot be read or
+    removed is left as it is (an unprunable cache only costs space)."""
+    results = root / "results"
+    try:
+        names = os.listdir(results)
+    except OSError:
+        return []
+    newest: dict[str, float] = {}
+    for name in names:
+        key = name.split(".", 1)[0]
+        try:
+            mtime = os.stat(results / name).st_mtime
+        except OSError:
+            mtime = float("inf")  # not ours to judge
+        newest[key] = max(newest.get(key, mtime), mtime)
+    stale = sorted(k for k, t in newest.items() if t < before)
+    gone = set(stale)
+    for name in names:
+        if name.split(".", 1)[0] in gone:
+            _remove(results / name)
+    for key in stale:
+        _remove(root / "results-digests" / f"{key}.sha256")
+    return stale
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
 
 
 # -- check -----------------------------------------------------------------------------------

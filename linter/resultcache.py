@@ -490,7 +490,16 @@ class ResultCache:
         return [(path, texts[path]) for path in entries]
 
     def save(self) -> None:
-        if self.file is None or not self.changed:
+        """Write the records at the end of a run; a run that changed none touches the file, whose
+        time then says when a run of this key last used it (what :func:`tilefit.action.prune_results`
+        keeps the GitHub Action's saved cache by)."""
+        if self.file is None:
+            return
+        if not self.changed:
+            try:
+                os.utime(self.file)
+            except OSError:
+                pass  # none written yet, or an unwritable cache
             return
         entries, values = self._compacted()
         try:

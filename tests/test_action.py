@@ -12,6 +12,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,9 @@ class Runner:
     def __init__(self, workspace: Path, tmp: Path):
         self.workspace = workspace
         self.tmp = tmp
+        # actions/cache's store: key -> the folder saved under it, in the order saved
+        self.saved: dict[str, Path] = {}
+        self.runs = 0  # github.run_id of the next run
         self.pip_log = tmp / "pip.log"
         self.python = self._stand_in_python()
         self.summary = tmp / "step_summary.md"
@@ -77,15 +81,18 @@ class Runner:
         inputs.update(given)
         if "python" not in given:
             inputs["python"] = str(self.python)
-        runner_temp = self.tmp / "runner_temp"
+        self.runs += 1
+        runner_temp = self.tmp / f"runner_temp_{self.runs}"  # a new runner each workflow run
         runner_temp.mkdir(exist_ok=True)
         steps: dict[str, dict[str, str]] = {}
+        contexts = {"github.action_path": str(REPO), "github.job": "lint", "github.run_id": str(self.runs),
+                    "github.run_attempt": "1", "runner.os": "Linux", "runner.temp": str(runner_temp)}
 
         def value(expr: str) -> str:
             if expr.startswith("inputs."):
                 return inputs[expr[len("inputs."):]]
-            if expr == "github.action_path":
-                return str(REPO)
+            if expr in contexts:
+                return contexts[expr]
             m = re.fullmatch(r"steps\.([\w-]+)\.outputs\.([\w-]+)", expr)
             if m:
                 return steps.get(m.group(1), {}).get(m.group(2), "")
@@ -94,14 +101,38 @@ class Runner:
         def sub(text: str) -> str:
             return EXPR.sub(lambda m: value(m.group(1)), text)
 
+        def condition(text: str, failed: bool) -> bool:
+            """A step's ``if:``, of the forms action.yml uses: ``a && b`` of ``always()`` and
+            ``inputs.NAME == 'value'``; without ``always()`` a step after a failed one is skipped."""
+            terms = [t.strip() for t in text.split("&&")]
+            if "always()" not in terms and failed:
+                return False
+            for term in terms:
+                if term == "always()":
+                    continue
+                m = re.fullmatch(r"inputs\.([\w-]+) == '([^']*)'", term)
+                assert m, f"condition the test runner does not know: {term}"
+                if inputs[m.group(1)] != m.group(2):
+                    return False
+            return True
+
         assert ACTION["runs"]["using"] == "composite"
         procs = []
+        failed = False
         for n, step in enumerate(ACTION["runs"]["steps"]):
+            if not (condition(step["if"], failed) if "if" in step else not failed):
+                continue
+            if "uses" in step:
+                self._cache_step(step["uses"], {k: sub(str(v)) for k, v in step["with"].items()})
+                continue
             assert step["shell"] == "bash"
             output = self.tmp / f"output_{n}"
             output.write_text("")
-            env = {k: v for k, v in os.environ.items() if not k.startswith(("INPUT_", "GITHUB_"))}
+            # a runner's environment: no cache folder named (the tests' TILEFIT_CACHE_DIR), a home of its own
+            env = {k: v for k, v in os.environ.items()
+                   if not k.startswith(("INPUT_", "GITHUB_")) and k != "TILEFIT_CACHE_DIR"}
             env.update({"GITHUB_ACTIONS": "true", "GITHUB_OUTPUT": str(output), "RUNNER_TEMP": str(runner_temp),
+                        "XDG_CACHE_HOME": str(runner_temp / "home-cache"),
                         "GITHUB_STEP_SUMMARY": str(self.summary), "GITHUB_WORKSPACE": str(self.workspace)})
             env.update({k: sub(str(v)) for k, v in (step.get("env") or {}).items()})
             cwd = self.workspace / sub(step.get("working-directory", "."))
@@ -111,10 +142,29 @@ class Runner:
                                   env=env, capture_output=True, text=True)
             procs.append(proc)
             steps[step.get("id", str(n))] = parse_outputs(output.read_text())
-            if proc.returncode != 0 or step.get("id") == only:
+            if step.get("id") == only:
                 break
+            failed = failed or proc.returncode != 0
         outputs = {name: sub(spec["value"]) for name, spec in ACTION["outputs"].items()}
         return procs, outputs
+
+    def _cache_step(self, uses: str, given: dict[str, str]) -> None:
+        """actions/cache's restore (the exact key, else the newest saved under a restore-keys
+        prefix) and save (a key is saved once: caches are immutable) of one folder."""
+        import shutil
+
+        path = Path(given["path"])
+        if uses == "actions/cache/restore@v4":
+            keys = [k for k in self.saved if k == given["key"]] or \
+                [k for k in self.saved if k.startswith(given["restore-keys"])]
+            if keys:
+                shutil.copytree(self.saved[keys[-1]], path, dirs_exist_ok=True)
+        elif uses == "actions/cache/save@v4":
+            if given["key"] not in self.saved and path.is_dir():
+                self.saved[given["key"]] = self.tmp / f"saved_{len(self.saved)}"
+                shutil.copytree(path, self.saved[given["key"]])
+        else:
+            raise AssertionError(f"action the test runner does not know: {uses}")
 
 
 @pytest.fixture
@@ -182,6 +232,39 @@ def test_check_mode_annotations_sarif_and_summary(runner):
     assert not Path(outputs["report"]).resolve().is_relative_to(runner.workspace)
     _, outputs = runner.run(paths="configs", targets="rtx4090", **{"extra-args": EXTRA, "fail-on-findings": "false"})
     assert outputs["findings"] == "10"
+
+
+def test_check_mode_keeps_the_result_cache_between_runs(runner):
+    """``cache: true`` (the default): the check's result cache is the folder actions/cache
+    restores and saves, saved when the check fails too; the next run restores it and uses its
+    records, and the records of a configuration no run uses any more are dropped before the save."""
+    args = dict(paths="configs", targets="rtx4090", **{"extra-args": EXTRA})
+    procs, _ = runner.run(**args)
+    assert procs[-1].returncode == 1  # findings left: the step failed, the cache was saved anyway
+    (first,) = runner.saved.values()
+    kept = sorted(p.name for p in (first / "results").iterdir())
+    assert any(name.count(".") == 1 and name.endswith(".json") for name in kept), kept
+    hour_ago = time.time() - 3600  # saved by an earlier workflow run
+    for path in first.rglob("*"):
+        os.utime(path, (hour_ago, hour_ago))
+    # what an older release (another run key) left in the folder
+    for old in (first / "results" / "0123abcd.json", first / "results" / "0123abcd.sarif.out",
+                first / "results-digests" / "0123abcd.sha256"):
+        old.write_text("{}")
+        os.utime(old, (1, 1))
+    started = time.time()
+    procs, _ = runner.run(**args)
+    assert procs[-1].returncode == 1
+    assert len(runner.saved) == 2
+    second = list(runner.saved.values())[-1]
+    assert sorted(p.name for p in (second / "results").iterdir()) == kept
+    assert not (second / "results-digests" / "0123abcd.sha256").exists()
+    for name in kept:  # the same records, read (touched) by the second run, not written again
+        if name.count(".") == 1:
+            assert (second / "results" / name).read_bytes() == (first / "results" / name).read_bytes()
+            assert (second / "results" / name).stat().st_mtime >= started - 1
+    runner.run(cache="false", **args)
+    assert len(runner.saved) == 2  # no cache steps ran
 
 
 def test_clean_repository_gives_changed_false(git_env, corpus):
