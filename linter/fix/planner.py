@@ -673,17 +673,16 @@ class FixPlanner(RunPlanner):
             order = ranked
         else:
             order = safe
-        original_sig = self._signature(table, key, entry)
         chosen = None
         for cand, _score in order[:RULE_CHECK_TRIES]:
-            if self._rules_accept(table, key, cand, original_sig):
+            if self._rules_accept(table, key, cand, entry):
                 chosen = cand
                 break
         if chosen is None:
             return "no fitting candidate passes the other rules"
         if self.rank and ANCHOR_MARGIN > 0:
-            chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order is safe, original_sig)
-        kept = self._keep_group(table, ctx, key, M, entry, chosen, default, original_sig)
+            chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order is safe, entry)
+        kept = self._keep_group(table, ctx, key, M, entry, chosen, default)
         if kept is not chosen:
             depth_of[cfg_key(kept)] = depth_of[cfg_key(chosen)]
             chosen = kept
@@ -735,7 +734,7 @@ class FixPlanner(RunPlanner):
         hit = self._nearest_memo[k] = (tuple(fitting), frozenset(seen), first, naive)
         return hit
 
-    def _keep_group(self, table, ctx, key, M, entry, chosen, default, original_sig):
+    def _keep_group(self, table, ctx, key, M, entry, chosen, default):
         """``chosen`` with the entry's own GROUP_SIZE_M when the model predicts no gain from the
         change (GROUP_SIZE_M never changes shared memory: the ranking's trust region alone moved
         it; issue 12), else ``chosen``. The engine's default is left whole."""
@@ -750,7 +749,7 @@ class FixPlanner(RunPlanner):
             return chosen
         if self._model_log_time(ctx, key, M, back) > self._model_log_time(ctx, key, M, chosen) + GROUP_GAIN:
             return chosen
-        return back if self._rules_accept(table, key, back, original_sig) else chosen
+        return back if self._rules_accept(table, key, back, entry) else chosen
 
     def _predictions(self, ctx, key, M, entry, chosen, naive, default) -> dict:
         """device key -> predicted microseconds of the original, the chosen, the naive fix and
@@ -767,7 +766,7 @@ class FixPlanner(RunPlanner):
             preds[dev.key] = row
         return preds
 
-    def _anchored(self, table, ctx, key, M, chosen, anchors, safe_only: bool, original_sig):
+    def _anchored(self, table, ctx, key, M, chosen, anchors, safe_only: bool, original: Mapping):
         """``chosen``, or the anchor (engine default or naive fix) the model predicts fastest when
         ``chosen`` is not predicted faster than it by more than ``ANCHOR_MARGIN``. An anchor counts
         only when it is of an allowed class of safety (SAFE where ``safe_only``: it is among the
@@ -789,7 +788,7 @@ class FixPlanner(RunPlanner):
             # check: a third of them went to such anchors)
             if t - chosen_time > ANCHOR_MARGIN:
                 continue
-            if not self._rules_accept(table, key, a, original_sig):
+            if not self._rules_accept(table, key, a, original):
                 continue
             if best is None or t < best[1]:
                 best = (a, t)
@@ -982,12 +981,17 @@ class FixPlanner(RunPlanner):
         hit = self._sig_memo[k] = self.prober.entry_signature(table, key, read)
         return hit
 
-    def _rules_accept(self, table, key, cand, original_sig: frozenset) -> bool:
+    def _rules_accept(self, table, key, cand, original: Mapping) -> bool:
+        """Whether the rules find in ``cand`` no fixable diagnostic and none that ``original`` (the
+        entry being fixed) does not have. The original's signature is asked only when ``cand``
+        has a diagnostic to compare (most accepted candidates have none)."""
         sig = self._signature(table, key, cand)
+        if not sig:
+            return True
         if any(code in FIXABLE for code, _, _ in sig):
             return False
         # pointers of changed values move: compare codes per entry, not exact pointers
-        before = {(c, t) for c, _, t in original_sig}
+        before = {(c, t) for c, _, t in self._signature(table, key, original)}
         return all((c, t) in before for c, _, t in sig)
 
 
