@@ -258,7 +258,7 @@ class FixPlanner(RunPlanner):
         self._pred_memo: dict[tuple, object] = {}
         self._log_memo: dict[tuple, tuple] = {}  # (shape, ranking, config) -> log times (_log_times)
         self._plan_memo: dict[tuple, object] = {}
-        self._nearest_memo: dict[tuple, tuple] = {}  # (fit id, typed entry, ConfigSpace) -> _nearest's answer
+        self._nearest_memo: dict[tuple, _SpaceWalk] = {}  # (fit id, typed entry, ConfigSpace) -> _nearest's answer
         self._sig_memo: dict[tuple, frozenset] = {}
         self._coeff_memo: dict[str, object] = {}
         self._fit_memo: dict[int, dict] = {}  # fit id -> config -> fits every group
@@ -626,11 +626,12 @@ class FixPlanner(RunPlanner):
     def _search(self, table, ctx, key, entry, space: ConfigSpace):
         """(chosen entry, depth, hidden unsafe entry or None, naive entry, predictions, where the choice
         came from, the engine default or None) or a reason."""
-        nearest, seen_before, first, naive = self._nearest(ctx, space)
+        walk = self._nearest(ctx, space)
+        nearest, first, naive = walk.fitting, walk.first, walk.naive
         if not nearest:
             return f"no config within {self.max_depth} edits fits every target"
         fitting = list(nearest)
-        seen = set(seen_before)  # the climb adds the nodes it visits
+        seen = set(walk.seen)  # the climb adds the nodes it visits
         M = batch_size(key)
         depth_of = {cfg_key(c): d for c, d in fitting}
         # the naive fix is always a candidate: the choice is never predicted worse than it
@@ -647,6 +648,7 @@ class FixPlanner(RunPlanner):
         ctx.default = default
         ctx.naive = naive
         ctx.space = space
+        ctx.walk = walk
         ctx.default_trust = self._default_trust(ctx, key, M, default)
         if not self.rank:
             ranked = [(c, float(d)) for c, d in sorted(fitting, key=lambda cd: cd[1])]
@@ -697,10 +699,10 @@ class FixPlanner(RunPlanner):
             source = "engine default"
         return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds, source, default
 
-    def _nearest(self, ctx, space: ConfigSpace) -> tuple:
-        """(the fitting configs of the breadth-first walk from the entry, with their depths; the
-        nodes it visited; the depth of the first layer with a fitting config, or None; the naive
-        fix), memoised per (fit memo, space): none of it reads the batch size, and the entries of a
+    def _nearest(self, ctx, space: ConfigSpace) -> "_SpaceWalk":
+        """The walk's :class:`_SpaceWalk` (the fitting configs of the breadth-first walk from the
+        entry, with their depths; the nodes it visited; the depth of the first layer with a fitting
+        config, or None; the naive fix), memoised per (fit memo, space): none of it reads the batch size, and the entries of a
         table (and of the tables of one kernel and targets) repeat configs across batch sizes
         (2186 searches of a cold corpus run walk 624 distinct spaces). The walk stops
         ``extra_depth`` layers after the first fitting one, at ``max_depth`` and after
@@ -731,7 +733,7 @@ class FixPlanner(RunPlanner):
             if visited >= self.max_nodes:
                 break
         naive = naive_fix(entry, lambda e: self.fits(ctx, e), space) if fitting else None
-        hit = self._nearest_memo[k] = (tuple(fitting), frozenset(seen), first, naive)
+        hit = self._nearest_memo[k] = _SpaceWalk(tuple(fitting), frozenset(seen), first, naive)
         return hit
 
     def _keep_group(self, table, ctx, key, M, entry, chosen, default):
@@ -869,6 +871,8 @@ class FixPlanner(RunPlanner):
     def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
         frontier = [c for c, _ in ranked[:self.beam_width]]
         frontier_keys = [cfg_key(c) for c in frontier]
+        walk = ctx.walk
+        entries, distances = walk.entries, walk.distances
         for _ in range(self.beam_steps):
             new = []
             new_keys = []  # their cfg_key values (computed once per candidate)
@@ -876,14 +880,21 @@ class FixPlanner(RunPlanner):
                 node = space.node_of(cand)
                 if not space.in_lattice(node):
                     continue
+                group = cand.get("GROUP_SIZE_M") if space.has_group else None
                 for nb in space.neighbours(node):
                     if nb in seen:
                         continue
                     seen.add(nb)
-                    alt = space.to_entry(nb, cand.get("GROUP_SIZE_M") if space.has_group else None)
-                    ck = cfg_key(alt)
+                    made = entries.get((nb, group))
+                    if made is None:
+                        alt = space.to_entry(nb, group)
+                        made = entries[(nb, group)] = (alt, cfg_key(alt))
+                    alt, ck = made
                     if ck not in depth_of and self._fits_key(ctx, alt, ck):
-                        depth_of[ck] = space.distance(alt)
+                        d = distances.get(ck)
+                        if d is None:
+                            d = distances[ck] = space.distance(alt)
+                        depth_of[ck] = d
                         new.append(alt)
                         new_keys.append(ck)
             if not new:
@@ -947,7 +958,9 @@ class FixPlanner(RunPlanner):
         base = tuple(t if dev.key == named else None
                      for (dev, _), t in zip(ctx.ranking, self._log_times(ctx, key, M, original)))
         weights = tuple(w for _, w in ctx.ranking)
-        steps = ctx.space.steps_from(ctx.default) if ctx.default is not None else None
+        if ctx.default is not None:
+            steps = ctx.space.steps_from(ctx.default)
+            known_steps = ctx.walk.steps.setdefault(cfg_key(ctx.default), {})
         out = []
         for cand, ck, times in zip(candidates, keys, self._log_times_of(ctx, key, M, candidates, keys)):
             s = 0.0
@@ -959,7 +972,10 @@ class FixPlanner(RunPlanner):
             if ctx.default is not None:
                 # the trust region around the engine's default replaces the distance from the
                 # original (the report shows both predictions)
-                s += math.log1p(ctx.default_trust * steps(cand))
+                n = known_steps.get(ck)
+                if n is None:
+                    n = known_steps[ck] = steps(cand)
+                s += math.log1p(ctx.default_trust * n)
             else:
                 s += math.log1p(EDIT_PENALTY * max(0, depth_of[ck] - first))
             out.append((cand, math.exp(s)))
@@ -1029,6 +1045,22 @@ class _NeedMemo(dict):
         self.variants = variants
 
 
+@dataclass
+class _SpaceWalk:
+    """What the searches of one space (and fit memo) share, whatever their batch size: the
+    breadth-first walk's answer (:meth:`FixPlanner._nearest`) and what the climbs and rankings
+    find of the space's configs (each a function of the space and the config's ``cfg_key``).
+    The entries are shared by the searches: read, never changed."""
+
+    fitting: tuple  # (config, depth) of the walk's fitting configs
+    seen: frozenset  # the nodes the walk visited
+    first: int | None  # the depth of the first layer with a fitting config
+    naive: Mapping | None  # the naive fix
+    entries: dict = field(default_factory=dict)  # (node, GROUP_SIZE_M) -> (space.to_entry, its cfg_key)
+    distances: dict = field(default_factory=dict)  # cfg_key -> space.distance
+    steps: dict = field(default_factory=dict)  # the engine default's cfg_key -> cfg_key -> steps from it
+
+
 @dataclass(frozen=True)
 class _Predictor:
     """One ranking device's predictions for one kernel and shape: its memo (config key ->
@@ -1053,6 +1085,7 @@ class _TableContext:
     default: Mapping | None = None  # the engine default of the entry being planned
     default_trust: float = 0.0  # cost of an edit step away from it (DEFAULT_TRUST x predicted DRAM share)
     space: object = None  # the ConfigSpace of the entry being planned
+    walk: object = None  # its _SpaceWalk
     naive: Mapping | None = None  # the naive fix of the entry being planned
     bucketed: bool = False  # plan per batch-size bucket (a table of over LARGE_TABLE_ENTRIES entries)
     _shapes: dict = field(default_factory=dict)
