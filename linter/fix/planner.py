@@ -631,20 +631,27 @@ class FixPlanner(RunPlanner):
         if not nearest:
             return f"no config within {self.max_depth} edits fits every target"
         fitting = list(nearest)
+        fitting_keys = list(walk.keys)  # the cfg_key of each of fitting
         seen = set(walk.seen)  # the climb adds the nodes it visits
         M = batch_size(key)
-        depth_of = {cfg_key(c): d for c, d in fitting}
+        depth_of = dict(walk.depth_of)
         # the naive fix is always a candidate: the choice is never predicted worse than it
-        if naive is not None and cfg_key(naive) not in depth_of:
-            depth_of[cfg_key(naive)] = space.distance(naive)
-            fitting.append((naive, depth_of[cfg_key(naive)]))
+        if naive is not None:
+            ck = cfg_key(naive)
+            if ck not in depth_of:
+                depth_of[ck] = space.distance(naive)
+                fitting.append((naive, depth_of[ck]))
+                fitting_keys.append(ck)
         # the engine's own default for this batch size, when it fits every target
         default = engine_default(ctx.meta, M, entry, space) if self.rank else None
         if default is not None and not self.fits(ctx, default):
             default = None
-        if default is not None and cfg_key(default) not in depth_of:
-            depth_of[cfg_key(default)] = first  # an engine-chosen config: no edit penalty
-            fitting.append((default, first))
+        if default is not None:
+            ck = cfg_key(default)
+            if ck not in depth_of:
+                depth_of[ck] = first  # an engine-chosen config: no edit penalty
+                fitting.append((default, first))
+                fitting_keys.append(ck)
         ctx.default = default
         ctx.naive = naive
         ctx.space = space
@@ -653,22 +660,27 @@ class FixPlanner(RunPlanner):
         if not self.rank:
             ranked = [(c, float(d)) for c, d in sorted(fitting, key=lambda cd: cd[1])]
         else:
-            ranked = self._rank(ctx, key, M, [c for c, _ in fitting], entry, depth_of, first)
+            ranked = self._rank(ctx, key, M, [c for c, _ in fitting], entry, depth_of, first, fitting_keys)
         # beam search: climb from the best few along the graph while the model sees gains
         if self.rank and self.beam_width and ranked and M is not None:
             ranked = self._climb(ctx, key, M, entry, space, ranked, seen, depth_of, first)
         # GROUP_SIZE_M one step on the best few: same bytes, same rules, maybe faster
         if self.rank and space.has_group and ranked:
             extra = []
+            extra_keys = []  # their cfg_key values: the candidate's with the group changed
             for cand, _ in ranked[:GROUP_REFINE_TOP]:
+                cand_key = cfg_key(cand)
                 for g in space.group_values(cand["GROUP_SIZE_M"]):
                     alt = dict(cand)
                     alt["GROUP_SIZE_M"] = g
-                    if cfg_key(alt) not in depth_of and in_domain(ctx.meta.family, alt):
-                        depth_of[cfg_key(alt)] = depth_of[cfg_key(cand)] + 1
+                    ck = cand_key[:3] + (g,) + cand_key[4:]
+                    if ck not in depth_of and in_domain(ctx.meta.family, alt):
+                        depth_of[ck] = depth_of[cand_key] + 1
                         extra.append(alt)
+                        extra_keys.append(ck)
             if extra:
-                ranked = sorted(ranked + self._rank(ctx, key, M, extra, entry, depth_of, first), key=lambda r: r[1])
+                ranked = sorted(ranked + self._rank(ctx, key, M, extra, entry, depth_of, first, extra_keys),
+                                key=lambda r: r[1])
         safe = [r for r in ranked if not space.changes_accumulation(r[0])]
         unsafe_first = ranked[0] if ranked and space.changes_accumulation(ranked[0][0]) else None
         if self.unsafe or not safe:
@@ -733,7 +745,9 @@ class FixPlanner(RunPlanner):
             if visited >= self.max_nodes:
                 break
         naive = naive_fix(entry, lambda e: self.fits(ctx, e), space) if fitting else None
-        hit = self._nearest_memo[k] = _SpaceWalk(tuple(fitting), frozenset(seen), first, naive)
+        keys = tuple(cfg_key(c) for c, _ in fitting)
+        hit = self._nearest_memo[k] = _SpaceWalk(tuple(fitting), frozenset(seen), first, naive, keys,
+                                                 {ck: d for ck, (_, d) in zip(keys, fitting)})
         return hit
 
     def _keep_group(self, table, ctx, key, M, entry, chosen, default):
@@ -1056,6 +1070,8 @@ class _SpaceWalk:
     seen: frozenset  # the nodes the walk visited
     first: int | None  # the depth of the first layer with a fitting config
     naive: Mapping | None  # the naive fix
+    keys: tuple  # the cfg_key of each fitting config
+    depth_of: dict  # cfg_key -> depth, of the fitting configs
     entries: dict = field(default_factory=dict)  # (node, GROUP_SIZE_M) -> (space.to_entry, its cfg_key)
     distances: dict = field(default_factory=dict)  # cfg_key -> space.distance
     steps: dict = field(default_factory=dict)  # the engine default's cfg_key -> cfg_key -> steps from it
