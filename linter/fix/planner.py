@@ -772,14 +772,16 @@ class FixPlanner(RunPlanner):
         the engine default at batch size ``M``."""
         preds = {}
         # a key that is no batch size ("1e3", "abc") has no shape to predict: nearest fit, unranked
-        for dev, _w in (ctx.ranking if self.rank and ctx.shape(key, M) is not None else ()):
-            row = {"chosen": self._predict(ctx, key, M, chosen, dev),
-                   "original": self._predict(ctx, key, M, entry, dev)}
-            if naive is not None:
-                row["naive"] = self._predict(ctx, key, M, naive, dev)
-            if default is not None:
-                row["engine_default"] = self._predict(ctx, key, M, default, dev)
-            preds[dev.key] = row
+        if not self.rank or ctx.shape(key, M) is None:
+            return preds
+        family = ctx.meta.family
+        # (name, config, its cfg_key, its smem_key), found once for every device
+        named = [(name, c, cfg_key(c), smem_key(family, c))
+                 for name, c in (("chosen", chosen), ("original", entry), ("naive", naive), ("engine_default", default))
+                 if c is not None]
+        _memo, predictors = self._ranking_memos(ctx, key, M)
+        for (dev, _w), p in zip(ctx.ranking, predictors):
+            preds[dev.key] = {name: self._predicted_on(ctx, p, ck, skey, c) for name, c, ck, skey in named}
         return preds
 
     def _anchored(self, table, ctx, key, M, chosen, anchors, safe_only: bool, original: Mapping):
@@ -828,6 +830,7 @@ class FixPlanner(RunPlanner):
         """:meth:`_log_times` of each of ``entries`` (a ranking's candidates, in one loop; ``keys``:
         their ``cfg_key`` values, when the caller has them)."""
         memo, predictors = self._ranking_memos(ctx, key, M)
+        loops = [(p.memo, p.needs, p.time.of_key, p.device) for p in predictors]  # read once, not per candidate
         family = ctx.meta.family
         meta = ctx.meta
         log = math.log
@@ -839,17 +842,14 @@ class FixPlanner(RunPlanner):
             if hit is None:
                 skey = smem_key(family, entry)
                 times = []
-                for p in predictors:
-                    pm = p.memo
+                for pm, needs, of_key, dev in loops:
                     t = pm.get(ck)
                     if t is None:
-                        needs = p.needs
                         try:  # the need memo's answer (most are), else _need_in finds it
                             smem = needs[skey]
                         except (KeyError, TypeError):
-                            dev = p.device
                             smem = need_in(needs, meta, skey, entry, dev.arch, dev.vendor)
-                        t = pm[ck] = p.time.of_key(ck, smem or 0)
+                        t = pm[ck] = of_key(ck, smem or 0)
                     times.append(log(t))
                 hit = memo[ck] = tuple(times)
             out.append(hit)
@@ -916,10 +916,11 @@ class FixPlanner(RunPlanner):
             ranked = sorted(ranked + self._rank(ctx, key, M, new, entry, depth_of, first, new_keys),
                             key=lambda r: r[1])
             top = [c for c, _ in ranked[:self.beam_width]]
-            if [cfg_key(c) for c in top] == frontier_keys:
+            top_keys = [cfg_key(c) for c in top]
+            if top_keys == frontier_keys:
                 break
             frontier = top
-            frontier_keys = [cfg_key(c) for c in top]
+            frontier_keys = top_keys
         return ranked
 
     # -- ranking -------------------------------------------------------------------------------
@@ -972,9 +973,12 @@ class FixPlanner(RunPlanner):
         base = tuple(t if dev.key == named else None
                      for (dev, _), t in zip(ctx.ranking, self._log_times(ctx, key, M, original)))
         weights = tuple(w for _, w in ctx.ranking)
-        if ctx.default is not None:
+        has_default = ctx.default is not None
+        if has_default:
             steps = ctx.space.steps_from(ctx.default)
             known_steps = ctx.walk.steps.setdefault(cfg_key(ctx.default), {})
+            trust = ctx.default_trust
+        log1p, exp = math.log1p, math.exp
         out = []
         for cand, ck, times in zip(candidates, keys, self._log_times_of(ctx, key, M, candidates, keys)):
             s = 0.0
@@ -983,16 +987,16 @@ class FixPlanner(RunPlanner):
                     t = b + TUNED_PRIOR * (t - b)
                 s += w * t
             s = s / total
-            if ctx.default is not None:
+            if has_default:
                 # the trust region around the engine's default replaces the distance from the
                 # original (the report shows both predictions)
                 n = known_steps.get(ck)
                 if n is None:
                     n = known_steps[ck] = steps(cand)
-                s += math.log1p(ctx.default_trust * n)
+                s += log1p(trust * n)
             else:
-                s += math.log1p(EDIT_PENALTY * max(0, depth_of[ck] - first))
-            out.append((cand, math.exp(s)))
+                s += log1p(EDIT_PENALTY * max(0, depth_of[ck] - first))
+            out.append((cand, exp(s)))
         out.sort(key=lambda r: r[1])
         return out
 
