@@ -674,7 +674,9 @@ class FixPlanner(RunPlanner):
                     alt = dict(cand)
                     alt["GROUP_SIZE_M"] = g
                     ck = cand_key[:3] + (g,) + cand_key[4:]
-                    if ck not in depth_of and in_domain(ctx.meta.family, alt):
+                    # a ranked candidate is in the family's domain (it fits, or is such an
+                    # alternative): the alternative is, where its group is
+                    if ck not in depth_of and _group_in_domain(ctx.meta.family, g):
                         depth_of[ck] = depth_of[cand_key] + 1
                         extra.append(alt)
                         extra_keys.append(ck)
