@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from tilefit.engine import Engine
-from tilefit.estimate import Estimator, EstimatorUnavailable
+from tilefit.estimate import EstimatorUnavailable
 from tilefit.families import has_down_tables
 from tilefit.jsonpos import parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix, build_frozen
@@ -234,7 +234,7 @@ class FixPlanner(RunPlanner):
         self.rank = rank
         self.beam_steps = beam_steps
         est = engine.estimator
-        self.search_estimator = est if est.mode == "analytic" else Estimator("analytic", model=est.model)
+        self.search_estimator = est if est.mode == "analytic" else est.analytic_twin()
         # A private engine for re-checks: its own memo tables and statistics.
         self.checker = Engine(db=engine.db, estimator=est, selection=engine.selection,
                               extra_targets=engine.extra_targets, rule_options=engine.rule_options, root=engine.root)
