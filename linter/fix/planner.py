@@ -580,13 +580,18 @@ class FixPlanner(RunPlanner):
                 return f"{k} is not an integer"
         if self.fits(ctx, entry) and getattr(table.value, "duplicate_keys", None) and key in table.value.duplicate_keys:
             return "an earlier entry with this key offends; json.load keeps only this last one, which fits"
-        vendor = ctx.named.vendor if ctx.named is not None else None
-        max_warps = min((g.max_threads for g in ctx.groups if g.max_threads), default=32)
-        space = ConfigSpace.for_entry(meta, entry, vendor, max_warps, lock_block_m=shares_block_m(table),
-                                      table=ctx.values)
+        frozen = freeze(entry)
+        # the entry's space: what ConfigSpace.for_entry reads besides the entry is the table's
+        # (its kind, devices and values), so the entries of a table with one config share one
+        space = ctx.spaces.get(frozen)
+        if space is None:
+            vendor = ctx.named.vendor if ctx.named is not None else None
+            max_warps = min((g.max_threads for g in ctx.groups if g.max_threads), default=32)
+            space = ctx.spaces[frozen] = ConfigSpace.for_entry(meta, entry, vendor, max_warps,
+                                                               lock_block_m=shares_block_m(table), table=ctx.values)
         search_key = bucket_key(key) if ctx.bucketed else key
         memo_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.E, meta.N,
-                    meta.K, meta.down, meta.triton_folder, search_key, freeze(entry), ctx.groups,
+                    meta.K, meta.down, meta.triton_folder, search_key, frozen, ctx.groups,
                     tuple(d.key for d, _ in ctx.ranking),
                     self.unsafe, space.domain, space.groups)
         found = self._plan_memo.get(memo_key)
@@ -1112,6 +1117,7 @@ class _TableContext:
     bucketed: bool = False  # plan per batch-size bucket (a table of over LARGE_TABLE_ENTRIES entries)
     _shapes: dict = field(default_factory=dict)
     _memos: dict = field(default_factory=dict)  # batch key -> FixPlanner._ranking_memos' answer
+    spaces: dict = field(default_factory=dict)  # an entry's items, typed (freeze) -> its ConfigSpace
     fit_table: dict | None = None  # the fit memo of fit_id (FixPlanner.fits)
     limit_checks: tuple | None = None  # (group, its need memo) in by_limit's order (FixPlanner._fits)
 
