@@ -720,12 +720,13 @@ class FixPlanner(RunPlanner):
 
     def _nearest(self, ctx, space: ConfigSpace) -> "_SpaceWalk":
         """The walk's :class:`_SpaceWalk` (the fitting configs of the breadth-first walk from the
-        entry, with their depths; the nodes it visited; the depth of the first layer with a fitting
-        config, or None; the naive fix), memoised per (fit memo, space): none of it reads the batch size, and the entries of a
-        table (and of the tables of one kernel and targets) repeat configs across batch sizes
-        (2186 searches of a cold corpus run walk 624 distinct spaces). The walk stops
-        ``extra_depth`` layers after the first fitting one, at ``max_depth`` and after
-        ``max_nodes`` nodes. The configs are shared by the searches: read, never changed."""
+        entry, with their depths; the nodes it visited; the depth of the first layer with a
+        fitting config, or None; the naive fix), memoised per (fit memo, space): none of it reads
+        the batch size, and the entries of a table (and of the tables of one kernel and targets)
+        repeat configs across batch sizes (2186 searches of a cold corpus run walk 624 distinct
+        spaces). The walk stops ``extra_depth`` layers after the first fitting one, at
+        ``max_depth`` and after ``max_nodes`` nodes. The configs are shared by the searches: read,
+        never changed."""
         # the entry's values with their types (a space's equality takes 2.0 for 2: the configs
         # carry the entry's other values)
         k = (ctx.fit_id, tuple((name, v, type(v)) for name, v in space.original), space)
