@@ -118,6 +118,18 @@ class Estimator:
         self._memo[key] = result
         return result
 
+    def analytic_twin(self) -> "Estimator":
+        """An ``analytic`` estimator on this one's closed forms, for the installed Triton release
+        (the fix planner's search estimator: it never compiles), sharing this one's engine model
+        where that reads the same release: the engine model's answers depend on the release
+        alone, not on the estimator's mode or on what it compiled (those are the estimator's own
+        records), so the check's answers serve the search, and the search's the rule checks of
+        its candidates."""
+        twin = Estimator("analytic", model=self.model)
+        if (self._triton_version or versions.installed_triton()) == versions.installed_triton():
+            twin._engine_model = self.engine_model
+        return twin
+
     @property
     def engine_model(self):
         if self._engine_model is None:

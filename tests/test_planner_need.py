@@ -151,3 +151,19 @@ def test_a_config_the_engines_kernel_cannot_compile_is_never_a_candidate(tmp_pat
         needs[triton] = make_planner(result.engine).need(table.meta, entry, "sm_89", "NVIDIA")
         assert [d.code for d in result.diagnostics] == (["CMP001"] if triton == "3.6" else []), result.diagnostics
     assert needs == {"3.6": COMPILE_FAILS, "3.9": 81920}
+
+
+def test_the_search_estimator_reads_the_checks_engine_model_where_the_release_is_the_same():
+    """``Estimator.analytic_twin`` (the planner's search estimator under ``auto``) shares the
+    check's engine model, whose answers depend on the Triton release alone, and only where the
+    check reads the installed release: one under another release keeps its own."""
+    from tilefit.estimate import Estimator
+
+    est = Estimator("auto")
+    twin = est.analytic_twin()
+    assert twin.mode == "analytic" and twin.model is est.model
+    assert twin.engine_model is est.engine_model
+    pinned = Estimator("auto", model=est.model, triton_version="0.0.1")
+    other = pinned.analytic_twin()
+    assert other.engine_model is not pinned.engine_model
+    assert other.engine_model.triton == est.engine_model.triton != pinned.engine_model.triton

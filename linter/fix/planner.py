@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Sequence
 
 from tilefit.engine import Engine
-from tilefit.estimate import Estimator, EstimatorUnavailable
+from tilefit.estimate import EstimatorUnavailable
 from tilefit.families import has_down_tables
 from tilefit.jsonpos import parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix, build_frozen
@@ -234,7 +234,7 @@ class FixPlanner(RunPlanner):
         self.rank = rank
         self.beam_steps = beam_steps
         est = engine.estimator
-        self.search_estimator = est if est.mode == "analytic" else Estimator("analytic", model=est.model)
+        self.search_estimator = est if est.mode == "analytic" else est.analytic_twin()
         # A private engine for re-checks: its own memo tables and statistics.
         self.checker = Engine(db=engine.db, estimator=est, selection=engine.selection,
                               extra_targets=engine.extra_targets, rule_options=engine.rule_options, root=engine.root)
@@ -258,7 +258,7 @@ class FixPlanner(RunPlanner):
         self._pred_memo: dict[tuple, object] = {}
         self._log_memo: dict[tuple, tuple] = {}  # (shape, ranking, config) -> log times (_log_times)
         self._plan_memo: dict[tuple, object] = {}
-        self._nearest_memo: dict[tuple, tuple] = {}  # (fit id, typed entry, ConfigSpace) -> _nearest's answer
+        self._nearest_memo: dict[tuple, _SpaceWalk] = {}  # (fit id, typed entry, ConfigSpace) -> _nearest's answer
         self._sig_memo: dict[tuple, frozenset] = {}
         self._coeff_memo: dict[str, object] = {}
         self._fit_memo: dict[int, dict] = {}  # fit id -> config -> fits every group
@@ -580,13 +580,18 @@ class FixPlanner(RunPlanner):
                 return f"{k} is not an integer"
         if self.fits(ctx, entry) and getattr(table.value, "duplicate_keys", None) and key in table.value.duplicate_keys:
             return "an earlier entry with this key offends; json.load keeps only this last one, which fits"
-        vendor = ctx.named.vendor if ctx.named is not None else None
-        max_warps = min((g.max_threads for g in ctx.groups if g.max_threads), default=32)
-        space = ConfigSpace.for_entry(meta, entry, vendor, max_warps, lock_block_m=shares_block_m(table),
-                                      table=ctx.values)
+        frozen = freeze(entry)
+        # the entry's space: what ConfigSpace.for_entry reads besides the entry is the table's
+        # (its kind, devices and values), so the entries of a table with one config share one
+        space = ctx.spaces.get(frozen)
+        if space is None:
+            vendor = ctx.named.vendor if ctx.named is not None else None
+            max_warps = min((g.max_threads for g in ctx.groups if g.max_threads), default=32)
+            space = ctx.spaces[frozen] = ConfigSpace.for_entry(meta, entry, vendor, max_warps,
+                                                               lock_block_m=shares_block_m(table), table=ctx.values)
         search_key = bucket_key(key) if ctx.bucketed else key
         memo_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.E, meta.N,
-                    meta.K, meta.down, meta.triton_folder, search_key, freeze(entry), ctx.groups,
+                    meta.K, meta.down, meta.triton_folder, search_key, frozen, ctx.groups,
                     tuple(d.key for d, _ in ctx.ranking),
                     self.unsafe, space.domain, space.groups)
         found = self._plan_memo.get(memo_key)
@@ -626,64 +631,79 @@ class FixPlanner(RunPlanner):
     def _search(self, table, ctx, key, entry, space: ConfigSpace):
         """(chosen entry, depth, hidden unsafe entry or None, naive entry, predictions, where the choice
         came from, the engine default or None) or a reason."""
-        nearest, seen_before, first, naive = self._nearest(ctx, space)
+        walk = self._nearest(ctx, space)
+        nearest, first, naive = walk.fitting, walk.first, walk.naive
         if not nearest:
             return f"no config within {self.max_depth} edits fits every target"
         fitting = list(nearest)
-        seen = set(seen_before)  # the climb adds the nodes it visits
+        fitting_keys = list(walk.keys)  # the cfg_key of each of fitting
+        seen = set(walk.seen)  # the climb adds the nodes it visits
         M = batch_size(key)
-        depth_of = {cfg_key(c): d for c, d in fitting}
+        depth_of = dict(walk.depth_of)
         # the naive fix is always a candidate: the choice is never predicted worse than it
-        if naive is not None and cfg_key(naive) not in depth_of:
-            depth_of[cfg_key(naive)] = space.distance(naive)
-            fitting.append((naive, depth_of[cfg_key(naive)]))
+        if naive is not None:
+            ck = cfg_key(naive)
+            if ck not in depth_of:
+                depth_of[ck] = space.distance(naive)
+                fitting.append((naive, depth_of[ck]))
+                fitting_keys.append(ck)
         # the engine's own default for this batch size, when it fits every target
         default = engine_default(ctx.meta, M, entry, space) if self.rank else None
         if default is not None and not self.fits(ctx, default):
             default = None
-        if default is not None and cfg_key(default) not in depth_of:
-            depth_of[cfg_key(default)] = first  # an engine-chosen config: no edit penalty
-            fitting.append((default, first))
+        if default is not None:
+            ck = cfg_key(default)
+            if ck not in depth_of:
+                depth_of[ck] = first  # an engine-chosen config: no edit penalty
+                fitting.append((default, first))
+                fitting_keys.append(ck)
         ctx.default = default
         ctx.naive = naive
         ctx.space = space
+        ctx.walk = walk
         ctx.default_trust = self._default_trust(ctx, key, M, default)
         if not self.rank:
             ranked = [(c, float(d)) for c, d in sorted(fitting, key=lambda cd: cd[1])]
         else:
-            ranked = self._rank(ctx, key, M, [c for c, _ in fitting], entry, depth_of, first)
+            ranked = self._rank(ctx, key, M, [c for c, _ in fitting], entry, depth_of, first, fitting_keys)
         # beam search: climb from the best few along the graph while the model sees gains
         if self.rank and self.beam_width and ranked and M is not None:
             ranked = self._climb(ctx, key, M, entry, space, ranked, seen, depth_of, first)
         # GROUP_SIZE_M one step on the best few: same bytes, same rules, maybe faster
         if self.rank and space.has_group and ranked:
             extra = []
+            extra_keys = []  # their cfg_key values: the candidate's with the group changed
             for cand, _ in ranked[:GROUP_REFINE_TOP]:
+                cand_key = cfg_key(cand)
                 for g in space.group_values(cand["GROUP_SIZE_M"]):
                     alt = dict(cand)
                     alt["GROUP_SIZE_M"] = g
-                    if cfg_key(alt) not in depth_of and in_domain(ctx.meta.family, alt):
-                        depth_of[cfg_key(alt)] = depth_of[cfg_key(cand)] + 1
+                    ck = cand_key[:3] + (g,) + cand_key[4:]
+                    # a ranked candidate is in the family's domain (it fits, or is such an
+                    # alternative): the alternative is, where its group is
+                    if ck not in depth_of and _group_in_domain(ctx.meta.family, g):
+                        depth_of[ck] = depth_of[cand_key] + 1
                         extra.append(alt)
+                        extra_keys.append(ck)
             if extra:
-                ranked = sorted(ranked + self._rank(ctx, key, M, extra, entry, depth_of, first), key=lambda r: r[1])
+                ranked = sorted(ranked + self._rank(ctx, key, M, extra, entry, depth_of, first, extra_keys),
+                                key=lambda r: r[1])
         safe = [r for r in ranked if not space.changes_accumulation(r[0])]
         unsafe_first = ranked[0] if ranked and space.changes_accumulation(ranked[0][0]) else None
         if self.unsafe or not safe:
             order = ranked
         else:
             order = safe
-        original_sig = self._signature(table, key, entry)
         chosen = None
         for cand, _score in order[:RULE_CHECK_TRIES]:
-            if self._rules_accept(table, key, cand, original_sig):
+            if self._rules_accept(table, key, cand, entry):
                 chosen = cand
                 break
         if chosen is None:
             return "no fitting candidate passes the other rules"
         if self.rank and ANCHOR_MARGIN > 0:
-            chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order is safe, original_sig)
-        kept = self._keep_group(table, ctx, key, M, entry, chosen, default, original_sig)
+            chosen = self._anchored(table, ctx, key, M, chosen, [default, naive], order is safe, entry)
+        kept = self._keep_group(table, ctx, key, M, entry, chosen, default)
         if kept is not chosen:
             depth_of[cfg_key(kept)] = depth_of[cfg_key(chosen)]
             chosen = kept
@@ -698,14 +718,15 @@ class FixPlanner(RunPlanner):
             source = "engine default"
         return chosen, depth_of[cfg_key(chosen)], hidden, naive, preds, source, default
 
-    def _nearest(self, ctx, space: ConfigSpace) -> tuple:
-        """(the fitting configs of the breadth-first walk from the entry, with their depths; the
-        nodes it visited; the depth of the first layer with a fitting config, or None; the naive
-        fix), memoised per (fit memo, space): none of it reads the batch size, and the entries of a
-        table (and of the tables of one kernel and targets) repeat configs across batch sizes
-        (2186 searches of a cold corpus run walk 624 distinct spaces). The walk stops
-        ``extra_depth`` layers after the first fitting one, at ``max_depth`` and after
-        ``max_nodes`` nodes. The configs are shared by the searches: read, never changed."""
+    def _nearest(self, ctx, space: ConfigSpace) -> "_SpaceWalk":
+        """The walk's :class:`_SpaceWalk` (the fitting configs of the breadth-first walk from the
+        entry, with their depths; the nodes it visited; the depth of the first layer with a
+        fitting config, or None; the naive fix), memoised per (fit memo, space): none of it reads
+        the batch size, and the entries of a table (and of the tables of one kernel and targets)
+        repeat configs across batch sizes (2186 searches of a cold corpus run walk 624 distinct
+        spaces). The walk stops ``extra_depth`` layers after the first fitting one, at
+        ``max_depth`` and after ``max_nodes`` nodes. The configs are shared by the searches: read,
+        never changed."""
         # the entry's values with their types (a space's equality takes 2.0 for 2: the configs
         # carry the entry's other values)
         k = (ctx.fit_id, tuple((name, v, type(v)) for name, v in space.original), space)
@@ -732,10 +753,12 @@ class FixPlanner(RunPlanner):
             if visited >= self.max_nodes:
                 break
         naive = naive_fix(entry, lambda e: self.fits(ctx, e), space) if fitting else None
-        hit = self._nearest_memo[k] = (tuple(fitting), frozenset(seen), first, naive)
+        keys = tuple(cfg_key(c) for c, _ in fitting)
+        hit = self._nearest_memo[k] = _SpaceWalk(tuple(fitting), frozenset(seen), first, naive, keys,
+                                                 {ck: d for ck, (_, d) in zip(keys, fitting)})
         return hit
 
-    def _keep_group(self, table, ctx, key, M, entry, chosen, default, original_sig):
+    def _keep_group(self, table, ctx, key, M, entry, chosen, default):
         """``chosen`` with the entry's own GROUP_SIZE_M when the model predicts no gain from the
         change (GROUP_SIZE_M never changes shared memory: the ranking's trust region alone moved
         it; issue 12), else ``chosen``. The engine's default is left whole."""
@@ -750,24 +773,26 @@ class FixPlanner(RunPlanner):
             return chosen
         if self._model_log_time(ctx, key, M, back) > self._model_log_time(ctx, key, M, chosen) + GROUP_GAIN:
             return chosen
-        return back if self._rules_accept(table, key, back, original_sig) else chosen
+        return back if self._rules_accept(table, key, back, entry) else chosen
 
     def _predictions(self, ctx, key, M, entry, chosen, naive, default) -> dict:
         """device key -> predicted microseconds of the original, the chosen, the naive fix and
         the engine default at batch size ``M``."""
         preds = {}
         # a key that is no batch size ("1e3", "abc") has no shape to predict: nearest fit, unranked
-        for dev, _w in (ctx.ranking if self.rank and ctx.shape(key, M) is not None else ()):
-            row = {"chosen": self._predict(ctx, key, M, chosen, dev),
-                   "original": self._predict(ctx, key, M, entry, dev)}
-            if naive is not None:
-                row["naive"] = self._predict(ctx, key, M, naive, dev)
-            if default is not None:
-                row["engine_default"] = self._predict(ctx, key, M, default, dev)
-            preds[dev.key] = row
+        if not self.rank or ctx.shape(key, M) is None:
+            return preds
+        family = ctx.meta.family
+        # (name, config, its cfg_key, its smem_key), found once for every device
+        named = [(name, c, cfg_key(c), smem_key(family, c))
+                 for name, c in (("chosen", chosen), ("original", entry), ("naive", naive), ("engine_default", default))
+                 if c is not None]
+        _memo, predictors = self._ranking_memos(ctx, key, M)
+        for (dev, _w), p in zip(ctx.ranking, predictors):
+            preds[dev.key] = {name: self._predicted_on(ctx, p, ck, skey, c) for name, c, ck, skey in named}
         return preds
 
-    def _anchored(self, table, ctx, key, M, chosen, anchors, safe_only: bool, original_sig):
+    def _anchored(self, table, ctx, key, M, chosen, anchors, safe_only: bool, original: Mapping):
         """``chosen``, or the anchor (engine default or naive fix) the model predicts fastest when
         ``chosen`` is not predicted faster than it by more than ``ANCHOR_MARGIN``. An anchor counts
         only when it is of an allowed class of safety (SAFE where ``safe_only``: it is among the
@@ -789,7 +814,7 @@ class FixPlanner(RunPlanner):
             # check: a third of them went to such anchors)
             if t - chosen_time > ANCHOR_MARGIN:
                 continue
-            if not self._rules_accept(table, key, a, original_sig):
+            if not self._rules_accept(table, key, a, original):
                 continue
             if best is None or t < best[1]:
                 best = (a, t)
@@ -813,6 +838,7 @@ class FixPlanner(RunPlanner):
         """:meth:`_log_times` of each of ``entries`` (a ranking's candidates, in one loop; ``keys``:
         their ``cfg_key`` values, when the caller has them)."""
         memo, predictors = self._ranking_memos(ctx, key, M)
+        loops = [(p.memo, p.needs, p.time.of_key, p.device) for p in predictors]  # read once, not per candidate
         family = ctx.meta.family
         meta = ctx.meta
         log = math.log
@@ -824,17 +850,14 @@ class FixPlanner(RunPlanner):
             if hit is None:
                 skey = smem_key(family, entry)
                 times = []
-                for p in predictors:
-                    pm = p.memo
+                for pm, needs, of_key, dev in loops:
                     t = pm.get(ck)
                     if t is None:
-                        needs = p.needs
                         try:  # the need memo's answer (most are), else _need_in finds it
                             smem = needs[skey]
                         except (KeyError, TypeError):
-                            dev = p.device
                             smem = need_in(needs, meta, skey, entry, dev.arch, dev.vendor)
-                        t = pm[ck] = p.time.of_key(ck, smem or 0)
+                        t = pm[ck] = of_key(ck, smem or 0)
                     times.append(log(t))
                 hit = memo[ck] = tuple(times)
             out.append(hit)
@@ -870,6 +893,8 @@ class FixPlanner(RunPlanner):
     def _climb(self, ctx, key, M, entry, space: ConfigSpace, ranked, seen: set, depth_of: dict, first: int):
         frontier = [c for c, _ in ranked[:self.beam_width]]
         frontier_keys = [cfg_key(c) for c in frontier]
+        walk = ctx.walk
+        entries, distances = walk.entries, walk.distances
         for _ in range(self.beam_steps):
             new = []
             new_keys = []  # their cfg_key values (computed once per candidate)
@@ -877,14 +902,21 @@ class FixPlanner(RunPlanner):
                 node = space.node_of(cand)
                 if not space.in_lattice(node):
                     continue
+                group = cand.get("GROUP_SIZE_M") if space.has_group else None
                 for nb in space.neighbours(node):
                     if nb in seen:
                         continue
                     seen.add(nb)
-                    alt = space.to_entry(nb, cand.get("GROUP_SIZE_M") if space.has_group else None)
-                    ck = cfg_key(alt)
+                    made = entries.get((nb, group))
+                    if made is None:
+                        alt = space.to_entry(nb, group)
+                        made = entries[(nb, group)] = (alt, cfg_key(alt))
+                    alt, ck = made
                     if ck not in depth_of and self._fits_key(ctx, alt, ck):
-                        depth_of[ck] = space.distance(alt)
+                        d = distances.get(ck)
+                        if d is None:
+                            d = distances[ck] = space.distance(alt)
+                        depth_of[ck] = d
                         new.append(alt)
                         new_keys.append(ck)
             if not new:
@@ -892,10 +924,11 @@ class FixPlanner(RunPlanner):
             ranked = sorted(ranked + self._rank(ctx, key, M, new, entry, depth_of, first, new_keys),
                             key=lambda r: r[1])
             top = [c for c, _ in ranked[:self.beam_width]]
-            if [cfg_key(c) for c in top] == frontier_keys:
+            top_keys = [cfg_key(c) for c in top]
+            if top_keys == frontier_keys:
                 break
             frontier = top
-            frontier_keys = [cfg_key(c) for c in top]
+            frontier_keys = top_keys
         return ranked
 
     # -- ranking -------------------------------------------------------------------------------
@@ -948,7 +981,12 @@ class FixPlanner(RunPlanner):
         base = tuple(t if dev.key == named else None
                      for (dev, _), t in zip(ctx.ranking, self._log_times(ctx, key, M, original)))
         weights = tuple(w for _, w in ctx.ranking)
-        steps = ctx.space.steps_from(ctx.default) if ctx.default is not None else None
+        has_default = ctx.default is not None
+        if has_default:
+            steps = ctx.space.steps_from(ctx.default)
+            known_steps = ctx.walk.steps.setdefault(cfg_key(ctx.default), {})
+            trust = ctx.default_trust
+        log1p, exp = math.log1p, math.exp
         out = []
         for cand, ck, times in zip(candidates, keys, self._log_times_of(ctx, key, M, candidates, keys)):
             s = 0.0
@@ -957,13 +995,16 @@ class FixPlanner(RunPlanner):
                     t = b + TUNED_PRIOR * (t - b)
                 s += w * t
             s = s / total
-            if ctx.default is not None:
+            if has_default:
                 # the trust region around the engine's default replaces the distance from the
                 # original (the report shows both predictions)
-                s += math.log1p(ctx.default_trust * steps(cand))
+                n = known_steps.get(ck)
+                if n is None:
+                    n = known_steps[ck] = steps(cand)
+                s += log1p(trust * n)
             else:
-                s += math.log1p(EDIT_PENALTY * max(0, depth_of[ck] - first))
-            out.append((cand, math.exp(s)))
+                s += log1p(EDIT_PENALTY * max(0, depth_of[ck] - first))
+            out.append((cand, exp(s)))
         out.sort(key=lambda r: r[1])
         return out
 
@@ -982,12 +1023,17 @@ class FixPlanner(RunPlanner):
         hit = self._sig_memo[k] = self.prober.entry_signature(table, key, read)
         return hit
 
-    def _rules_accept(self, table, key, cand, original_sig: frozenset) -> bool:
+    def _rules_accept(self, table, key, cand, original: Mapping) -> bool:
+        """Whether the rules find in ``cand`` no fixable diagnostic and none that ``original`` (the
+        entry being fixed) does not have. The original's signature is asked only when ``cand``
+        has a diagnostic to compare (most accepted candidates have none)."""
         sig = self._signature(table, key, cand)
+        if not sig:
+            return True
         if any(code in FIXABLE for code, _, _ in sig):
             return False
         # pointers of changed values move: compare codes per entry, not exact pointers
-        before = {(c, t) for c, _, t in original_sig}
+        before = {(c, t) for c, _, t in self._signature(table, key, original)}
         return all((c, t) in before for c, _, t in sig)
 
 
@@ -1025,6 +1071,24 @@ class _NeedMemo(dict):
         self.variants = variants
 
 
+@dataclass
+class _SpaceWalk:
+    """What the searches of one space (and fit memo) share, whatever their batch size: the
+    breadth-first walk's answer (:meth:`FixPlanner._nearest`) and what the climbs and rankings
+    find of the space's configs (each a function of the space and the config's ``cfg_key``).
+    The entries are shared by the searches: read, never changed."""
+
+    fitting: tuple  # (config, depth) of the walk's fitting configs
+    seen: frozenset  # the nodes the walk visited
+    first: int | None  # the depth of the first layer with a fitting config
+    naive: Mapping | None  # the naive fix
+    keys: tuple  # the cfg_key of each fitting config
+    depth_of: dict  # cfg_key -> depth, of the fitting configs
+    entries: dict = field(default_factory=dict)  # (node, GROUP_SIZE_M) -> (space.to_entry, its cfg_key)
+    distances: dict = field(default_factory=dict)  # cfg_key -> space.distance
+    steps: dict = field(default_factory=dict)  # the engine default's cfg_key -> cfg_key -> steps from it
+
+
 @dataclass(frozen=True)
 class _Predictor:
     """One ranking device's predictions for one kernel and shape: its memo (config key ->
@@ -1049,10 +1113,12 @@ class _TableContext:
     default: Mapping | None = None  # the engine default of the entry being planned
     default_trust: float = 0.0  # cost of an edit step away from it (DEFAULT_TRUST x predicted DRAM share)
     space: object = None  # the ConfigSpace of the entry being planned
+    walk: object = None  # its _SpaceWalk
     naive: Mapping | None = None  # the naive fix of the entry being planned
     bucketed: bool = False  # plan per batch-size bucket (a table of over LARGE_TABLE_ENTRIES entries)
     _shapes: dict = field(default_factory=dict)
     _memos: dict = field(default_factory=dict)  # batch key -> FixPlanner._ranking_memos' answer
+    spaces: dict = field(default_factory=dict)  # an entry's items, typed (freeze) -> its ConfigSpace
     fit_table: dict | None = None  # the fit memo of fit_id (FixPlanner.fits)
     limit_checks: tuple | None = None  # (group, its need memo) in by_limit's order (FixPlanner._fits)
 

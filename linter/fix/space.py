@@ -313,7 +313,10 @@ class ConfigSpace:
 
     def changes_accumulation(self, entry: Mapping) -> bool:
         """True when the launch's BLOCK_SIZE_K (after vLLM's clamp) differs: an unsafe change."""
-        return self.effective_bk(entry["BLOCK_SIZE_K"]) != self.effective_bk(self._original["BLOCK_SIZE_K"])
+        own = self.__dict__.get("_own_bk")  # the original's, asked for every ranked candidate: found once
+        if own is None:
+            own = self.__dict__["_own_bk"] = self.effective_bk(self._original["BLOCK_SIZE_K"])
+        return self.effective_bk(entry["BLOCK_SIZE_K"]) != own
 
     def group_values(self, group: int | None = None) -> list[int]:
         """The GROUP_SIZE_M values a fix may set, ``group`` excluded (the engines' grid and the

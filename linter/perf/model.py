@@ -304,9 +304,11 @@ class _Static:
     n: int = 0
     k: int = 0
     experts: int = 1
-    # memos: (BM, BN, BK) -> _block_terms; (BM, BN, BK, warps, bytes) -> _tile_terms (shared by
-    # every _Static of one tile_key: the batch sizes of a device and dtype path)
+    # memos: (BM, BN, BK) -> _block_terms; (BM, BN, BK) -> _shape_block_terms (shared by every
+    # _Static of one shape: the ranking devices); (BM, BN, BK, warps, bytes) -> _tile_terms (shared
+    # by every _Static of one tile_key: the batch sizes of a device and dtype path)
     blocks: dict = field(default_factory=dict, compare=False, repr=False)
+    shape_blocks: dict = field(default_factory=dict, compare=False, repr=False)
     tiles: dict = field(default_factory=dict, compare=False, repr=False)
     # config-free parts of the DRAM terms, each the very expression _predict used to evaluate
     l2_reused: float = 0.0  # l2_size * l2_reuse
@@ -321,6 +323,7 @@ class _Static:
 
 _STATIC: dict[tuple, tuple] = {}
 _BLOCKS: dict[tuple, float] = {}
+_SHAPE_BLOCKS: dict[GemmShape, dict] = {}  # shape -> that shape's _Static.shape_blocks
 
 
 def expected_blocks(M: int, p: float, bm: int) -> float:
@@ -366,9 +369,14 @@ def _static(shape: GemmShape, device, c: Coefficients) -> _Static:
         active = 1.0
     a_rows = shape.a_rows_unique if shape.a_rows_unique is not None else rows
     expert_w = shape.n * shape.k * base.b_b
+    shape_blocks = _SHAPE_BLOCKS.get(shape)
+    if shape_blocks is None:
+        if len(_SHAPE_BLOCKS) > 4096:
+            _SHAPE_BLOCKS.clear()
+        shape_blocks = _SHAPE_BLOCKS[shape] = {}
     st = _with_fields(base, rows=rows, active=active, per_expert=rows / active, a_rows=a_rows,
                       route_p=min(1.0, shape.top_k / shape.experts) if shape.experts > 1 else 1.0,
-                      M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={},
+                      M=shape.M, n=shape.n, k=shape.k, experts=shape.experts, blocks={}, shape_blocks=shape_blocks,
                       expert_w=expert_w, w_all=active * expert_w, miss=min(1.0, expert_w / base.l2_reused),
                       a_all=a_rows * shape.k * base.a_b, c_all=rows * shape.n * base.c_b)
     if len(_STATIC) > 4096:
@@ -572,10 +580,11 @@ class TimePredictor:
                         4 if w is None else int(w), int(self.default_stages if s is None else s), smem_bytes, True)
 
 
-def _block_terms(st: _Static, bm: int, bn: int, bk: int) -> tuple:
-    """What a prediction takes from the block sizes, the shape and the device alone (the
-    padding, the grid, the K loop, a stage's bytes and its L2 time): the same for every warp
-    count, stage count and group size of a tile (``st.blocks`` memoises it)."""
+def _shape_block_terms(st: _Static, bm: int, bn: int, bk: int) -> tuple:
+    """What :func:`_block_terms` takes from the block sizes and the shape alone (the padding, the
+    grid, the K loop, a stage's bytes): the same on every device (``st.shape_blocks``, shared by
+    the ``_Static`` of each device of the shape, memoises it). Every field it reads is the
+    shape's: its sizes and the dtype path's operand bytes."""
     n, k = st.n, st.k
     rows, active = st.rows, st.active
 
@@ -590,9 +599,20 @@ def _block_terms(st: _Static, bm: int, bn: int, bk: int) -> tuple:
     n_tiles = -(-n // bn)
     programs = max(1, int(math.ceil(blocks_m * n_tiles - 1e-9)))
     k_iters = max(1, -(-k // bk))
-    per_sm = -(-programs // st.sms)
     real_rows = rows / blocks_m
     stage_bytes = real_rows * bk * st.a_b + bn * bk * st.b_b
+    return blocks_m, m_blocks_per_expert, padding, n_tiles, programs, k_iters, real_rows, stage_bytes
+
+
+def _block_terms(st: _Static, bm: int, bn: int, bk: int) -> tuple:
+    """What a prediction takes from the block sizes, the shape and the device alone (the
+    padding, the grid, the K loop, a stage's bytes and its L2 time): the same for every warp
+    count, stage count and group size of a tile (``st.blocks`` memoises it)."""
+    shared = st.shape_blocks.get((bm, bn, bk))
+    if shared is None:
+        shared = st.shape_blocks[(bm, bn, bk)] = _shape_block_terms(st, bm, bn, bk)
+    blocks_m, m_blocks_per_expert, padding, n_tiles, programs, k_iters, real_rows, stage_bytes = shared
+    per_sm = -(-programs // st.sms)
     t_l2 = stage_bytes / st.l2_rate
     # Throughput terms are work: the SM runs all its programs' iterations (a last, partial
     # round of programs is not a full one)
