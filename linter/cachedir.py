@@ -1,4 +1,4 @@
-"""Where tilefit keeps caches, and a marker cache of contents that passed a validation.
+"""Where tilefit keeps caches, and a log of contents that passed a validation.
 
 ``$TILEFIT_CACHE_DIR`` (an empty value turns caching off), else
 ``platformdirs.user_cache_dir("tilefit")``. The rule is defined once, in the device database

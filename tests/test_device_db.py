@@ -49,7 +49,7 @@ FACT_FIELDS = [
 
 @pytest.fixture(autouse=True)
 def _private_cache(tmp_path, monkeypatch):
-    """Every test gets its own validation cache, so no test depends on another's markers."""
+    """Every test gets its own validation cache, so no test depends on another's log."""
     monkeypatch.setenv(vcache.ENV_VAR, str(tmp_path / "cache"))
 
 
@@ -533,11 +533,50 @@ def test_validation_is_cached_by_content(tmp_path, monkeypatch):
     load_database([path])
     assert calls == [str(path)]
     load_database([path])
-    assert calls == [str(path)]  # same bytes: marker found, no validation
+    assert calls == [str(path)]  # same bytes: digest found in the log, no validation
     write(tmp_path, "mine.json", card(sm_count=47))
     assert load_database([path]).get("rtx4070").sm_count == 47
     assert calls == [str(path)] * 2
-    assert len(list((tmp_path / "cache" / "device_db").glob("*.ok"))) == 2
+    log = tmp_path / "cache" / "device_db" / vcache.ValidityCache.LOG
+    assert [len(line) for line in log.read_bytes().splitlines()] == [64, 64]
+    assert list(log.parent.iterdir()) == [log]  # one log, no file per digest
+
+
+def test_validity_log_holds_whole_digests_only(tmp_path):
+    # a torn line (a crash mid-append) never vouches for content: not its prefix, not the line
+    # the next append joins it to; old marker files are ignored; a second cache sees the first's lines
+    first = vcache.ValidityCache("ns", b"v")
+    good, torn, later = (first.digest(bytes([i])) for i in range(3))
+    first.remember(good)
+    with open(first.directory / first.LOG, "ab") as f:
+        f.write(torn[:20].encode())
+    (first.directory / f"{torn}.ok").touch()  # a marker file of an older tilefit
+    first.remember(later)
+    second = vcache.ValidityCache("ns", b"v")
+    assert second.is_valid(good)
+    assert not second.is_valid(torn) and not second.is_valid(torn[:20])
+    assert not second.is_valid(later)  # joined to the torn line: validated again, remembered anew
+    second.remember(later)
+    assert vcache.ValidityCache("ns", b"v").is_valid(later)
+
+
+def test_validity_log_survives_concurrent_appends(tmp_path):
+    # forked workers and concurrent runs append to one log: every digest each remembered is kept whole
+    cache = vcache.ValidityCache("ns", b"v")
+    keys = [cache.digest(str(i).encode()) for i in range(400)]
+    pids = []
+    for part in range(4):
+        pid = os.fork()
+        if pid == 0:
+            mine = vcache.ValidityCache("ns", b"v")
+            for key in keys[part::4]:
+                mine.remember(key)
+            os._exit(0)
+        pids.append(pid)
+    assert all(os.waitpid(pid, 0)[1] == 0 for pid in pids)
+    fresh = vcache.ValidityCache("ns", b"v")
+    assert all(fresh.is_valid(key) for key in keys)
+    assert len((cache.directory / cache.LOG).read_bytes().splitlines()) == 400
 
 
 def test_invalid_content_is_never_cached(tmp_path):
@@ -581,7 +620,7 @@ def _spy_validation(monkeypatch) -> list:
     calls = []
     real = validation.validate
     monkeypatch.setattr(validation, "validate", lambda *a: calls.append(a[1]) or real(*a))
-    monkeypatch.setenv(vcache.ENV_VAR, "")  # no validity markers either
+    monkeypatch.setenv(vcache.ENV_VAR, "")  # no validity log either
     return calls
 
 
@@ -631,7 +670,7 @@ def test_warm_load_does_not_import_jsonschema(tmp_path):
             for _ in range(2)]
     cold, warm = (r.stdout.split() for r in runs)
     # the bundled files' digest is the shipped one (validated.sha256): neither run validates
-    # them, nor leaves a validity marker (a user's file is validated with the fast test alone:
+    # them, nor remembers a digest (a user's file is validated with the fast test alone:
     # test_validation_is_cached_by_content)
     assert cold == ["86", "False"]
     assert warm == ["86", "False"]
