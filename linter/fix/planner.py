@@ -234,7 +234,7 @@ class FixPlanner(RunPlanner):
         self.rank = rank
         self.beam_steps = beam_steps
         est = engine.estimator
-        self.search_estimator = est if est.mode == "analytic" else est.analytic_twin()
+        self._search_estimator = est if est.mode == "analytic" else None  # else made on first use
         # A private engine for re-checks: its own memo tables and statistics.
         self.checker = Engine(db=engine.db, estimator=est, selection=engine.selection,
                               extra_targets=engine.extra_targets, rule_options=engine.rule_options, root=engine.root)
@@ -271,6 +271,17 @@ class FixPlanner(RunPlanner):
         self._faster: dict[int, Fix] = {}
         # path -> (table, diagnostics, the stored plans' reader): plans read on the first ask
         self._pending: dict[str, tuple] = {}
+
+    @property
+    def search_estimator(self):
+        """The estimator the search judges candidates with: the check's own where it is
+        analytic, else its analytic twin (:meth:`tilefit.estimate.Estimator.analytic_twin`),
+        made when first asked: a warm run whose plans all come from the result cache plans
+        nothing and so never loads the closed forms for it (~20 ms)."""
+        est = self._search_estimator
+        if est is None:
+            est = self._search_estimator = self.engine.estimator.analytic_twin()
+        return est
 
     # -- public --------------------------------------------------------------------------------
     def attach(self, table: ConfigTable, diagnostics: Sequence[Diagnostic]) -> list[Diagnostic]:
