@@ -844,7 +844,11 @@ def _swept_dtype(out: Outcome, variant: Variant) -> Outcome:
 
 def _short_error(text: str) -> str:
     """The line of a compile error that says what failed: the cause Triton gives after the
-    source excerpt (``because: Both operands must be same dtype...``), else an ``error`` line."""
+    source excerpt (``because: Both operands must be same dtype...``), else an ``error`` line,
+    without the scratch module's path (:func:`tilefit.pysource.extract.without_scratch_location`:
+    the same launch reads the same on every machine)."""
+    from tilefit.pysource.extract import without_scratch_location
+
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in lines:
         if ln.startswith("because: ") and len(ln) < 400:
@@ -853,8 +857,8 @@ def _short_error(text: str) -> str:
                                                  if where else "")
     for ln in lines:
         if "error" in ln.lower() and len(ln) < 300:
-            return ln
-    return (lines[-1] if lines else text)[:300]
+            return without_scratch_location(ln)
+    return without_scratch_location((lines[-1] if lines else text)[:300])
 
 
 def known_spec(case: Case, variant: Variant, info: KernelInfo, num_warps: int, num_stages: int):

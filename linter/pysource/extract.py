@@ -42,6 +42,7 @@ import builtins
 import hashlib
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 import textwrap
@@ -54,6 +55,8 @@ from typing import Callable
 
 EXTRACT_VERSION = "2"
 SCRATCH_PREFIX = "_tilefit_scratch_"
+# where a compiler's message names the scratch module's file and a position in it
+_SCRATCH_LOCATION = re.compile(rf"\S*{SCRATCH_PREFIX}[0-9a-f]+\.py:\d+:\d+:\s*")
 _TRITON = "_tilefit_triton"  # the scratch module's own name for triton (decorators)
 _ALLOWED_EXTERNAL = ("math",)  # modules besides triton a kernel may use (as Triton does)
 _BUILTINS = frozenset(dir(builtins))
@@ -70,6 +73,13 @@ class ExtractError(Exception):
         self.line = line
         where = f"{path}:{line}" if line else path
         super().__init__(f"cannot extract {function} from {where}: {reason}")
+
+
+def without_scratch_location(text: str) -> str:
+    """``text`` (a compiler's error line) without the scratch module's path and position: the
+    path names a local folder (the cache's, which differs between machines and runs) and the
+    position a line of generated text, neither of them the user's source."""
+    return _SCRATCH_LOCATION.sub("", text)
 
 
 @dataclass(frozen=True)

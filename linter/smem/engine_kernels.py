@@ -241,19 +241,18 @@ def _compile_loaded(scratch, plan: LaunchPlan, arch: str, stop: str, meta: dict)
     return EngineCompile(int(result.shared_bytes), None, **base)
 
 
-_LOCATION = re.compile(r"^\S*_tilefit_scratch_[0-9a-f]+\.py:\d+:\d+:\s*")
-
-
 def _error_line(text: str) -> str:
     """The compiler's own words: the first line naming an error, else the last line (without the
     scratch module's path, which names a local folder)."""
+    from ..pysource.extract import without_scratch_location
+
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     for ln in lines:
         if "error" in ln.lower() and len(ln) < 300:
             if ln.rstrip().endswith(":") and lines[-1] != ln and len(lines[-1]) < 200:
                 ln = f"{ln} {lines[-1]}"  # CompilationError: at 281:51: <the reason, after the source excerpt>
-            return _LOCATION.sub("", ln)
-    return _LOCATION.sub("", (lines[-1] if lines else text)[:300])
+            return without_scratch_location(ln)
+    return without_scratch_location((lines[-1] if lines else text)[:300])
 
 
 Item = tuple[KernelSpec, str]
