@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -151,8 +152,6 @@ class Runner:
     def _cache_step(self, uses: str, given: dict[str, str]) -> None:
         """actions/cache's restore (the exact key, else the newest saved under a restore-keys
         prefix) and save (a key is saved once: caches are immutable) of one folder."""
-        import shutil
-
         path = Path(given["path"])
         if uses == "actions/cache/restore@v4":
             keys = [k for k in self.saved if k == given["key"]] or \
