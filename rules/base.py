@@ -283,10 +283,22 @@ class EntryContext:
     file: FileContext
     key: str
     entry: Any
+    _problems: Any = field(default=None, repr=False, compare=False)
 
     @property
     def meta(self):
         return self.file.table.meta
+
+    @property
+    def parameter_problems(self):
+        """:func:`tilefit.parameters.entry_problems` of the entry (a dict), found on first use and
+        kept: the rules that judge its items (VAL002-VAL005) share the one pass."""
+        found = self._problems
+        if found is None:
+            from tilefit.parameters import entry_problems
+
+            found = self._problems = entry_problems(self.file.table.meta.family, self.file.engine, self.entry)
+        return found
 
 
 @dataclass

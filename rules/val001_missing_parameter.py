@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tilefit.model import Severity
-from tilefit.parameters import family_parameters
+from tilefit.parameters import required_parameters
 
 from .base import EntryContext, Example, Finding, Rule, Scope
 
@@ -36,11 +36,8 @@ class VAL001(Rule):
         entry = ctx.entry
         if not isinstance(entry, dict):
             return
-        params = family_parameters(ctx.meta.family)
-        required = list(params.get("required", ()))
-        if ctx.meta.dtype != "fp8_w8a8_channelwise":
-            required += params.get("required_unless_channelwise", [])
-        missing = [k for k in required if k not in entry]
+        missing = [k for k in required_parameters(ctx.meta.family, ctx.meta.dtype == "fp8_w8a8_channelwise")
+                   if k not in entry]
         if missing:
             yield Finding(f"entry lacks {', '.join(missing)}: the launch raises TypeError",
                           at=(), at_key=True, data={"missing": missing})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 from tilefit.model import Severity
-from tilefit.parameters import family_parameters
 
 from .base import EntryContext, Example, Finding, Rule, Scope
 
@@ -19,14 +18,6 @@ def json_text(value, limit: int = 40) -> str:
     except (ValueError, TypeError, RecursionError):
         text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _type_ok(value, wanted: str) -> bool:
-    if wanted == "int":
-        return type(value) is int
-    if wanted == "bool":
-        return type(value) is bool
-    return isinstance(value, str)
 
 
 class VAL002(Rule):
@@ -61,13 +52,7 @@ class VAL002(Rule):
     )
 
     def check(self, ctx: EntryContext):
-        entry = ctx.entry
-        if not isinstance(entry, dict):
+        if not isinstance(ctx.entry, dict):
             return
-        known = family_parameters(ctx.meta.family).get("parameters", {})
-        for key, value in entry.items():
-            spec = known.get(key)
-            if spec is None:
-                continue
-            if not _type_ok(value, spec["type"]):
-                yield Finding(f"{key} must be {_TYPE_NAMES[spec['type']]}, found {json_text(value)}", at=(key,))
+        for key, wanted, value in ctx.parameter_problems.wrong_types:
+            yield Finding(f"{key} must be {_TYPE_NAMES[wanted]}, found {json_text(value)}", at=(key,))

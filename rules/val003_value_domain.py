@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tilefit.model import Severity
-from tilefit.parameters import domain_problems
 
 from .base import EntryContext, Example, Finding, Rule, Scope
 
@@ -44,8 +43,7 @@ class VAL003(Rule):
     )
 
     def check(self, ctx: EntryContext):
-        entry = ctx.entry
-        if not isinstance(entry, dict):
+        if not isinstance(ctx.entry, dict):
             return
-        for key, message, hard in domain_problems(ctx.meta.family, entry):
+        for key, message, hard in ctx.parameter_problems.out_of_domain:
             yield Finding(message, at=(key,), severity=None if hard else Severity.WARNING)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tilefit.model import Severity
-from tilefit.parameters import family_parameters
 
 from .base import EntryContext, Example, Finding, Rule, Scope
 
@@ -39,18 +38,12 @@ class VAL004(Rule):
     )
 
     def check(self, ctx: EntryContext):
-        entry = ctx.entry
-        if not isinstance(entry, dict):
+        if not isinstance(ctx.entry, dict):
             return
-        known = family_parameters(ctx.meta.family).get("parameters", {})
-        engine = ctx.file.engine
-        for key in entry:
-            spec = known.get(key)
-            if spec is None:
+        for key, engine in ctx.parameter_problems.unknown:
+            if engine is None:
                 yield Finding(f"{key!r} is neither a parameter of the {ctx.meta.family} kernel nor a launch option: "
                               "the launch raises", at=(key,), at_key=True)
-                continue
-            engines = spec.get("engines")
-            if engines and engine and engine not in engines:
+            else:
                 yield Finding(f"{key!r} is not a parameter of {engine}'s {ctx.meta.family} kernel: the launch raises",
                               at=(key,), at_key=True)

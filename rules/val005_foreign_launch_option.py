@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from tilefit.model import Severity
-from tilefit.parameters import family_parameters
 
 from .base import Example, Finding, Rule, Scope, TargetContext
 
@@ -44,31 +43,12 @@ class VAL005(Rule):
         return (device.vendor,)  # what check reads of the device
 
     def check(self, ctx: TargetContext):
-        entry = ctx.entry
-        if not isinstance(entry, dict):
+        if not isinstance(ctx.entry, dict):
             return
         backend = _BACKEND.get(ctx.device.vendor)
         if backend is None:
             return
-        foreign = _foreign(family_parameters(ctx.meta.family).get("parameters", {}), backend)
-        if not foreign:
-            return
-        for key in entry:
-            backends = foreign.get(key)
-            if backends is not None:
+        for key, backends in ctx.entry_ctx.parameter_problems.backend_options:
+            if backend not in backends:
                 yield Finding(f"{key!r} is a {'/'.join(backends)} launch option; Triton's {backend} backend "
                               f"rejects it on {ctx.target_names()}", at=(key,), at_key=True)
-
-
-_FOREIGN: dict[tuple[int, str], tuple] = {}
-
-
-def _foreign(known, backend: str) -> dict:
-    """``{option: its backends}`` of the family's launch options that ``backend`` rejects, found
-    once per (parameters table, backend): the rule runs for every entry and target."""
-    hit = _FOREIGN.get((id(known), backend))
-    if hit is None or hit[0] is not known:
-        found = {key: rule["backends"] for key, rule in known.items()
-                 if rule and rule.get("backends") and backend not in rule["backends"]}
-        hit = _FOREIGN[(id(known), backend)] = (known, found)
-    return hit[1]
