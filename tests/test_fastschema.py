@@ -138,3 +138,45 @@ def test_prefix_items_max_items_max_length_one_of():
     assert compile_schema({"maxLength": 2})("ab") and not compile_schema({"maxLength": 2})("abc")
     one = compile_schema({"oneOf": [{"type": "integer"}, {"type": "number"}]})
     assert one(1.5) and not one(1) and not one("x")
+
+
+@pytest.mark.skipif(not TABLES, reason="no corpus")
+def test_compiled_source_and_closures_agree_on_the_corpus_and_mutations():
+    """Both forms of the test (Python source, and the closures of a schema over SOURCE_BUDGET) give
+    the same verdicts, whatever form the family's schema gets by default."""
+    rng = random.Random(5)
+    seen = {True: 0, False: 0}
+    forms = {}
+    for family, path in TABLES:
+        if family not in forms:
+            schema = json.loads(_schema_bytes(family))
+            forms[family] = (compile_schema(schema, source_budget=10 ** 9), compile_schema(schema, source_budget=0))
+        source, closures = forms[family]
+        assert source.__code__.co_filename == "<tilefit.fastschema>" != closures.__code__.co_filename
+        doc = json.loads(path.read_bytes())
+        for case in [doc] + [mutate(doc, rng) for _ in range(30)]:
+            want = closures(case)
+            assert source(case) == want, (path.name, json.dumps(case)[:300])
+            seen[want] += 1
+    assert seen[True] > 100 and seen[False] > 100
+
+
+def test_a_schema_nested_past_the_parsers_limits_compiles():
+    """Python's parser allows 20 nested loops: deeper subschemas become functions of their own."""
+    schema: dict = {"type": "integer"}
+    doc: object = 1
+    for _ in range(40):
+        schema = {"type": "array", "items": {"type": "object", "additionalProperties": schema}}
+        doc = [{"k": doc}]
+    check = compile_schema(schema)
+    assert check.__code__.co_filename == "<tilefit.fastschema>"
+    assert check(doc) and not check(json.loads(json.dumps(doc).replace("1", '"1"')))
+
+
+def test_a_long_definition_named_twice_is_one_function():
+    long = {"type": "object", "properties": {f"p{i}": {"type": "integer", "minimum": i} for i in range(20)}}
+    schema = {"$defs": {"long": long}, "type": "array", "prefixItems": [{"$ref": "#/$defs/long"}],
+              "items": {"$ref": "#/$defs/long"}}
+    check = compile_schema(schema)
+    assert len(check.__code__.co_consts) < 10  # calls the definition's function, does not inline it twice
+    assert check([{"p3": 3}, {"p19": 19}]) and not check([{"p3": 3}, {"p19": 18}]) and not check([{"p3": 2}])
