@@ -68,20 +68,27 @@ def _scalar_key(x: Any) -> tuple:
     return (type(x).__name__, x)
 
 
-# Python compiles about 20 lines of the generated source a millisecond: a schema whose source is
-# longer (the LoRA plan schema's 3,000 lines, for a few small tables) is checked with closures.
-SOURCE_BUDGET = 1000
+# Python compiles about 20 lines of the generated source a millisecond, and a schema's source has
+# some 6 lines per subschema: a schema of more subschemas than this (the LoRA plan schema's 600,
+# 3,400 lines, for a few small tables) costs more to compile than it saves, and gets closures.
+SOURCE_BUDGET = 200
 
 
 def compile_schema(schema: Any, source_budget: int = SOURCE_BUDGET) -> Check:
     """A function ``instance -> bool``: whether ``instance`` is valid against ``schema`` (its
     local ``$ref``\\ s resolved against the schema itself): compiled Python source, or closures
-    where the source would be longer than ``source_budget`` lines."""
-    generator = _Generator(schema)
-    lines = generator.source()
-    if len(lines) > source_budget:
+    for a schema of more than ``source_budget`` subschemas (JSON objects)."""
+    if _subschemas(schema) > source_budget:
         return _Closures(schema).compile(schema)
-    return generator.build(lines)
+    return _Generator(schema).build()
+
+
+def _subschemas(s: Any) -> int:
+    if isinstance(s, dict):
+        return 1 + sum(_subschemas(v) for v in s.values())
+    if isinstance(s, list):
+        return sum(_subschemas(v) for v in s)
+    return 0
 
 
 # The source of a compiled schema is Python: each subschema becomes a block of statements that
@@ -171,14 +178,11 @@ class _Generator:
         self.uses = _ref_uses(root, {})  # $ref -> how often the schema names it
         self.count = 0
 
-    def source(self) -> list[str]:
-        """The lines of the functions; the first one is the schema's."""
-        self.top = self.function(self.root, ())
-        return [line for lines in self.functions for line in lines]
-
-    def build(self, lines: list[str]) -> Check:
-        exec(compile("\n".join(lines), "<tilefit.fastschema>", "exec"), self.names)
-        return self.names[self.top]
+    def build(self) -> Check:
+        top = self.function(self.root, ())
+        source = "\n".join(line for lines in self.functions for line in lines)
+        exec(compile(source, "<tilefit.fastschema>", "exec"), self.names)
+        return self.names[top]
 
     def fresh(self, stem: str) -> str:
         self.count += 1
