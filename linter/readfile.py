@@ -6,7 +6,8 @@ a folder holds: a FIFO (``open`` blocks until a writer comes, forever in a pre-c
 character device (a symlink to ``/dev/zero`` reads until the memory is gone), a socket, or a
 regular file of gigabytes. So the file is opened without blocking, ``fstat`` of the open file
 (not of the name, which may change in between) must say it is a regular file, and at most
-``limit + 1`` bytes are read: more is refused. Each refusal is an :class:`OSError` whose
+``limit + 1`` bytes are read: more is refused. A file is read in one ``read`` of its size and one
+byte more (four system calls a file: open, fstat, read, close). Each refusal is an :class:`OSError` whose
 ``strerror`` says what happened, so every caller's existing ``except OSError`` turns it into its
 usual diagnostic (IO001 for a table) or message.
 
@@ -72,23 +73,33 @@ def read_bytes(path: str | os.PathLike, limit: int | None = DEFAULT_LIMIT) -> by
         if limit is not None and st.st_size > limit:
             raise FileTooLarge(errno.EFBIG, f"is {format_size(st.st_size)}, over the {format_size(limit)} limit "
                                             "(max-file-size)", path)
-        if hasattr(os, "O_NONBLOCK"):
-            os.set_blocking(fd, True)
         chunks = []
         total = 0
         cap = None if limit is None else limit + 1
+        # the first read asks for the whole file and one byte more: a file that did not change since
+        # fstat is read in one read, whose short count says it ended (no second read to see EOF;
+        # a file whose size fstat does not know, as in /proc, is read until a read returns nothing)
+        want = st.st_size + 1
         while True:
-            want = _CHUNK if cap is None else min(_CHUNK, cap - total)
+            if cap is not None:
+                want = min(want, cap - total)
             if want <= 0:
                 break
-            chunk = os.read(fd, want)
+            try:
+                chunk = os.read(fd, want)
+            except BlockingIOError:  # O_NONBLOCK does not apply to regular files; were it ever to
+                os.set_blocking(fd, True)
+                chunk = os.read(fd, want)
             if not chunk:
                 break
             chunks.append(chunk)
             total += len(chunk)
+            if len(chunk) < want and total == st.st_size:  # short, and all fstat counted: its end
+                break
+            want = _CHUNK
         if limit is not None and total > limit:  # it grew while we read
             raise FileTooLarge(errno.EFBIG, f"is over the {format_size(limit)} limit (max-file-size)", path)
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
     finally:
         os.close(fd)
 
