@@ -50,8 +50,10 @@ def discover(paths, exclude=(), force_exclude: bool = False, python: bool = Fals
         if os.path.isdir(given):
             # A folder named on the command line is walked even when git ignores it (as ruff and
             # ripgrep do): then its own contents are not filtered by .gitignore either.
-            git = gitignore if gitignore is not None and not gitignore.ignored(given, is_dir=True) else None
+            tree = gitignore if gitignore is not None and not gitignore.ignored(given, is_dir=True) else None
             for dirpath, dirnames, filenames in os.walk(given):
+                # asked of the folder once, not of each of its files and folders
+                git = tree if tree is not None and tree.in_work_tree(dirpath) else None
                 dirnames[:] = sorted(
                     d for d in dirnames if d not in DEFAULT_EXCLUDE
                     and not excluded(os.path.join(dirpath, d), is_dir=True)

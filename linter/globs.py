@@ -150,6 +150,11 @@ class GitIgnore:
         self._specs[path] = spec
         return spec
 
+    def in_work_tree(self, folder: str) -> bool:
+        """Whether ``folder`` lies in a git work tree: outside one, :meth:`ignored` is False for
+        everything in it."""
+        return self._repo_root(os.path.abspath(folder)) is not None
+
     def ignored(self, path: str, is_dir: bool = False) -> bool:
         full = os.path.abspath(path)
         folder = os.path.dirname(full)
