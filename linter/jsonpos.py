@@ -191,7 +191,7 @@ class JsonDocument:
             raise JsonError(f"not UTF-8: byte 0x{data[exc.start]:02x} cannot be decoded", exc.start) from None
         if text.startswith("\ufeff"):
             raise JsonError("file starts with a UTF-8 byte-order mark, which json.load rejects", 0)
-        if not text.strip():
+        if not text or text.isspace():  # what strip() would leave empty, without copying the text
             raise JsonError("empty file: expected a JSON value", 0)
         _DUPLICATES_SEEN[0] = False
         try:
