@@ -5,10 +5,11 @@ Helion, ...) against their schemas, and the device database its bundled device a
 (a cold run -- nothing in the validity cache -- spent half a second in ``jsonschema`` there). ``jsonschema`` builds a validator object per node and
 resolves each ``$ref`` through ``referencing``: on the corpus that was a third of a cold check
 (the LoRA plan tables alone, 190 KB, took over a second). Nearly every table is valid, so the
-question asked first is only "valid?": :func:`compile_schema` writes a schema as the source of
-a Python function that answers it (one block of statements per subschema, inlined where it can
-be: no call and no closure per node of a table; a schema too long to be worth compiling, as
-nested closures), and only a table it rejects goes to ``jsonschema`` for the messages (SCH003 keeps reporting ``jsonschema``'s errors, word for word).
+question asked first is only "valid?": :func:`compile_schema` turns a schema into nested
+closures that answer it, or (for a schema that checks much more than its own size: SCH003's
+Helion tables) into the source of a Python function (one block of statements per subschema,
+inlined where it can be: no call and no closure per node of a table), and only a table they
+reject goes to ``jsonschema`` for the messages (SCH003 keeps reporting ``jsonschema``'s errors, word for word).
 
 Only the keywords below are compiled, with their 2020-12 meaning (an integer is any number with
 no fraction, ``true`` is not ``1``); a schema with any other keyword raises
@@ -68,27 +69,15 @@ def _scalar_key(x: Any) -> tuple:
     return (type(x).__name__, x)
 
 
-# Python compiles about 20 lines of the generated source a millisecond, and a schema's source has
-# some 6 lines per subschema: a schema of more subschemas than this (the LoRA plan schema's 600,
-# 3,400 lines, for a few small tables) costs more to compile than it saves, and gets closures.
-SOURCE_BUDGET = 200
-
-
-def compile_schema(schema: Any, source_budget: int = SOURCE_BUDGET) -> Check:
+def compile_schema(schema: Any, as_source: bool = False) -> Check:
     """A function ``instance -> bool``: whether ``instance`` is valid against ``schema`` (its
-    local ``$ref``\\ s resolved against the schema itself): compiled Python source, or closures
-    for a schema of more than ``source_budget`` subschemas (JSON objects)."""
-    if _subschemas(schema) > source_budget:
-        return _Closures(schema).compile(schema)
-    return _Generator(schema).build()
-
-
-def _subschemas(s: Any) -> int:
-    if isinstance(s, dict):
-        return 1 + sum(_subschemas(v) for v in s.values())
-    if isinstance(s, list):
-        return sum(_subschemas(v) for v in s)
-    return 0
+    local ``$ref``\\ s resolved against the schema itself). Nested closures, made in a tenth of
+    the time; ``as_source``: compiled Python source, which checks a large instance about twice
+    as fast (Python compiles some 20 lines of it a millisecond: it pays only for a schema that
+    checks many times its own size)."""
+    if as_source:
+        return _Generator(schema).build()
+    return _Closures(schema).compile(schema)
 
 
 # The source of a compiled schema is Python: each subschema becomes a block of statements that
@@ -407,8 +396,7 @@ class _Generator:
 
 
 class _Closures:
-    """The schema as nested closures, one per subschema: what a schema too large to be worth
-    compiling as source (:data:`SOURCE_BUDGET`) is checked with."""
+    """The schema as nested closures, one per subschema."""
 
     def __init__(self, root: Any):
         self.root = root
