@@ -23,7 +23,6 @@ from .serving.launch import arch_key as launch_arch_key, swap_can_apply
 from .serving.naming import device_for_file_name
 from .dtypes import missing_fp8_type
 from tilefit.device_db.names import arch_order
-from .estimate import EstimatorUnavailable
 from .tables import ConfigTable, batch_size_of
 from . import kernels
 from .parameters import in_domain
@@ -60,17 +59,8 @@ def variants_fit(estimator, variants, arch: str, limit: int) -> bool:
     none is a known compile failure: then the rules silent where the variants fit
     (``Rule.silent_when_variants_fit``) find nothing, and are not called. Asks the estimator what
     those rules ask it, in their order (its memos answer them, and a deferred compile is recorded
-    as they would record it)."""
-    for v in variants:
-        try:
-            est = estimator.estimate(v.spec, arch, limit)
-        except EstimatorUnavailable:
-            return False
-        if not est.usable or not est.certainly_fits(limit) or est.certainly_over(limit):
-            return False
-        if estimator.compile_failure(v.spec, arch):
-            return False
-    return True
+    as they would record it: :meth:`Estimator.variants_fit`)."""
+    return estimator.variants_fit(variants, arch, limit)
 
 
 def _freeze(entry) -> str:

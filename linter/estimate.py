@@ -110,6 +110,21 @@ class Estimator:
         return self._exact_possible
 
     def estimate(self, spec: KernelSpec, arch: str, limit: int | None = None) -> Estimate:
+        if spec.engine and not self.engine_kernels:
+            # the engine model's final answers are kept once per (KernelSpec.smem_key, arch), for
+            # every limit (see _estimate_engine); only the others in the memo below
+            fkey = (spec.smem_id, arch)
+            hit = self._engine_final.get(fkey)
+            if hit is not None:
+                return hit
+            key = (spec, arch, limit if self.mode == "auto" else None)
+            hit = self._memo.get(key)
+            if hit is not None:
+                return hit
+            result = self._estimate_engine(spec, arch, limit, fkey)
+            if self._engine_final.get(fkey) is not result:
+                self._memo[key] = result
+            return result
         key = (spec, arch, limit if self.mode == "auto" else None)
         hit = self._memo.get(key)
         if hit is not None:
@@ -117,6 +132,21 @@ class Estimator:
         result = self._estimate(spec, arch, limit)
         self._memo[key] = result
         return result
+
+    def variants_fit(self, variants, arch: str, limit: int) -> bool:
+        """Whether every variant's estimate on ``arch`` is usable and certainly fits ``limit``, and
+        none is a known compile failure (:func:`tilefit.engine.variants_fit`, the lint engine's
+        screen): asks :meth:`estimate` and :meth:`compile_failure` per variant, in that order, as
+        the rules the screen stands for ask them."""
+        for v in variants:
+            spec = v.spec
+            try:
+                est = self.estimate(spec, arch, limit)
+            except EstimatorUnavailable:
+                return False
+            if not est.surely_fits(limit) or self.compile_failure(spec, arch):
+                return False
+        return True
 
     def analytic_twin(self) -> "Estimator":
         """An ``analytic`` estimator on this one's closed forms, for the installed Triton release
@@ -147,7 +177,7 @@ class Estimator:
             hit = self._engine_failures.get((spec, arch))
             if hit is not None:
                 return hit
-        return self.engine_model.compile_failure(spec, arch)
+        return (self._engine_model or self.engine_model).compile_failure(spec, arch)
 
     def group_free(self, spec: KernelSpec, arch: str) -> bool:
         """Whether what this estimator said of ``spec`` on ``arch`` (its estimate, asked before,
@@ -160,7 +190,7 @@ class Estimator:
         if self.engine_kernels and self._engine_has(spec.kernel):
             return self._compile_engine(spec, arch)
         if spec.engine:
-            return self._estimate_engine(spec, arch, limit)
+            return self._estimate_engine(spec, arch, limit, (spec.smem_id, arch))
         if self.mode == "exact":
             return self._compile(spec, arch)
         try:
@@ -183,15 +213,15 @@ class Estimator:
         return analytic
 
     # -- the engines' kernels ----------------------------------------------------------------------
-    def _estimate_engine(self, spec: KernelSpec, arch: str, limit: int | None) -> Estimate:
+    def _estimate_engine(self, spec: KernelSpec, arch: str, limit: int | None, fkey: tuple) -> Estimate:
         # an answer that is final (the calibration's compile, or a form no compile re-checks or can
         # re-check) is one Estimate per (KernelSpec.smem_key, arch): it depends on neither the limit
-        # nor the group (keyed by its number, KernelSpec.smem_id)
-        fkey = (spec.smem_id, arch)
+        # nor the group (``fkey``: keyed by its number, KernelSpec.smem_id). Whether an answer is
+        # final is known when it is first found, and stays so
         est = self._engine_final.get(fkey)
         if est is not None:
             return est
-        answer = self.engine_model.answer(spec, arch)
+        answer = (self._engine_model or self.engine_model).answer(spec, arch)
         if answer is not None:
             if answer.compiled:  # the engine's kernel's compiled figure (stored by the calibration)
                 est = self._engine_final[fkey] = build_frozen(Estimate, {

@@ -20,6 +20,7 @@ _ALLOWED_NODES = (
     ast.Mod, ast.Pow, ast.USub, ast.UAdd, ast.Not, ast.And, ast.Or, ast.Lt, ast.LtE, ast.Gt,
     ast.GtE, ast.Eq, ast.NotEq,
 )
+_ALLOWED = frozenset(_ALLOWED_NODES)  # parse gives these very classes, never subclasses
 
 
 def _pow2ceil(x: float) -> int:
@@ -48,20 +49,34 @@ def compile_formula(text: str, variables: tuple[str, ...]) -> Callable[..., floa
         tree = ast.parse(text, mode="eval")
     except SyntaxError as exc:
         raise FormulaError(f"formula {text!r}: {exc.msg}") from None
-    for node in ast.walk(tree):
-        if not isinstance(node, _ALLOWED_NODES):
-            raise FormulaError(f"formula {text!r}: {type(node).__name__} is not allowed")
-        if isinstance(node, ast.Name) and node.id not in variables and node.id not in FUNCTIONS:
-            raise FormulaError(f"formula {text!r}: unknown name {node.id!r} (known: {', '.join(variables)})")
-        if isinstance(node, ast.Call):
+    _check(tree, text, variables)
+    namespace = {"__builtins__": {}, **FUNCTIONS}
+    # the checked text, as the body of a lambda over the variables: compiled from its text (a
+    # compile of the checked tree would first convert every node back to the compiler's own)
+    code = compile(f"lambda {', '.join(variables)}: (\n{text}\n)", "<formula>", "eval")
+    return eval(code, namespace)  # noqa: S307 - the tree was checked node by node above
+
+
+def _check(tree: ast.Expression, text: str, variables: tuple[str, ...]) -> None:
+    """Raise FormulaError unless every node of ``tree`` (``text`` parsed) is of the grammar. The
+    nodes in the order ``ast.walk`` visits them (breadth first), without its generators."""
+    queue = [tree]
+    for node in queue:  # the list grows as it is read: each node's children after it
+        kind = type(node)
+        if kind not in _ALLOWED:
+            raise FormulaError(f"formula {text!r}: {kind.__name__} is not allowed")
+        if kind is ast.Name:
+            if node.id not in variables and node.id not in FUNCTIONS:
+                raise FormulaError(f"formula {text!r}: unknown name {node.id!r} (known: {', '.join(variables)})")
+        elif kind is ast.Call:
             if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS or node.keywords:
                 raise FormulaError(f"formula {text!r}: only {', '.join(FUNCTIONS)} may be called")
-        if isinstance(node, ast.Constant) and not isinstance(node.value, (int, float)):
-            raise FormulaError(f"formula {text!r}: only numbers are allowed as constants")
-    namespace = {"__builtins__": {}, **FUNCTIONS}
-    # the checked tree itself becomes the lambda's body: no unparse and no second parse
-    at = {"lineno": 1, "col_offset": 0, "end_lineno": 1, "end_col_offset": 0}  # the new nodes' only
-    lam = ast.Lambda(ast.arguments(posonlyargs=[], args=[ast.arg(v, **at) for v in variables], kwonlyargs=[],
-                                   kw_defaults=[], defaults=[]), tree.body, **at)
-    code = compile(ast.Expression(lam), "<formula>", "eval")
-    return eval(code, namespace)  # noqa: S307 - the tree was checked node by node above
+        elif kind is ast.Constant:
+            if not isinstance(node.value, (int, float)):
+                raise FormulaError(f"formula {text!r}: only numbers are allowed as constants")
+        for name in node._fields:
+            child = getattr(node, name, None)
+            if isinstance(child, list):
+                queue.extend(c for c in child if isinstance(c, ast.AST))
+            elif isinstance(child, ast.AST):
+                queue.append(child)

@@ -306,8 +306,23 @@ class KernelFamily:
                        arch: str | None) -> dict[str, float]:
         """The closed forms' variables for ``spec`` (``tilefit.smem.analytic.VARIABLES``).
         ``operand_bytes``: the model's bytes per dtype path; ``epilogue(arch, family, c, bm, bn, w, path=None)``:
-        its measured epilogue scratch. Raises FormVariablesError for a dtype the model has no sizes for."""
-        raise self._missing("form_variables")
+        its measured epilogue scratch. Raises FormVariablesError for a dtype the model has no sizes for.
+        Those of :meth:`tile_variables`, with ``E`` the answer of ``epilogue`` on the arch to its
+        epilogue question."""
+        values, question = self.tile_variables(spec, operand_bytes)
+        if question is None:
+            return values
+        return {**values, "E": epilogue(arch, arch_family, *question)}
+
+    def tile_variables(self, spec: "KernelSpec", operand_bytes: Mapping) -> tuple[dict[str, float], tuple | None]:
+        """``(variables, epilogue question)``: the closed forms' variables for ``spec`` that do not
+        depend on the arch (all of them but ``E``, the epilogue scratch the arch's table measures),
+        and the question ``(c, bm, bn, w, path)`` whose ``epilogue`` answer on the arch is ``E``;
+        None when the variables hold ``E`` too (a kernel without the table's epilogue). The
+        engine model reads them once per spec, and the arch's ``E`` per arch (a spec is answered
+        on half a dozen archs). A family that overrides :meth:`form_variables` instead is asked
+        per arch."""
+        raise self._missing("tile_variables")
 
     # the calibration (tilefit.smem.calibrate); ``path`` is a calibrate.Path
     def calibration_paths(self) -> list[dict]:

@@ -2,8 +2,9 @@
 
 A GEMM family's tile is ``BLOCK_SIZE_M/N/K`` (and ``GROUP_SIZE_M``), its operands are typed by a
 dtype path (tilefit.dtypes), and its closed forms are ``max(loop, epilogue)`` over the variables
-of :func:`GemmFamily.form_variables`. A new GEMM family writes only ``launch_plan``; the rest has
-defaults here, which a family overrides where its kernel differs (the wNa16 kernel's group size).
+of :func:`GemmFamily.tile_variables` and the arch's epilogue scratch ``E``. A new GEMM family
+writes only ``launch_plan``; the rest has defaults here, which a family overrides where its
+kernel differs (the wNa16 kernel's group size).
 
 Nothing here imports triton or torch.
 """
@@ -47,18 +48,17 @@ class GemmFamily(KernelFamily):
         gn, gk = spec.block_shape if spec.block_shape else (0, 0)
         return gn, gk, 0
 
-    def form_variables(self, spec: KernelSpec, operand_bytes: Mapping, epilogue, arch_family: str | None,
-                       arch: str | None) -> dict[str, float]:
+    def tile_variables(self, spec: KernelSpec, operand_bytes: Mapping) -> tuple[dict[str, float], tuple]:
         tile = spec.tile_dict
         bytes_ = operand_bytes.get(spec.dtype)
         if bytes_ is None:
             raise FormVariablesError(f"no operand sizes for dtype path {spec.dtype!r}")
         gn, gk, group = self.form_group(spec)
         bm, bn, c, w = tile["BLOCK_SIZE_M"], tile["BLOCK_SIZE_N"], bytes_["c"], spec.num_warps
-        # a dict display, not dict(**kwargs): asked for every answer of a check (tens of thousands)
-        return {"S": spec.num_stages, "W": w, "BM": bm, "BN": bn, "BK": tile["BLOCK_SIZE_K"], "a": bytes_["a"],
-                "b": bytes_["b"], "c": c, "GN": gn, "GK": gk, "SWAP": 1 if spec.swap_ab else 0, "DPE": 0, "G": group,
-                "DV": 0, "E": epilogue(arch, arch_family, c, bm, bn, w, spec.dtype)}
+        # a dict display, not dict(**kwargs); E is the epilogue table's answer to (c, bm, bn, w, path)
+        return ({"S": spec.num_stages, "W": w, "BM": bm, "BN": bn, "BK": tile["BLOCK_SIZE_K"], "a": bytes_["a"],
+                 "b": bytes_["b"], "c": c, "GN": gn, "GK": gk, "SWAP": 1 if spec.swap_ab else 0, "DPE": 0, "G": group,
+                 "DV": 0}, (c, bm, bn, w, spec.dtype))
 
     # -- the calibration ------------------------------------------------------------------------
     def calibration_points(self) -> list[tuple[tuple[int, ...], int, int]]:

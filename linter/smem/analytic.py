@@ -46,10 +46,13 @@ from typing import Callable, Mapping
 from .. import versions
 from ..formula import compile_formula
 from ..kernels import registry
-from ..kernels.family import FormVariablesError
+from ..kernels.family import FormVariablesError, KernelFamily
 from ..kernels.spec import KernelSpec
 
 VARIABLES = ("S", "W", "BM", "BN", "BK", "a", "b", "c", "GN", "GK", "SWAP", "DPE", "G", "DV", "E")
+# the variables but the arch's epilogue scratch, E (the last: AnalyticModel.tile_values)
+_TILE_VARIABLES = VARIABLES[:-1]
+PER_ARCH = object()  # see AnalyticModel.tile_values
 
 class ModelError(ValueError):
     """A model file is missing, malformed, or has no form for what was asked."""
@@ -76,6 +79,18 @@ class Estimate:
     def usable(self) -> bool:
         """Whether a verdict may rest on this estimate: exact, calibrated, or with a known error bound."""
         return self.status != "uncalibrated" or self.max_error is not None
+
+    def surely_fits(self, limit: int) -> bool:
+        """``usable and certainly_fits(limit) and not certainly_over(limit)`` in one call (the lint
+        engine's screen asks it of tens of thousands of estimates): the same margins as those."""
+        if self.status in ("exact", "calibrated"):
+            return self.shared_bytes <= limit
+        error = self.max_error
+        if error is None:
+            if self.status == "uncalibrated":
+                return False
+            error = 0
+        return self.shared_bytes + error <= limit and not self.shared_bytes - error > limit
 
 
 class AnalyticModel:
@@ -178,6 +193,22 @@ class AnalyticModel:
                                                             arch)
         except (FormVariablesError, registry.UnknownKernel) as exc:
             raise ModelError(f"{exc} in {self.source}") from None
+
+
+    def tile_values(self, spec: KernelSpec):
+        """``(values, epilogue question)``: :meth:`variables` of ``spec`` in the order of
+        :data:`VARIABLES`, read once for every arch: all of them when the question is None, else
+        all but the last, ``E``, which is ``epilogue.lookup(arch, family, *question)`` on an arch
+        (:meth:`KernelFamily.tile_variables`); :data:`PER_ARCH` for a family whose variables are
+        only asked per arch (it overrides ``form_variables``)."""
+        fam = registry.find(spec.kernel)
+        if fam is not None and type(fam).form_variables is not KernelFamily.form_variables:
+            return PER_ARCH
+        try:
+            values, question = registry.get(spec.kernel).tile_variables(spec, self.operand_bytes)
+        except (FormVariablesError, registry.UnknownKernel) as exc:
+            raise ModelError(f"{exc} in {self.source}") from None
+        return tuple([values[v] for v in (VARIABLES if question is None else _TILE_VARIABLES)]), question
 
 
 class EpilogueTables:

@@ -15,7 +15,7 @@ Nothing here imports triton or torch.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Mapping, NamedTuple
@@ -25,6 +25,7 @@ from ..formula import compile_formula
 from ..kernels import registry
 from ..kernels.spec import KernelSpec
 from ..model import build_frozen
+from .analytic import PER_ARCH
 
 _DIR_PREFIXES = ("vllm-", "sglang-")
 
@@ -465,12 +466,12 @@ class EngineModel:
         self._forms_found: dict[tuple, tuple | None] = {}
         self._bases: dict[str, object] = {}
         self._points: dict[KernelSpec, tuple | None] = {}
-        self._point_keys: dict[KernelSpec, tuple | None] = {}  # ref -> its key in KernelForms.compiled_on
         self._moves: dict[tuple, tuple[str | None, str]] = {}  # see runnable()
         self._failure_forms: dict[tuple, KernelForms | None] = {}  # see compile_failure()
         self._answer_bases: dict[tuple, tuple] = {}  # see _plan_step()
         self._plans: dict[tuple, _AnswerPlan] = {}  # see _plan()
-        self._dtypes: dict[KernelSpec, tuple] = {}  # ref -> the form dtypes its family tries
+        self._plan_ids: dict[tuple, int] = {}  # see _plan_id()
+        self._facts: dict[int, _SpecFacts] = {}  # KernelSpec.smem_id -> see _spec_facts()
 
     def forms_for(self, spec: KernelSpec) -> tuple[KernelForms | None, str | None]:
         """The first file of :meth:`forms_chain` (the release's own when it has one)."""
@@ -508,41 +509,54 @@ class EngineModel:
         is answered by the next release of :meth:`forms_chain`, not proven, with the probe's
         figures of the difference. Memoised per :attr:`KernelSpec.smem_key` (specs that differ
         only in the launch-order group get one answer)."""
-        key = (spec.smem_id, arch, forms_only)
+        sid = spec.smem_id
+        key = (sid, arch, forms_only)
         out = self._answers.get(key, _MISSING)
         if out is not _MISSING:
             return out
-        ref = spec.reference
-        dtypes = self._dtypes.get(ref)
-        if dtypes is None:
-            dtypes = self._dtypes[ref] = registry.get(spec.kernel).form_dtypes(ref)
-        out = self._answers[key] = self._planned(self._plan(spec, arch, forms_only, dtypes), ref, arch)
+        facts = self._facts.get(sid)
+        if facts is None:
+            facts = self._facts[sid] = self._spec_facts(spec)
+        plan = self._plans.get((facts.plan_id, arch, forms_only))
+        if plan is None:
+            plan = self._plan(spec, arch, forms_only, facts.dtypes, facts.plan_id)
+        out = self._answers[key] = self._planned(plan, facts, arch)
         return out
 
-    def _plan(self, spec: KernelSpec, arch: str, forms_only: bool, dtypes: tuple) -> "_AnswerPlan":
+    def _spec_facts(self, spec: KernelSpec) -> "_SpecFacts":
+        """What answers ``spec`` on every arch alike (see :class:`_SpecFacts`)."""
+        ref = spec.reference
+        dtypes = registry.get(spec.kernel).form_dtypes(ref)
+        return _SpecFacts(ref, dtypes, self._plan_id(spec, dtypes), [_MISSING], {})
+
+    def _plan_id(self, spec: KernelSpec, dtypes: tuple) -> int:
+        """The number of (kernel, engine, release, dtype path): what a plan depends on besides the
+        arch (interned once per spec, so that a plan's look-up hashes three small values)."""
+        pkey = (spec.kernel, spec.engine, spec.triton, dtypes)
+        return self._plan_ids.setdefault(pkey, len(self._plan_ids))
+
+    def _plan(self, spec: KernelSpec, arch: str, forms_only: bool, dtypes: tuple, plan_id: int) -> "_AnswerPlan":
         """What answers ``spec`` on ``arch`` besides its tile: the releases tried in turn (each
         with its note, base model, arch family, form and texts, found when a tile first reaches
         it) and the notes of a release move. It depends on the kernel, engine, release, arch and
-        dtype path only, so the tens of thousands of answers of a check share a few hundred
-        plans; :meth:`_planned` evaluates one for a tile."""
-        pkey = (spec.kernel, spec.engine, spec.triton, arch, forms_only, dtypes)
+        dtype path only (``plan_id``: :meth:`_plan_id`), so the tens of thousands of answers of a
+        check share a few hundred plans; :meth:`_planned` evaluates one for a tile."""
+        pkey = (plan_id, arch, forms_only)
         plan = self._plans.get(pkey)
         if plan is None:
             judged, moved = self.runnable(spec, arch)
             if moved:
-                inner = self._plan(judged, arch, forms_only, dtypes)
-                plan = _AnswerPlan(inner.spec, arch, forms_only, dtypes, inner.chain, inner.steps,
-                                   inner.moves + (moved,))
+                inner = self._plan(judged, arch, forms_only, dtypes, self._plan_id(judged, dtypes))
+                # steps of its own: its answers' details end with the moves' notes
+                plan = _AnswerPlan(inner.spec, arch, forms_only, dtypes, inner.chain, [], inner.moves + (moved,))
             else:
                 plan = _AnswerPlan(spec, arch, forms_only, dtypes, self.forms_chain(spec), [], ())
             self._plans[pkey] = plan
         return plan
 
-    def _plan_step(self, plan: "_AnswerPlan", i: int) -> list | None:
-        """Step ``i`` of ``plan`` (the chain's ``i``-th release): ``[forms, note, base, family,
-        differed, compiled detail (built when first needed), found form (found when first
-        needed), the calibration's compiles on the arch (read when first needed)]``, or None when
-        the base model has no family for the arch (nothing answers there)."""
+    def _plan_step(self, plan: "_AnswerPlan", i: int) -> "_PlanStep | None":
+        """Step ``i`` of ``plan`` (the chain's ``i``-th release), or None when the base model has no
+        family for the arch (nothing answers there)."""
         spec, arch = plan.spec, plan.arch
         forms, note = plan.chain[i]
         own, own_note = plan.chain[0]
@@ -562,53 +576,58 @@ class EngineModel:
         base, family, _fam = found_base
         if family is None:
             return None
-        return [forms, note, base, family, differed, None, _MISSING, None]
+        return _PlanStep(forms, note, base, family, differed, points_first=note is None and not plan.forms_only)
 
-    def _planned(self, plan: "_AnswerPlan", ref: KernelSpec, arch: str) -> Answer | None:
-        """``plan``'s answer for the tile of the reference spec ``ref`` (see :meth:`_plan`)."""
+    def _planned(self, plan: "_AnswerPlan", facts: "_SpecFacts", arch: str) -> Answer | None:
+        """``plan``'s answer for the tile of the spec whose facts are ``facts`` (see :meth:`_plan`)."""
         steps = plan.steps
-        got = None
         for i in range(len(plan.chain)):
             if i == len(steps):
                 steps.append(self._plan_step(plan, i))
             step = steps[i]
             if step is None:
                 continue
-            forms, note = step[0], step[1]
-            if note is None and not plan.forms_only:
-                try:
-                    pkey = self._point_keys[ref]
-                except KeyError:
-                    pt = self._point(ref)
-                    pkey = self._point_keys[ref] = None if pt is None else (pt[0], (*pt[1], pt[2], pt[3]))
-                if pkey is None:
-                    shared = None
-                else:
-                    compiled = step[7]
+            forms = step.forms
+            if step.points_first:
+                pkey = facts.point_key[0]
+                if pkey is _MISSING:
+                    pt = self._point(facts.ref)
+                    pkey = facts.point_key[0] = None if pt is None else (pt[0], (*pt[1], pt[2], pt[3]))
+                if pkey is not None:
+                    compiled = step.compiled
                     if compiled is None:  # the calibration's compiles on the arch (KernelForms.compiled)
-                        compiled = step[7] = forms.compiled_on(arch)
+                        compiled = step.compiled = forms.compiled_on(arch)
                     shared = compiled.get(pkey)
-                if shared:
-                    detail = step[5]
-                    if detail is None:
-                        detail = step[5] = (f"{plan.spec.engine} {forms.engine_version} {forms.function}: compiled "
-                                            f"for {arch} by the calibration (Triton {forms.triton})")
-                    got = Answer(shared, True, detail, None, compiled=True)
-                    break
-            found = step[6]
+                    if shared:
+                        detail = step.compiled_detail
+                        if detail is None:
+                            detail = step.compiled_detail = _with_moves(
+                                f"{plan.spec.engine} {forms.engine_version} {forms.function}: compiled for "
+                                f"{arch} by the calibration (Triton {forms.triton})", plan.moves)
+                        return build_frozen(Answer, {"shared_bytes": shared, "proven": True, "detail": detail,
+                                                     "max_error": None, "compiled": True})
+            found = step.found
             if found is _MISSING:
-                found = step[6] = self._found_form(forms, note, plan.spec, arch, step[3], plan.dtypes, step[4])
+                found = step.found = self._found_form(forms, step.note, plan.spec, arch, step.family, plan.dtypes,
+                                                      step.differed)
+                if found is not None and plan.moves:
+                    found = step.found = (found[0], found[1], _with_moves(found[2], plan.moves), found[3])
             if found is None:
                 continue
             fn, proven, detail, max_error = found
-            value = int(round(fn(**step[2].variables(ref, step[3], arch))))
-            got = build_frozen(Answer, {"shared_bytes": value, "proven": proven, "detail": detail,
-                                        "max_error": max_error, "compiled": False})
-            break
-        if got is not None:
-            for moved in plan.moves:
-                got = replace(got, detail=f"{got.detail}; {moved}" if got.detail else moved)
-        return got
+            base = step.base
+            tiles = facts.tiles.get(base)
+            if tiles is None:  # the tile's variables but the arch's epilogue scratch, once per base model
+                tiles = facts.tiles[base] = base.tile_values(facts.ref)
+            if tiles is PER_ARCH:
+                value = fn(**base.variables(facts.ref, step.family, arch))
+            else:
+                values, question = tiles
+                value = fn(*values) if question is None else fn(*values, base.epilogue.lookup(arch, step.family,
+                                                                                              *question))
+            return build_frozen(Answer, {"shared_bytes": int(round(value)), "proven": proven, "detail": detail,
+                                         "max_error": max_error, "compiled": False})
+        return None
 
     def _found_form(self, forms: KernelForms, note: str | None, spec: KernelSpec, arch: str, family: str,
                     dtypes: tuple, differed: KernelForms | None) -> tuple | None:
@@ -794,10 +813,50 @@ class EngineModel:
         return out
 
 
+def _with_moves(detail: str, moves: tuple[str, ...]) -> str:
+    """An answer's detail followed by the notes of the release moves that led to it."""
+    for moved in moves:
+        detail = f"{detail}; {moved}" if detail else moved
+    return detail
+
+
+class _SpecFacts(NamedTuple):
+    """What answers a spec (one :attr:`KernelSpec.smem_key`) on every arch alike: its reference
+    spec, the dtype paths its forms are tried on, the number of its plans' key (:meth:`EngineModel._plan_id`),
+    ``[its calibration point's key in KernelForms.compiled_on]`` (None: not a point; found when a
+    step first asks) and ``{base model: AnalyticModel.tile_values of the reference}``."""
+
+    ref: KernelSpec
+    dtypes: tuple
+    plan_id: int
+    point_key: list
+    tiles: dict
+
+
+class _PlanStep:
+    """One release of a plan's chain (:meth:`EngineModel._plan_step`): its forms and note, the base
+    model and arch family its forms read, the release asked for when its own file lacks the group
+    (``differed``), whether the calibration's compiles answer first (``points_first``: the
+    release's own forms, not the proof test's), and what is found when a tile first needs it: the
+    compiles on the arch, their answers' detail, and the form (:meth:`EngineModel._found_form`,
+    its detail with the plan's moves)."""
+
+    __slots__ = ("forms", "note", "base", "family", "differed", "points_first", "compiled", "compiled_detail",
+                 "found")
+
+    def __init__(self, forms: KernelForms, note: str | None, base, family: str, differed: KernelForms | None,
+                 points_first: bool):
+        self.forms, self.note, self.base, self.family, self.differed = forms, note, base, family, differed
+        self.points_first = points_first
+        self.compiled: Mapping | None = None
+        self.compiled_detail: str | None = None
+        self.found = _MISSING
+
+
 class _AnswerPlan(NamedTuple):
     """See :meth:`EngineModel._plan`: ``spec`` is the spec judged (after a release move), ``chain``
-    its :meth:`EngineModel.forms_chain`, ``steps`` the chain's steps found so far, ``moves`` the
-    notes of the release moves, innermost first."""
+    its :meth:`EngineModel.forms_chain`, ``steps`` the chain's :class:`_PlanStep` found so far,
+    ``moves`` the notes of the release moves, innermost first."""
 
     spec: KernelSpec
     arch: str

@@ -75,8 +75,8 @@ class Family(KernelFamily):
         kv = triton_type(spec.kv_dtype or spec.dtype)
         return ("fp8",) if kv.startswith("fp8") else (kv, "bf16")
 
-    def form_variables(self, spec: KernelSpec, operand_bytes: Mapping, epilogue, arch_family: str | None,
-                       arch: str | None) -> dict[str, float]:
+    def tile_variables(self, spec: KernelSpec, operand_bytes: Mapping) -> tuple[dict[str, float], None]:
+        """No arch's epilogue table: ``E`` is 0."""
         tile = spec.tile_dict
         kv = element_bytes(spec.kv_dtype or "bf16", 2)
         q = element_bytes(spec.dtype, 2)
@@ -85,7 +85,7 @@ class Family(KernelFamily):
         return dict(S=spec.num_stages, W=spec.num_warps, BM=tile.get("BLOCK_H", 16),
                     BN=tile.get("BLOCK_N", 32), BK=tile.get("BLOCK_DMODEL", blocks["BLOCK_DMODEL"]), a=q,
                     b=kv, c=4, GN=0, GK=0, SWAP=0, DPE=tile.get("BLOCK_DPE", blocks["BLOCK_DPE"]), G=0,
-                    DV=tile.get("BLOCK_DV", blocks["BLOCK_DV"]), E=0)
+                    DV=tile.get("BLOCK_DV", blocks["BLOCK_DV"]), E=0), None
 
     # -- the calibration ------------------------------------------------------------------------
     def calibration_points(self) -> list[tuple[tuple[int, ...], int, int]]:
