@@ -133,8 +133,9 @@ class Engine:
         # (entry id, class id) -> (its findings, whether no rule that judged it read the launch-order
         # group); also (group-free id, class id) -> the same, where none did (see _merged_findings)
         self._target_memo: dict[tuple, tuple] = {}
-        # (entry id, group-free id or kernel: see _merged_findings; rule code, Rule.device_facts, unrunnable) -> findings
+        # (entry id, group-free id or kernel: see _merged_findings; rule key id) -> findings
         self._rule_memo: dict[tuple, tuple] = {}
+        self._rule_keys: dict[tuple, int] = {}  # (rule code, Rule.device_facts, unrunnable) -> rule key id
         self.rule_checks_asked = 0  # rule memo look-ups (rules with device facts) ...
         self.rule_checks_memoised = 0  # ... and the checks they ran
         self._variant_memo: dict[tuple, tuple] = {}  # (entry id, whether it may swap A and B there, vendor) -> variants
@@ -376,7 +377,7 @@ class Engine:
         # screens shared by its group-free id, gets the findings of every entry that differs from it
         # only in the group (Rule.reads_launch_group): looked up before the classes are walked
         gid = gkey = None
-        # what a rule's memoised findings are keyed by besides its device facts (see _class_plan):
+        # what a rule's memoised findings are keyed by besides its rule key (see _class_plan, _rule_key):
         # the entry, its group-free id (Rule.reads_launch_group), the table's kernel (Rule.reads_entry)
         memo_ids = (eid, eid, kernel)
         if group is not None:
@@ -444,11 +445,11 @@ class Engine:
                 if fits:
                     rules = unless_fit  # the rules silent where the variants fit: skipped
                 class_blind = not own and (blind_fit if fits else blind_all)
-                for rule, facts, scope in rules:
-                    if facts is not None:
+                for rule, rule_key, scope in rules:
+                    if rule_key is not None:
                         # a rule that reads less of the device than its class: once per (entry, those
                         # facts, whether the class is of extra targets that cannot run the kernel)
-                        rkey = (memo_ids[scope], rule.code, facts, unrunnable)
+                        rkey = (memo_ids[scope], rule_key)
                         asked += 1
                         shared = rule_memo.get(rkey)
                         if shared is not None:
@@ -459,7 +460,7 @@ class Engine:
                             tctx_entry = EntryContext(fctx, key, entry)
                         tctx = TargetContext(tctx_entry, dev, devices, () if variants is None else variants, est,
                                              extra_unrunnable=unrunnable)
-                    if facts is None:
+                    if rule_key is None:
                         for f in rule.check(tctx):
                             found.append((rule, f, finding_ids.setdefault(_finding_key(rule, f), len(finding_ids))))
                         continue
@@ -522,9 +523,10 @@ class Engine:
 
     def _class_plan(self, family: str, target_rules: list, targets_id: int, classes, class_ids, flags) -> tuple:
         """Per device class of a file's class list: ``(index, class id, first device, devices,
-        whether they are extra targets that cannot run the kernel, (rule, Rule.device_facts) of the
+        whether they are extra targets that cannot run the kernel, (rule, the id of its code,
+        Rule.device_facts and whether the class is unrunnable, None where it has no facts) of the
         target rules (those of the config family ``family``) that judge it, with what the rule memo
-        keys each one's findings by besides the facts (0: the entry; 1: its group-free id, for a rule
+        keys each one's findings by besides that id (0: the entry; 1: its group-free id, for a rule
         that reads nothing of the group, ``Rule.reads_launch_group``; 2: the table's kernel, for a
         rule that reads nothing of the entry, ``Rule.reads_entry``), what its variants are
         memoised by besides the entry, the same rules less those silent where the variants fit
@@ -545,8 +547,8 @@ class Engine:
                 unrunnable = bool(flags[i]) if flags else False
                 rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
                 # what the rule memo keys a rule's findings by: 0 the entry, 1 its group-free id, 2 the kernel
-                judged = tuple((r, r.device_facts(dev), 2 if not r.reads_entry else 0 if r.reads_launch_group else 1)
-                               for r in rules)
+                judged = tuple((r, self._rule_key(r, dev, unrunnable),
+                                2 if not r.reads_entry else 0 if r.reads_launch_group else 1) for r in rules)
                 unless_fit = None
                 if dev.smem_per_block_optin is not None and any(r.silent_when_variants_fit for r in rules):
                     unless_fit = tuple(j for j in judged if not j[0].silent_when_variants_fit)
@@ -559,6 +561,15 @@ class Engine:
             group = table.group_name if table is not None else None
             hit = self._class_plans[key] = (tuple(plan), group, group is not None and any(p[9] or p[10] for p in plan))
         return hit
+
+    def _rule_key(self, rule: Rule, dev, unrunnable: bool) -> int | None:
+        """What the rule memo keys ``rule``'s findings on the class of ``dev`` by besides the entry:
+        an id of (its code, its device facts, whether the class is of extra targets that cannot run
+        the kernel); None where its findings depend on the whole class (no facts)."""
+        facts = rule.device_facts(dev)
+        if facts is None:
+            return None
+        return self._rule_keys.setdefault((rule.code, facts, unrunnable), len(self._rule_keys))
 
     def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:
         """The devices of the classes ``members`` (indices into ``classes``) as a merged finding
