@@ -24,6 +24,7 @@ from .serving.naming import device_for_file_name
 from .dtypes import missing_fp8_type
 from tilefit.device_db.names import arch_order
 from .tables import ConfigTable, batch_size_of
+from .entrytext import entry_texts
 from . import kernels
 from .parameters import in_domain
 from .variants import dtype_path, kernel_variants
@@ -122,8 +123,9 @@ class Engine:
         # (entry id, class id) -> (its findings, whether no rule that judged it read the launch-order
         # group); also (group-free id, class id) -> the same, where none did (see _merged_findings)
         self._target_memo: dict[tuple, tuple] = {}
-        # (entry id, group-free id or kernel: see _merged_findings; rule code, Rule.device_facts, unrunnable) -> findings
+        # (entry id, group-free id or kernel: see _merged_findings; rule key id) -> findings
         self._rule_memo: dict[tuple, tuple] = {}
+        self._rule_keys: dict[tuple, int] = {}  # (rule code, Rule.device_facts, unrunnable) -> rule key id
         self.rule_checks_asked = 0  # rule memo look-ups (rules with device facts) ...
         self.rule_checks_memoised = 0  # ... and the checks they ran
         self._variant_memo: dict[tuple, tuple] = {}  # (entry id, whether it may swap A and B there, vendor) -> variants
@@ -132,10 +134,12 @@ class Engine:
         self._group_free: dict[int, int] = {}  # entry id -> its group-free id (see _group_free_id)
         self._group_free_ids: dict[tuple, int] = {}
         self._named_memo: dict[tuple, object] = {}
-        self._intern: dict[tuple, int] = {}
+        self._intern: dict[tuple, int] = {}  # (kernel, _freeze(entry)) -> entry id
+        self._text_ids: dict[tuple, dict[str, int]] = {}  # kernel -> entry text -> entry id (see _entry_ids)
+        self._finding_ids: dict[tuple, int] = {}  # _finding_key -> an id (what merged findings are keyed by)
         self._class_ids: dict[tuple, int] = {}
         self._file_targets_memo: dict[tuple, tuple] = {}
-        self._merged_memo: dict[tuple, tuple[MergedFinding, ...]] = {}
+        self._merged_memo: dict[int, dict[int, tuple[MergedFinding, ...]]] = {}  # class list id -> entry id -> ...
         # (group-free entry id, whether the entry sets the group, class list id) -> merged findings
         # that no rule's reading of the group decided; see _merged_findings
         self._group_merged: dict[tuple, tuple[MergedFinding, ...]] = {}
@@ -329,52 +333,69 @@ class Engine:
             self._file_targets_memo[key] = hit
         return hit
 
-    def _merged_findings(self, table: ConfigTable, fctx: FileContext, key: str, entry, eid: int, ectx,
-                         target_rules, targets_id: int, classes, class_ids, flags=None,
-                         order=None) -> tuple[MergedFinding, ...]:
-        """The target findings of an entry over the file's device classes, classes with equal
-        findings merged, messages filled in; memoised per (distinct entry, class list) in
-        ``_merged_memo``, which the caller looks in first (most entries repeat one seen before)."""
-        mkey = (eid, targets_id)
-        meta = table.meta
-        # an entry judged only by rules that read nothing of its launch-order group, on variants
-        # screens shared by its group-free id, gets the findings of every entry that differs from it
-        # only in the group (Rule.reads_launch_group): looked up before the classes are walked
+    def _table_walk(self, meta, target_rules, targets_id: int, classes, class_ids, flags, order) -> tuple:
+        """What :meth:`_merged_findings` reads of a table, found once per table, not per entry: the
+        table's meta, its class plan (see :meth:`_class_plan`), the family's launch-order group,
+        whether entries may share merged findings with their group copies, whether the table's
+        variants may swap A and B, whether the variants are screened (``variants_fit``), the class
+        list's id, the classes, each device's place in the file's order, and the table's kernel (what
+        the rule memo keys a rule that reads nothing of the entry by)."""
         plan, group, share = self._class_plan(meta.family, target_rules, targets_id, classes, class_ids, flags)
-        gid = gkey = None
-        # what a rule's memoised findings are keyed by besides its device facts (see _class_plan):
-        # the entry, its group-free id (Rule.reads_launch_group), the table's kernel (Rule.reads_entry)
-        memo_ids = [eid, eid, None]
-        if group is not None:
-            gid = self._group_free_id(meta, entry, eid)
-            memo_ids[1] = ("group-free", gid, group in entry)
-            if share:
-                gkey = (gid, group in entry, targets_id)
-                hit = self._group_merged.get(gkey)
-                if hit is not None:
-                    self.group_merged_hits += 1
-                    self._merged_memo[mkey] = hit
-                    return hit
-        blind = gkey is not None  # stays so while every class is judged blind to the group
         # the variants of a table that never swaps A and B are the same on every arch of a vendor: the
         # extra targets share those of the device the file names (memoised per engine and dtype)
         swap_key = (meta.engine, meta.dtype)
         swappable = self._swappable.get(swap_key)
         if swappable is None:
             swappable = self._swappable[swap_key] = swap_can_apply(meta.engine, dtype_path(meta))
-        merged: dict[tuple, list] = {}
-        tctx_entry = ectx
         est = self.estimator
         # the variants looked at once only where that asks nothing a rule would not (an estimate that
         # raises is asked again by the rules): a deferring or analytic estimator never compiles
         screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
             and not getattr(est, "engine_kernels", None)
+        kernel = ("kernel", meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+                  meta.triton_folder)
+        return meta, plan, group, share, swappable, screen, targets_id, classes, order, kernel
+
+    def _merged_findings(self, fctx: FileContext, key: str, entry, eid: int, ectx, walk: tuple,
+                         merged_of: dict) -> tuple[MergedFinding, ...]:
+        """The target findings of an entry over the file's device classes (``walk``: see
+        :meth:`_table_walk`), classes with equal findings merged, messages filled in; memoised per
+        (distinct entry, class list) in ``merged_of`` (the class list's part of ``_merged_memo``),
+        which the caller looks in first (most entries repeat one seen before)."""
+        meta, plan, group, share, swappable, screen, targets_id, classes, order, kernel = walk
+        # an entry judged only by rules that read nothing of its launch-order group, on variants
+        # screens shared by its group-free id, gets the findings of every entry that differs from it
+        # only in the group (Rule.reads_launch_group): looked up before the classes are walked
+        gid = gkey = None
+        # what a rule's memoised findings are keyed by besides its rule key (see _class_plan, _rule_key):
+        # the entry, its group-free id (Rule.reads_launch_group), the table's kernel (Rule.reads_entry)
+        memo_ids = (eid, eid, kernel)
+        if group is not None:
+            gid = self._group_free_id(meta, entry, eid)
+            has_group = group in entry
+            memo_ids = (eid, ("group-free", gid, has_group), kernel)
+            if share:
+                gkey = (gid, has_group, targets_id)
+                hit = self._group_merged.get(gkey)
+                if hit is not None:
+                    self.group_merged_hits += 1
+                    merged_of[eid] = hit
+                    return hit
+        group_free_key = memo_ids[1]
+        blind = gkey is not None  # stays so while every class is judged blind to the group
+        merged: dict[int, list] = {}  # finding id (see _finding_id) -> [rule, finding, class indices]
+        tctx_entry = ectx
+        est = self.estimator
+        target_memo = self._target_memo
+        rule_memo = self._rule_memo
+        finding_ids = self._finding_ids
+        asked = 0
         for i, ck, dev, devices, unrunnable, rules, vkind, unless_fit, lean, blind_all, blind_fit, estimated in plan:
             tkey = (eid, ck)
-            found = self._target_memo.get(tkey)
+            found = target_memo.get(tkey)
             if found is None and gkey is not None:
                 # a group copy's findings on this class, where no rule that judged it read the group
-                found = self._target_memo.get((memo_ids[1], ck))
+                found = target_memo.get((group_free_key, ck))
             if found is not None:
                 found, class_blind = found
             else:
@@ -414,18 +435,13 @@ class Engine:
                 if fits:
                     rules = unless_fit  # the rules silent where the variants fit: skipped
                 class_blind = not own and (blind_fit if fits else blind_all)
-                for rule, facts, scope in rules:
-                    if facts is not None:
+                for rule, rule_key, scope in rules:
+                    if rule_key is not None:
                         # a rule that reads less of the device than its class: once per (entry, those
                         # facts, whether the class is of extra targets that cannot run the kernel)
-                        entry_id = memo_ids[scope]
-                        if entry_id is None:
-                            entry_id = memo_ids[2] = ("kernel", meta.family, meta.dtype, meta.block_shape,
-                                                      meta.per_channel_quant, meta.engine, meta.down,
-                                                      meta.triton_folder)
-                        rkey = (entry_id, rule.code, facts, unrunnable)
-                        self.rule_checks_asked += 1
-                        shared = self._rule_memo.get(rkey)
+                        rkey = (memo_ids[scope], rule_key)
+                        asked += 1
+                        shared = rule_memo.get(rkey)
                         if shared is not None:
                             found.extend(shared)
                             continue
@@ -434,12 +450,14 @@ class Engine:
                             tctx_entry = EntryContext(fctx, key, entry)
                         tctx = TargetContext(tctx_entry, dev, devices, () if variants is None else variants, est,
                                              extra_unrunnable=unrunnable)
-                    if facts is None:
+                    if rule_key is None:
                         for f in rule.check(tctx):
-                            found.append((rule, f, _finding_key(rule, f)))
+                            found.append((rule, f, finding_ids.setdefault(_finding_key(rule, f), len(finding_ids))))
                         continue
                     self.rule_checks_memoised += 1
-                    shared = self._rule_memo[rkey] = tuple((rule, f, _finding_key(rule, f)) for f in rule.check(tctx))
+                    shared = rule_memo[rkey] = tuple((rule, f, finding_ids.setdefault(_finding_key(rule, f),
+                                                                                       len(finding_ids)))
+                                                     for f in rule.check(tctx))
                     found.extend(shared)
                 found = tuple(found)
                 if class_blind and not fits and estimated and not (screen and unless_fit is not None):
@@ -448,23 +466,24 @@ class Engine:
                         if not est.group_free(v.spec, dev.arch):
                             class_blind = False
                             break
-                self._target_memo[tkey] = (found, class_blind)
+                target_memo[tkey] = (found, class_blind)
                 if class_blind and gkey is not None:
-                    self._target_memo[(memo_ids[1], ck)] = (found, True)
+                    target_memo[(group_free_key, ck)] = (found, True)
             blind = blind and class_blind
-            for rule, finding, fkey in found:
-                slot = merged.get(fkey)
+            for rule, finding, fid in found:
+                slot = merged.get(fid)
                 if slot is None:
-                    merged[fkey] = [rule, finding, [i]]
+                    merged[fid] = [rule, finding, [i]]
                 else:
                     slot[2].append(i)
+        self.rule_checks_asked += asked
         out = []
         for rule, finding, members in merged.values():
             keys, archs, targets_text, archs_text = self._device_set(targets_id, classes, tuple(members), order)
             message = finding.message.replace(TARGETS, targets_text).replace(ARCH, archs_text)
             once = (rule.code, finding.identity, keys) if getattr(rule, "once_per_file", False) else None
             out.append(MergedFinding(rule, finding, keys, archs, message, once))
-        hit = self._merged_memo[mkey] = tuple(out)
+        hit = merged_of[eid] = tuple(out)
         if blind:
             self._group_merged[gkey] = hit
         return hit
@@ -494,9 +513,10 @@ class Engine:
 
     def _class_plan(self, family: str, target_rules: list, targets_id: int, classes, class_ids, flags) -> tuple:
         """Per device class of a file's class list: ``(index, class id, first device, devices,
-        whether they are extra targets that cannot run the kernel, (rule, Rule.device_facts) of the
+        whether they are extra targets that cannot run the kernel, (rule, the id of its code,
+        Rule.device_facts and whether the class is unrunnable, None where it has no facts) of the
         target rules (those of the config family ``family``) that judge it, with what the rule memo
-        keys each one's findings by besides the facts (0: the entry; 1: its group-free id, for a rule
+        keys each one's findings by besides that id (0: the entry; 1: its group-free id, for a rule
         that reads nothing of the group, ``Rule.reads_launch_group``; 2: the table's kernel, for a
         rule that reads nothing of the entry, ``Rule.reads_entry``), what its variants are
         memoised by besides the entry, the same rules less those silent where the variants fit
@@ -517,8 +537,8 @@ class Engine:
                 unrunnable = bool(flags[i]) if flags else False
                 rules = [r for r in target_rules if r.judges_unrunnable_targets] if unrunnable else target_rules
                 # what the rule memo keys a rule's findings by: 0 the entry, 1 its group-free id, 2 the kernel
-                judged = tuple((r, r.device_facts(dev), 2 if not r.reads_entry else 0 if r.reads_launch_group else 1)
-                               for r in rules)
+                judged = tuple((r, self._rule_key(r, dev, unrunnable),
+                                2 if not r.reads_entry else 0 if r.reads_launch_group else 1) for r in rules)
                 unless_fit = None
                 if dev.smem_per_block_optin is not None and any(r.silent_when_variants_fit for r in rules):
                     unless_fit = tuple(j for j in judged if not j[0].silent_when_variants_fit)
@@ -531,6 +551,15 @@ class Engine:
             group = table.group_name if table is not None else None
             hit = self._class_plans[key] = (tuple(plan), group, group is not None and any(p[9] or p[10] for p in plan))
         return hit
+
+    def _rule_key(self, rule: Rule, dev, unrunnable: bool) -> int | None:
+        """What the rule memo keys ``rule``'s findings on the class of ``dev`` by besides the entry:
+        an id of (its code, its device facts, whether the class is of extra targets that cannot run
+        the kernel); None where its findings depend on the whole class (no facts)."""
+        facts = rule.device_facts(dev)
+        if facts is None:
+            return None
+        return self._rule_keys.setdefault((rule.code, facts, unrunnable), len(self._rule_keys))
 
     def _device_set(self, targets_id: int, classes, members: tuple, order) -> tuple:
         """The devices of the classes ``members`` (indices into ``classes``) as a merged finding
@@ -549,6 +578,28 @@ class Engine:
                                              "/".join(archs))
         return hit
 
+    def _entry_ids(self, kernel_key: tuple, entries: list, texts: list | None) -> list[int]:
+        """The id of each of ``entries`` (``(key, entry)`` pairs of a table of the kernel
+        ``kernel_key``): one per distinct (kernel, entry values). With the entries' texts
+        (:func:`tilefit.entrytext.entry_texts`), an entry whose text was seen before (for this
+        kernel) is known by it, without its ``repr``: equal texts parse to equal values."""
+        intern = self._intern
+        if texts is None:
+            return [intern.setdefault((kernel_key, _freeze(entry)), len(intern)) for _key, entry in entries]
+        by_text = self._text_ids.get(kernel_key)
+        if by_text is None:
+            by_text = self._text_ids[kernel_key] = {}
+        ids = list(map(by_text.get, texts))
+        if None in ids:
+            for i, eid in enumerate(ids):
+                if eid is None:
+                    text = texts[i]
+                    eid = by_text.get(text)  # a text that repeats within the table
+                    if eid is None:
+                        eid = by_text[text] = intern.setdefault((kernel_key, _freeze(entries[i][1])), len(intern))
+                    ids[i] = eid
+        return ids
+
     def _check_entries(self, table: ConfigTable, fctx: FileContext, emit, entries=None) -> None:
         """Run the entry and target rules on ``entries`` (``(key, entry)`` pairs; default: the
         table's live entries), handing each finding to ``emit``."""
@@ -557,34 +608,38 @@ class Engine:
                       meta.triton_folder)
         entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
         target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
+        walk = merged_of = None
         if target_rules:
             targets_id, classes, class_ids, flags, order = self._file_targets(meta, fctx.named_device)
-        else:
-            targets_id, classes, class_ids, flags, order = None, [], [], [], {}
+            if classes:
+                walk = self._table_walk(meta, target_rules, targets_id, classes, class_ids, flags, order)
+                merged_of = self._merged_memo.get(targets_id)
+                if merged_of is None:
+                    merged_of = self._merged_memo[targets_id] = {}
+        texts = None
+        if entries is None:
+            entries = table.live_entries()
+            texts = entry_texts(table.doc, entries)
+        self.stats.entries += len(entries)
         once_seen: set[tuple] = set()
-        intern = self._intern
-        merged_memo = self._merged_memo
-        for key, entry in (table.live_entries() if entries is None else entries):
-            self.stats.entries += 1
-            eid = intern.setdefault((kernel_key, _freeze(entry)), len(intern))
-            base = (key,)
+        entry_memo = self._entry_memo
+        for (key, entry), eid in zip(entries, self._entry_ids(kernel_key, entries, texts)):
             ectx = None
             if entry_rules:
-                found = self._entry_memo.get(eid)
+                found = entry_memo.get(eid)
                 if found is None:
                     ectx = EntryContext(fctx, key, entry)
-                    found = tuple((rule, f) for rule in entry_rules for f in rule.check(ectx))
-                    self._entry_memo[eid] = found
+                    found = entry_memo[eid] = tuple((rule, f) for rule in entry_rules for f in rule.check(ectx))
                 for rule, finding in found:
-                    emit(rule, finding, base, entry=entry, eid=eid)
-            if not classes or not isinstance(entry, dict):
+                    emit(rule, finding, (key,), entry=entry, eid=eid)
+            if walk is None or not isinstance(entry, dict):
                 continue
-            merged = merged_memo.get((eid, targets_id))
+            merged = merged_of.get(eid)
             if merged is None:
-                merged = self._merged_findings(table, fctx, key, entry, eid, ectx, target_rules, targets_id, classes,
-                                               class_ids, flags, order)
+                merged = self._merged_findings(fctx, key, entry, eid, ectx, walk, merged_of)
             if not merged:
                 continue
+            base = (key,)
             batch = batch_size_of(key)
             for m in merged:
                 if m.once is not None:
