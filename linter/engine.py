@@ -26,8 +26,7 @@ from tilefit.device_db.names import arch_order
 from .tables import ConfigTable, batch_size_of
 from .entrytext import entry_texts
 from . import kernels
-from .parameters import in_domain
-from .variants import dtype_path, kernel_variants
+from .variants import dtype_path, kernel_variants, table_kernel
 from tilefit.rules import RULES, Finding, Rule, Scope
 from tilefit.rules.base import ARCH, TARGETS, EntryContext, FileContext, TargetContext, format_targets
 
@@ -496,19 +495,16 @@ class Engine:
         (:attr:`tilefit.kernels.spec.KernelSpec.smem_key`). Memoised per entry id."""
         hit = self._group_free.get(eid)
         if hit is None:
-            family = kernels.table(meta.family)
-            group = family.group_name if family is not None else None
+            kernel_key, group, domain = table_kernel(meta)
             if group is not None and group in entry:
                 value = entry[group]
-                launched = type(value) is not int or in_domain(meta.family, {group: value})
+                launched = type(value) is not int or domain({group: value})
                 entry = dict(entry)  # a copy in C less the group: its repr, the key, lists the rest in order
                 del entry[group]
             else:
                 launched = True
-            fkey = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-                    meta.triton_folder, _freeze(entry), launched)
             ids = self._group_free_ids
-            hit = self._group_free[eid] = ids.setdefault(fkey, len(ids))
+            hit = self._group_free[eid] = ids.setdefault((kernel_key, _freeze(entry), launched), len(ids))
         return hit
 
     def _class_plan(self, family: str, target_rules: list, targets_id: int, classes, class_ids, flags) -> tuple:

@@ -9,7 +9,7 @@ kernel lacks raises at launch); ``backends`` lists Triton backends that accept a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from . import kernels
 
@@ -159,31 +159,80 @@ def in_domain(family: str, entry) -> bool:
     """Whether every integer launch parameter of ``entry`` is one tilefit estimates and compiles
     (``not domain_problems(family, entry)``, without building the messages: the fix planner asks
     this of every candidate it visits)."""
+    return domain_test(family)(entry)
+
+
+def domain_test(family: str) -> Callable[[Mapping], bool]:
+    """:func:`in_domain` of the config family ``family``, its parameters' rules read once: each
+    bounded integer's values as one container (:func:`_values`)."""
     known = family_parameters(family).get("parameters", {})
-    hit = _BOUNDS.get(family)
+    hit = _TESTS.get(family)
     if hit is None or hit[0] is not known:
-        hit = _BOUNDS[family] = (known, {key: (bool(spec.get("power_of_two")), spec.get("minimum"), spec.get("maximum"),
-                                               spec.get("checked_maximum")) for key, spec in known.items()
-                                              if spec is not None})
-    bounds = hit[1]
-    for key, value in entry.items():
-        b = bounds.get(key)
-        if b is None or type(value) is not int:
-            continue
-        pow2, lo, hi, checked = b
-        if pow2 and not is_power_of_two(value):
-            return False
-        if lo is not None and value < lo:
-            return False
-        if hi is not None and value > hi:
-            return False
-        if checked is not None and value > checked:
-            return False
-    return True
+        values = {key: _values(spec) for key, spec in known.items() if spec is not None}
+        hit = _TESTS[family] = (known, _values_test({k: v for k, v in values.items() if v is not None}))
+    return hit[1]
 
 
-# family -> (its parameters' rules, {name: (power of two, minimum, maximum, checked maximum)})
-_BOUNDS: dict[str, tuple] = {}
+def _values(spec: Mapping):
+    """The integers a parameter's rule lets tilefit estimate, as a container (None: any): the
+    powers of two up to its maximum, a ``range``, or :class:`_AtLeast` a minimum."""
+    lo, hi, checked = spec.get("minimum"), spec.get("maximum"), spec.get("checked_maximum")
+    highs = [h for h in (hi, checked) if h is not None]
+    top = min(highs) if highs else None
+    if spec.get("power_of_two"):
+        if top is None:
+            return _PowerOfTwo(lo)
+        return frozenset(1 << b for b in range(max(top, 0).bit_length()) if lo is None or 1 << b >= lo)
+    if top is not None:
+        return range(lo, top + 1) if lo is not None else _AtMost(top)
+    return _AtLeast(lo) if lo is not None else None
+
+
+class _AtLeast:
+    __slots__ = ("lo",)
+
+    def __init__(self, lo):
+        self.lo = lo
+
+    def __contains__(self, value: int) -> bool:
+        return value >= self.lo
+
+
+class _AtMost:
+    __slots__ = ("hi",)
+
+    def __init__(self, hi):
+        self.hi = hi
+
+    def __contains__(self, value: int) -> bool:
+        return value <= self.hi
+
+
+class _PowerOfTwo:
+    __slots__ = ("lo",)
+
+    def __init__(self, lo):
+        self.lo = lo
+
+    def __contains__(self, value: int) -> bool:
+        return is_power_of_two(value) and (self.lo is None or value >= self.lo)
+
+
+def _values_test(values: dict[str, object]) -> Callable[[Mapping], bool]:
+    get = values.get
+
+    def test(entry) -> bool:
+        for key, value in entry.items():
+            allowed = get(key)
+            if allowed is not None and type(value) is int and value not in allowed:
+                return False
+        return True
+
+    return test
+
+
+# family -> (its parameters' rules, domain_test's function of them)
+_TESTS: dict[str, tuple] = {}
 
 
 def _short(value: int) -> str:

@@ -292,7 +292,8 @@ class KernelFamily:
                           tuple(sorted(opts.items())))
 
     def validate(self, spec: "KernelSpec") -> None:
-        """Raise ``ValueError`` for a spec this family can never express (called by KernelSpec)."""
+        """Raise ``ValueError`` for a spec this family can never express (called by KernelSpec).
+        This one reads the dtype path only."""
         if self.dtype_kind == "path" and spec.dtype not in PATHS:
             raise ValueError(f"unknown dtype path {spec.dtype!r}; known: {', '.join(PATHS)}")
 
@@ -429,6 +430,19 @@ class KernelFamily:
         """The kernels one entry of this family's config table launches on ``arch`` (``tile`` holds
         the entry's valid tile values, warps/stages have Triton's defaults filled in)."""
         raise self._missing("table_variants")
+
+    def launch_key(self, meta, arch: str, engine: str | None):
+        """How the kernels of this family's table entries vary from entry to entry, for the tables
+        of ``meta``'s kernel key (family, dtype, block shape, per-channel quantisation, engine,
+        ``_down``, Triton folder) on ``arch`` with ``engine``: a function of an entry's tile (as
+        :meth:`table_variants` gets it) and the entry, giving ``(key, tile)``. The kernels of
+        two entries of one ``key`` differ only in their tiles, ``num_warps`` and ``num_stages``;
+        each kernel's tile is ``tile``'s values for the names it carries, and the family's
+        :meth:`validate` reads none of the three. :func:`tilefit.variants.kernel_variants` then
+        builds the variants of a key once (:meth:`table_variants`, :meth:`engine_variants`) and
+        fills in the numbers of every other entry of that key. None (the default): every entry
+        is built by those two methods."""
+        return None
 
     def engine_variants(self, variants: "Sequence[Variant]", entry: Mapping[str, Any], meta,
                         engine: str | None, arch: str) -> "tuple[Variant, ...]":

@@ -13,7 +13,7 @@ registered family, which validates it. This module imports neither triton nor to
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from ..dtypes import QUANT_MODES
 from ..model import build_frozen
@@ -218,3 +218,31 @@ class Variant:
 
     label: str
     spec: KernelSpec
+
+
+def variant_template(variant: Variant) -> tuple[str, dict, tuple[str, ...]]:
+    """``variant``'s label, its spec's fields (without what the spec memoised) and its tile's
+    names: what :func:`from_templates` fills in with another tile, ``num_warps`` and ``num_stages``."""
+    spec = variant.spec
+    fields_ = {k: v for k, v in spec.__dict__.items() if k not in _MEMO_ATTRS and k != "_reference"}
+    return variant.label, fields_, tuple(k for k, _ in spec.tile)
+
+
+def from_templates(templates: Sequence[tuple[str, dict, tuple[str, ...]]], tile: Mapping[str, int], num_warps: int,
+                   num_stages: int) -> tuple[Variant, ...]:
+    """The variants of :func:`variant_template`'s templates, each spec with ``tile``'s values
+    (integers) for its tile names, ``num_warps`` and ``num_stages``: the specs ``make_spec``
+    builds from the same fields, not validated again (``KernelFamily.validate`` reads none of
+    these three)."""
+    out = []
+    for label, fields_, names in templates:
+        spec = object.__new__(KernelSpec)
+        d = spec.__dict__
+        d.update(fields_)  # the fields in their order (a pickle's state is the same dict)
+        d["tile"] = tuple([(k, tile[k]) for k in names])
+        d["num_warps"] = num_warps
+        d["num_stages"] = num_stages
+        variant = object.__new__(Variant)
+        variant.__dict__.update(label=label, spec=spec)  # build_frozen's way: the frozen __init__ skipped
+        out.append(variant)
+    return tuple(out)

@@ -62,6 +62,10 @@ class Family(GemmFamily):
         return (Variant("", make_spec(self.name, path, tile, num_warps=num_warps, num_stages=num_stages,
                                       quant="block", block_shape=meta.block_shape)),)
 
+    def launch_key(self, meta, arch, engine):
+        """Nothing of an entry but its tile numbers, warps and stages changes its kernel."""
+        return _tile_only
+
     def validation_specs(self) -> list[KernelSpec]:
         k = self.name
         P = dict(M=256, N=4096, K=7168)
@@ -72,3 +76,7 @@ class Family(GemmFamily):
             make_spec(k, "int8_w8a8", _t(64, 128, 128, 32), num_warps=4, num_stages=3, block_shape=(128, 128),
                       problem=P),
         ]
+
+
+def _tile_only(tile, entry):
+    return None, tile

@@ -15,7 +15,7 @@ from tilefit.kernels.gemm import GemmFamily
 from tilefit.kernels.plan import (LaunchPlan, cdiv, const, dtype_arg, extra_of, int_, options, out_type, ptr,
                                   require)
 from tilefit.kernels.spec import KernelSpec, Variant, make_spec
-from tilefit.serving.launch import launch_block_k, swaps_ab
+from tilefit.serving.launch import launch_block_k, swap_ab_tile, swaps_ab
 
 # the group size an int4/int8 weight-only table is launched with when nothing says otherwise
 WNA16_DEFAULT_GROUP = 128
@@ -43,6 +43,14 @@ def moe_problem(spec: KernelSpec) -> dict[str, int]:
         "E": p.get("E", 8),
         "M": p.get("M", 256),
     }
+
+
+def _quant_block(meta) -> tuple[int, int] | None:
+    """The table's quantisation block (``block_shape``), None when it has none or a side is not positive."""
+    block = meta.block_shape
+    if block is not None and (block[0] <= 0 or block[1] <= 0):
+        return None
+    return block
 
 
 def _t(bm, bn, bk, g=1):
@@ -155,10 +163,8 @@ class Family(GemmFamily):
         path = path_of_file_dtype(meta.dtype)
         if path is None:
             return ()
+        block = _quant_block(meta)
         tile = dict(tile)
-        block = meta.block_shape
-        if block is not None and (block[0] <= 0 or block[1] <= 0):
-            block = None
         if block is not None:
             tile["BLOCK_SIZE_K"] = launch_block_k(engine, tile["BLOCK_SIZE_K"], block)
 
@@ -183,6 +189,26 @@ class Family(GemmFamily):
             return (plain(path, "per_channel", "per-channel int8 weights"),
                     grouped(path, f"group-quantised int8 weights (group {WNA16_DEFAULT_GROUP})"))
         return (plain(path, "none"),)
+
+    def launch_key(self, meta, arch, engine):
+        """The key: whether the tile is one the launch may swap (:func:`swap_ab_tile`, the half of
+        :func:`swaps_ab` that reads the tile) and whether SGLang's ``USE_TMA`` is on
+        (:meth:`engine_variants`); the tile: the entry's with BLOCK_SIZE_K as the engine launches it
+        (:func:`launch_block_k`) where the table is block-quantised, as :meth:`table_variants` has it."""
+        block = _quant_block(meta)
+        block_k: dict[int, int] = {}  # the entry's BLOCK_SIZE_K -> the launch's
+
+        def key(tile, entry):
+            if block is not None:
+                tile = dict(tile)
+                bk = tile["BLOCK_SIZE_K"]
+                launched = block_k.get(bk)
+                if launched is None:
+                    launched = block_k[bk] = launch_block_k(engine, bk, block)
+                tile["BLOCK_SIZE_K"] = launched
+            return (swap_ab_tile(tile["BLOCK_SIZE_M"], tile["BLOCK_SIZE_N"]), entry.get("USE_TMA") is True), tile
+
+        return key
 
     def engine_variants(self, variants, entry, meta, engine, arch):
         """SGLang reads ``USE_TMA`` from the entry: true sends B (up projection) or A and B (a
