@@ -122,7 +122,7 @@ class Engine:
         # (entry id, class id) -> (its findings, whether no rule that judged it read the launch-order
         # group); also (group-free id, class id) -> the same, where none did (see _merged_findings)
         self._target_memo: dict[tuple, tuple] = {}
-        # (entry id, group-free id or kernel: see _merged_findings; rule key id) -> findings
+        # (entry id, group-free id or kernel id: see _merged_findings; rule key id) -> findings
         self._rule_memo: dict[tuple, tuple] = {}
         self._rule_keys: dict[tuple, int] = {}  # (rule code, Rule.device_facts, unrunnable) -> rule key id
         self.rule_checks_asked = 0  # rule memo look-ups (rules with device facts) ...
@@ -134,6 +134,7 @@ class Engine:
         self._group_free_ids: dict[tuple, int] = {}
         self._named_memo: dict[tuple, object] = {}
         self._intern: dict[tuple, int] = {}  # (kernel, _freeze(entry)) -> entry id
+        self._kernel_ids: dict[tuple, int] = {}  # a table's kernel (see _table_walk) -> its id
         self._text_ids: dict[tuple, dict[str, int]] = {}  # kernel -> entry text -> entry id (see _entry_ids)
         self._finding_ids: dict[tuple, int] = {}  # _finding_key -> an id (what merged findings are keyed by)
         self._class_ids: dict[tuple, int] = {}
@@ -337,8 +338,8 @@ class Engine:
         table's meta, its class plan (see :meth:`_class_plan`), the family's launch-order group,
         whether entries may share merged findings with their group copies, whether the table's
         variants may swap A and B, whether the variants are screened (``variants_fit``), the class
-        list's id, the classes, each device's place in the file's order, and the table's kernel (what
-        the rule memo keys a rule that reads nothing of the entry by)."""
+        list's id, the classes, each device's place in the file's order, and the id of the table's
+        kernel (what the rule memo keys a rule that reads nothing of the entry by)."""
         plan, group, share = self._class_plan(meta.family, target_rules, targets_id, classes, class_ids, flags)
         # the variants of a table that never swaps A and B are the same on every arch of a vendor: the
         # extra targets share those of the device the file names (memoised per engine and dtype)
@@ -351,8 +352,9 @@ class Engine:
         # raises is asked again by the rules): a deferring or analytic estimator never compiles
         screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
             and not getattr(est, "engine_kernels", None)
-        kernel = ("kernel", meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-                  meta.triton_folder)
+        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+                      meta.triton_folder)
+        kernel = self._kernel_ids.setdefault(kernel_key, len(self._kernel_ids))
         return meta, plan, group, share, swappable, screen, targets_id, classes, order, kernel
 
     def _merged_findings(self, fctx: FileContext, key: str, entry, eid: int, ectx, walk: tuple,
@@ -367,7 +369,8 @@ class Engine:
         # only in the group (Rule.reads_launch_group): looked up before the classes are walked
         gid = gkey = None
         # what a rule's memoised findings are keyed by besides its rule key (see _class_plan, _rule_key):
-        # the entry, its group-free id (Rule.reads_launch_group), the table's kernel (Rule.reads_entry)
+        # the entry, its group-free id (Rule.reads_launch_group), the table's kernel id (Rule.reads_entry:
+        # an int like an entry id, but a rule's memo keys always take the same one of the three, its scope)
         memo_ids = (eid, eid, kernel)
         if group is not None:
             gid = self._group_free_id(meta, entry, eid)
