@@ -393,7 +393,8 @@ class JsonDocument:
             else:
                 m = pattern.search(self.text, top[2] + 1, top[3] - 1)
                 if m is not None:
-                    hit = (m.start(), m.end(1) + 1, m.start(2), m.end(2))
+                    spans = m.regs  # the match's and its groups' (start, end), in one tuple
+                    hit = (spans[0][0], spans[1][1] + 1) + spans[2]
         self._flat_searched[memo_key] = hit
         return hit
 
@@ -567,7 +568,9 @@ class JsonDocument:
             fields = begin.__dict__
             fields["line"] = line
             fields["column"] = start - first + 1
-            if find("\n", start, end) >= 0:  # not on one line (a key or a scalar is)
+            # a key, and an entry's member (a scalar: a flat table's entries are objects of
+            # scalars), are on one line; an entry's value may not be
+            if n == 1 and not at_key and find("\n", start, end) >= 0:
                 line, first = self._line_at(end)
             stop = new(Position)
             fields = stop.__dict__
@@ -650,7 +653,8 @@ class _BracedEntries:
         end = self.closes[i] + 1
         start = text.rindex("{", 0, end)
         name_end = text.rindex('"', 0, start) + 1
-        return text.rindex('"', 0, name_end - 1), name_end, start, end
+        # the name's text is the key quoted: the text holds no backslash, so no escape
+        return name_end - len(key) - 2, name_end, start, end
 
 
 def _count_commas(text: str, start: int, end: int) -> int:
