@@ -16,7 +16,7 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 
 from .jsonenc import dumps_sorted_default_str
 from .jsonpos import pointer_to_str, pointer_within
-from .model import FILE_START, Diagnostic, Position, Span, fingerprint_of, new_diagnostic
+from .model import FILE_START, Diagnostic, Position, Span, build_frozen, fingerprint_of
 from .paths import project_path
 from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key, swap_can_apply
@@ -159,10 +159,15 @@ class Engine:
         fctx = FileContext(table=table, db=self.db, named_device=named, engine=meta.engine)
         ignored = self._ignored_in(table.path)
         has_doc = table.doc is not None
-        out: list[Diagnostic] = []
         fp_path = self.project_path(table.path)
 
         identities = self._identities
+        path = table.path
+        # each diagnostic's fields but its span, and what its span is found from (in a document:
+        # the pointer and whether the finding is about the key; else the finding), in the order the
+        # findings come: the spans are found together at the end, in one pass over the text
+        found: list[dict] = []
+        wanted: list = []
 
         def emit(rule: Rule, finding: Finding, base: tuple = (), target=None, entry=None, eid=None,
                  message=None, data=None):
@@ -171,7 +176,6 @@ class Engine:
             ptr = pointer_to_str(pointer) if has_doc else None
             if ignored is not None and ignored(rule, ptr):
                 return
-            span = self._span(table, finding, pointer)
             identity = finding.identity
             if identity is None:
                 if entry is None:
@@ -181,17 +185,12 @@ class Engine:
                     if identity is None:
                         identity = dumps_sorted_default_str(entry)
                         identities[eid] = identity
-            out.append(new_diagnostic(
-                code=code,
-                message=message or finding.message,
-                path=table.path,
-                span=span,
-                severity=finding.severity or rule.severity,
-                pointer=ptr,
-                target=target,
-                data=data if data is not None else dict(finding.data),
-                fingerprint=fingerprint_of(code, fp_path, ptr, target, identity),
-            ))
+            # new_diagnostic's fields, in Diagnostic's order (the span filled in below)
+            found.append({"code": code, "message": message or finding.message, "path": path, "span": None,
+                          "severity": finding.severity or rule.severity, "pointer": ptr, "target": target,
+                          "fix": None, "data": data if data is not None else dict(finding.data),
+                          "fingerprint": fingerprint_of(code, fp_path, ptr, target, identity)})
+            wanted.append((pointer, bool(finding.at_key)) if has_doc else finding)
 
         for rule in self._rules[Scope.FILE]:
             if rule.families is None or meta.family in rule.families:
@@ -200,8 +199,15 @@ class Engine:
 
         if meta.is_triton_table and table.doc is not None and isinstance(table.value, dict):
             self._check_entries(table, fctx, emit)
-        out.sort(key=lambda d: d.sort_key)
-        return out
+        out: list[Diagnostic] = []
+        keys = []  # Diagnostic.sort_key of each, less the path (the table's, for all)
+        for fields, span in zip(found, self._spans(table, wanted)):
+            fields["span"] = span
+            out.append(build_frozen(Diagnostic, fields))
+            start = span.start
+            keys.append((start.line, start.column, fields["code"], fields["target"] or ""))
+        # sorted as by Diagnostic.sort_key (a stable sort of their indices by the same keys)
+        return [out[i] for i in sorted(range(len(out)), key=keys.__getitem__)]
 
     def entry_signature(self, table: ConfigTable, key: str, entry: dict) -> frozenset:
         """``(code, pointer, target)`` of each diagnostic :meth:`check_table` gives a table that
@@ -654,15 +660,22 @@ class Engine:
                      data=data)
 
     @staticmethod
-    def _span(table: ConfigTable, finding: Finding, pointer: tuple) -> Span:
+    def _spans(table: ConfigTable, wanted: list) -> list[Span]:
+        """The spans of a table's findings, in their order: ``wanted`` holds, in a table with a
+        document, each one's pointer and whether it is about the key (answered by
+        :meth:`tilefit.jsonpos.JsonDocument.finding_spans`), else the findings."""
         doc = table.doc
-        if doc is None:
-            if finding.offset is not None and table.data:
-                text = table.data[: finding.offset].decode("utf-8", "replace")
-                line = text.count("\n") + 1
-                col = len(text) - (text.rfind("\n") + 1) + 1
-                pos = Position(line, col)
-                return Span(pos, pos, finding.offset, finding.offset)
-            return FILE_START
-        return doc.finding_span(pointer, bool(finding.at_key))
+        if doc is not None:
+            return doc.finding_spans(wanted)
+        return [Engine._offset_span(table, finding) for finding in wanted]
 
+    @staticmethod
+    def _offset_span(table: ConfigTable, finding: Finding) -> Span:
+        """Where a finding of a file without a document points: its byte offset, else the file's start."""
+        if finding.offset is not None and table.data:
+            text = table.data[: finding.offset].decode("utf-8", "replace")
+            line = text.count("\n") + 1
+            col = len(text) - (text.rfind("\n") + 1) + 1
+            pos = Position(line, col)
+            return Span(pos, pos, finding.offset, finding.offset)
+        return FILE_START

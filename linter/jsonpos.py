@@ -350,22 +350,27 @@ class JsonDocument:
         top = flat.get(pointer[0])
         if top is None or len(pointer) == 1:
             return top
-        inner = self._flat_inner.get(pointer[0])
+        return self._entry_member(pointer[0], top, pointer[1])
+
+    def _entry_member(self, top_key: str, top: tuple[int, int, int, int], key) -> tuple[int, int, int, int] | None:
+        """The spans of the member ``key`` of the flat table's entry ``top_key`` (its spans ``top``),
+        or None (not an object, or no such member)."""
+        inner = self._flat_inner.get(top_key)
         if inner is None:
             vs, ve = top[2], top[3]
             if self.text[vs] != "{":
                 return None
             # an entry without escapes is searched for the member asked for only (an entry's
             # findings name one or two of its members); with escapes, its members are indexed
-            inner = self._flat_inner[pointer[0]] = {} if self.text.find("\\", vs, ve) >= 0 else _SEARCHED
+            inner = self._flat_inner[top_key] = {} if self.text.find("\\", vs, ve) >= 0 else _SEARCHED
             if inner is not _SEARCHED:
                 for m in _FLAT_MEMBER.finditer(self.text, vs + 1, ve - 1):
                     raw = m.group(1)
-                    key = json.loads('"' + raw + '"') if "\\" in raw else raw
-                    inner[key] = (m.start(), m.start(1) + len(raw) + 1, m.start(2), m.end(2))
+                    key_text = json.loads('"' + raw + '"') if "\\" in raw else raw
+                    inner[key_text] = (m.start(), m.start(1) + len(raw) + 1, m.start(2), m.end(2))
         if inner is not _SEARCHED:
-            return inner.get(pointer[1])
-        return self._flat_search(pointer[0], top, pointer[1])
+            return inner.get(key)
+        return self._flat_search(top_key, top, key)
 
     def _flat_search(self, top_key: str, top: tuple[int, int, int, int], key) -> tuple[int, int, int, int] | None:
         """The member ``key`` of the flat entry ``top_key`` (spans ``top``, no escapes in its text):
@@ -388,7 +393,8 @@ class JsonDocument:
             else:
                 m = pattern.search(self.text, top[2] + 1, top[3] - 1)
                 if m is not None:
-                    hit = (m.start(), m.end(1) + 1, m.start(2), m.end(2))
+                    spans = m.regs  # the match's and its groups' (start, end), in one tuple
+                    hit = (spans[0][0], spans[1][1] + 1) + spans[2]
         self._flat_searched[memo_key] = hit
         return hit
 
@@ -516,6 +522,73 @@ class JsonDocument:
                 return span
         return self.span(pointer)
 
+    def finding_spans(self, wanted: list[tuple[tuple, bool]]) -> list[Span]:
+        """:meth:`finding_span` of each ``(pointer, at_key)`` of ``wanted``, in its order, found in
+        one pass: a check asks for a table's findings in about document order (a flat table's
+        entries in order, the findings of one entry together), so an entry is looked up once for
+        its findings, its members in it, and each position is counted on from the one before
+        (the newlines between them, in C), without a call per finding. Anything else (another
+        depth, a missing member, a document that is not a flat table, a position before the last
+        one) is answered as :meth:`finding_span` answers it."""
+        flat = self._flat if self._flat is not None else self._flat_index()
+        if not flat:
+            return [self.finding_span(pointer, at_key) for pointer, at_key in wanted]
+        text = self.text
+        count_newlines, rfind, find = text.count, text.rfind, text.find
+        ascii_text = self._ascii
+        new = object.__new__
+        out = []
+        top_key = top = None
+        for pointer, at_key in wanted:
+            n = len(pointer)
+            hit = None
+            if n == 1 or n == 2:
+                if top_key is None or pointer[0] != top_key:
+                    top_key = pointer[0]
+                    top = flat.get(top_key)
+                if top is not None:
+                    hit = top if n == 1 else self._entry_member(top_key, top, pointer[1])
+            if hit is None:  # the general answer (its cursor is the document's)
+                out.append(self.finding_span(pointer, at_key))
+                continue
+            start, end = (hit[0], hit[1]) if at_key else (hit[2], hit[3])
+            last, line, first = self._cursor
+            if start < last or self._line_starts is not None:
+                line, first = self._line_at(start)
+            else:  # _line_at's forward count, inline
+                newlines = count_newlines("\n", last, start)
+                if newlines:
+                    line += newlines
+                    first = rfind("\n", last, start) + 1
+                self._counted += start - last
+                self._cursor = (start, line, first)
+                if self._counted > 2 * len(text):
+                    self._lines()
+            begin = new(Position)
+            fields = begin.__dict__
+            fields["line"] = line
+            fields["column"] = start - first + 1
+            # a key, and an entry's member (a scalar: a flat table's entries are objects of
+            # scalars), are on one line; an entry's value may not be
+            if n == 1 and not at_key and find("\n", start, end) >= 0:
+                line, first = self._line_at(end)
+            stop = new(Position)
+            fields = stop.__dict__
+            fields["line"] = line
+            fields["column"] = end - first + 1
+            span = new(Span)
+            fields = span.__dict__
+            fields["start"] = begin
+            fields["end"] = stop
+            if ascii_text:
+                fields["start_offset"] = start
+                fields["end_offset"] = end
+            else:
+                fields["start_offset"] = self.byte_offset(start)
+                fields["end_offset"] = self.byte_offset(end)
+            out.append(span)
+        return out
+
     def span(self, pointer: tuple) -> Span:
         """Best span for a diagnostic at ``pointer``: the value, else the closest ancestor."""
         pointer = tuple(pointer)
@@ -580,7 +653,8 @@ class _BracedEntries:
         end = self.closes[i] + 1
         start = text.rindex("{", 0, end)
         name_end = text.rindex('"', 0, start) + 1
-        return text.rindex('"', 0, name_end - 1), name_end, start, end
+        # the name's text is the key quoted: the text holds no backslash, so no escape
+        return name_end - len(key) - 2, name_end, start, end
 
 
 def _count_commas(text: str, start: int, end: int) -> int:

@@ -89,22 +89,12 @@ def build_frozen(cls, fields: dict):
     """An instance of the frozen dataclass ``cls`` with ``fields`` (every field, none left to its
     default; no ``__post_init__``), without its ``__init__``, which sets each field through
     ``object.__setattr__``: the same object (equality, hash, repr, pickle), its dict filled in C.
-    For the objects a check builds by the tens of thousands (diagnostics, estimates, answers)."""
+    For the objects a check builds by the tens of thousands (diagnostics, their spans, estimates,
+    answers): the engine builds a diagnostic per finding, a warm run one per stored row, each from
+    a dict of its fields in the class's order."""
     obj = object.__new__(cls)
     obj.__dict__.update(fields)
     return obj
-
-
-def new_diagnostic(code: str, message: str, path: str, span: Span, severity: Severity, pointer: str | None = None,
-                   target: str | None = None, fix: Fix | None = None, data: Mapping[str, Any] | None = None,
-                   fingerprint: str = "") -> Diagnostic:
-    """``Diagnostic(...)`` without the frozen dataclass's ``__init__``, which sets each of its ten
-    fields through ``object.__setattr__``: the same object (equality, hash, repr, pickle), built
-    from a dict in C. A check builds one per finding, and a warm run one per stored row (tens of
-    thousands)."""
-    return build_frozen(Diagnostic, {"code": code, "message": message, "path": path, "span": span,
-                                     "severity": severity, "pointer": pointer, "target": target, "fix": fix,
-                                     "data": {} if data is None else data, "fingerprint": fingerprint})
 
 
 def fingerprint_of(code: str, path: str, anchor: str | None, target: str | None, content: str) -> str:

@@ -36,7 +36,7 @@ from pathlib import Path
 from .atomicfile import write_atomic
 from .cachedir import cache_root
 from .jsonenc import dumps_default_str
-from .model import Applicability, Diagnostic, Edit, Fix, Position, Severity, Span, build_frozen, new_diagnostic
+from .model import Applicability, Diagnostic, Edit, Fix, Position, Severity, Span, build_frozen
 from .readfile import read_bytes
 from tilefit.rules.est001_no_estimate import timed_out
 
@@ -166,7 +166,7 @@ def _fix_of(value) -> Fix | None:
 
 
 def _valid_row(r, values: list) -> bool:
-    """A row as :meth:`ResultCache._row` writes it, naming values of the right types: a record
+    """A row as :meth:`ResultCache._rows` writes it, naming values of the right types: a record
     read back is checked before it is trusted (a damaged or hand-edited file is rebuilt)."""
     if type(r) is not list or len(r) != 14:
         return False
@@ -202,9 +202,43 @@ def keepable(diagnostics, awaits_compile: bool) -> bool:
     return not awaits_compile and not any(timed_out(d) for d in diagnostics)
 
 
-def _fresh(data: dict) -> dict:
-    """A diagnostic's own copy of a shared data object, its lists copied too (as the engine's)."""
-    return {k: list(v) if type(v) is list else v for k, v in data.items()}
+_join = "".join
+
+
+def _data_key(data) -> tuple | None:
+    """A key of a diagnostic's data object (a dict of strings, lists of strings and scalars: what
+    the engine's hold) that two objects share only where their JSON texts are equal, found at a
+    third of the repr's cost (the lists' strings hashed once, not each quoted): each member's
+    name (a string) with its value, a list as a tuple of its strings, a number, boolean or None
+    with its type (1, 1.0 and true are equal in Python, not in JSON), a float by its repr (0.0
+    and -0.0); None for anything else (another type of data, or of value), which is indexed by
+    its repr (:meth:`ResultCache._data_value`). A check's diagnostics repeat a few hundred data
+    objects thousands of times, each with a ``targets`` list of up to 22 devices."""
+    if type(data) is not dict:
+        return None
+    parts = []
+    try:
+        _join(data)  # the names are strings (TypeError otherwise)
+        for name, value in data.items():
+            kind = type(value)
+            if kind is list:
+                _join(value)  # strings only (TypeError otherwise): their JSON texts are equal where they are
+                parts.append((name, tuple(value)))
+            elif kind is str or kind is int or kind is bool or value is None:
+                parts.append((name, kind, value))
+            elif kind is float:
+                parts.append((name, kind, repr(value)))
+            else:
+                return None
+    except TypeError:
+        return None
+    return tuple(parts)
+
+
+def _list_members(data: dict) -> tuple:
+    """The names of a shared data object's list members: a diagnostic's own copy of it is
+    ``dict(data)`` with those copied too (as the engine's)."""
+    return tuple(k for k, v in data.items() if type(v) is list)
 
 
 def read_side_file(file: Path | None, member: str, fmt: int) -> dict:
@@ -276,6 +310,7 @@ class ResultCache:
         self._index: dict[str, int] | None = None  # a value's JSON text -> its index, on first put
         self._strings: dict[str, int] = {}  # a string value -> its index (what _index says of its JSON text)
         self._reprs: dict[str, int] = {}  # a data object's repr -> its index (see _data_value)
+        self._data_keys: dict[tuple, int] = {}  # a data object's _data_key -> its index
         self._spans: dict[tuple, Span] = {}  # a stored span's six numbers -> its (frozen) Span, for get()
         # whether some value may be named by no row (records read from a file, or a file's rows
         # put again): then save() compacts the values; else they are exactly the rows' in order
@@ -330,22 +365,31 @@ class ResultCache:
             return None
         fixes: dict[int, Fix | None] = {}  # one Fix per entry, shared by its diagnostics (as planned)
         spans = self._spans  # an entry's diagnostics share its span (frozen: one object), and files laid out alike
+        lists: dict[int, tuple] = {}  # a data value's index -> the names of its list members
         try:
             out = []
             for r in hit[1]:
                 fix = fixes.get(r[_FIX], False)
                 if fix is False:
                     fix = fixes[r[_FIX]] = _fix_of(values[r[_FIX]])
-                where = (r[2], r[3], r[4], r[5], r[6], r[7])
+                where = tuple(r[2:8])
                 span = spans.get(where)
                 if span is None:
                     span = spans[where] = build_frozen(Span, {
                         "start": build_frozen(Position, {"line": r[2], "column": r[3]}),
                         "end": build_frozen(Position, {"line": r[4], "column": r[5]}),
                         "start_offset": r[6], "end_offset": r[7]})
-                out.append(new_diagnostic(code=r[0], message=values[r[1]], path=path, span=span,
-                                          severity=_SEVERITY[r[8]], pointer=values[r[9]], target=r[10],
-                                          data=_fresh(values[r[11]]), fingerprint=r[12], fix=fix))
+                stored = values[r[_DATA]]
+                names = lists.get(r[_DATA])
+                if names is None:
+                    names = lists[r[_DATA]] = _list_members(stored)
+                data = dict(stored)  # the diagnostic's own copy, its lists copied too (as the engine's)
+                for name in names:
+                    data[name] = list(data[name])
+                # new_diagnostic(...): its fields in Diagnostic's order
+                out.append(build_frozen(Diagnostic, {
+                    "code": r[0], "message": values[r[1]], "path": path, "span": span, "severity": _SEVERITY[r[8]],
+                    "pointer": values[r[9]], "target": r[10], "fix": fix, "data": data, "fingerprint": r[12]}))
             return out
         except (TypeError, ValueError, IndexError, KeyError, AttributeError):  # a damaged fix: a miss
             return None
@@ -354,8 +398,7 @@ class ResultCache:
         """Store a file's diagnostics and (``plans``: JSON data, :mod:`tilefit.fix.stored`) the
         fixer's plans behind their fixes, with (``summary``: JSON data) what a kept report needs
         of them (:meth:`tilefit.planning.RunPlanner.summary_of`)."""
-        fixes: dict[int, int] = {}  # id of a Fix -> its value index (an entry's diagnostics share one)
-        self._store(path, digest, [self._row(d, fixes) for d in diagnostics], plans, summary)
+        self._store(path, digest, self._rows(diagnostics), plans, summary)
 
     def adopt(self, path: str, digest: str, other: "ResultCache", index: dict[int, int], plans=None,
               summary=None) -> None:
@@ -365,15 +408,20 @@ class ResultCache:
         indexed among this cache's once (``index``: ``other``'s value index -> this cache's,
         kept by the caller across the files of one ``other``)."""
         values = other.values
+        get = index.get
         rows = []
         for r in other.entries[path][1]:
-            r = list(r)
-            for col in _VALUE_COLUMNS:
-                i = index.get(r[col])
-                if i is None:
-                    i = index[r[col]] = self._value(values[r[col]])
-                r[col] = i
-            rows.append(r)
+            # the value columns (_VALUE_COLUMNS) renumbered in their order, written out: once per row
+            message, pointer, data, fix = get(r[1]), get(r[9]), get(r[11]), get(r[13])
+            if message is None:
+                message = index[r[1]] = self._value(values[r[1]])
+            if pointer is None:
+                pointer = index[r[9]] = self._value(values[r[9]])
+            if data is None:
+                data = index[r[11]] = self._value(values[r[11]])
+            if fix is None:
+                fix = index[r[13]] = self._value(values[r[13]])
+            rows.append([r[0], message, r[2], r[3], r[4], r[5], r[6], r[7], r[8], pointer, r[10], data, r[12], fix])
         self._store(path, digest, rows, plans, summary)
 
     def _store(self, path: str, digest: str, rows: list, plans, summary) -> None:
@@ -403,25 +451,46 @@ class ResultCache:
         None; its file (small: a few keys per file) is read on the first call."""
         return self._summaries.get(path, digest)
 
-    def _row(self, d: Diagnostic, fixes: dict[int, int]) -> list:
-        # the values in the row's column order (message, pointer, data, fix): the order
-        # _compacted() gives them, so values only ever appended need no compaction
-        s = d.span
-        start, end = s.start, s.end
-        return [d.code, self._value(d.message), start.line, start.column, end.line, end.column,
-                s.start_offset, s.end_offset, d.severity.value, self._value(d.pointer), d.target,
-                self._data_value(d.data), d.fingerprint, self._fix_index(d.fix, fixes)]
-
-    def _fix_index(self, fix: Fix | None, fixes: dict[int, int]) -> int:
-        i = fixes.get(id(fix))
-        if i is None:
-            i = fixes[id(fix)] = self._value(_fix_value(fix))
-        return i
+    def _rows(self, diagnostics) -> list[list]:
+        """The rows of ``diagnostics``, their values indexed (appended where new). The values in
+        each row's column order (message, pointer, data, fix): the order _compacted() gives them,
+        so values only ever appended need no compaction. One loop for the file: a message or
+        pointer seen before is looked up by the string itself, a data object by its key
+        (:func:`_data_key`), a fix by its identity (an entry's diagnostics share one)."""
+        strings = self.__dict__.get("_strings")
+        if strings is None:  # a cache built without __init__ (see _value)
+            strings = {}
+        data_keys = self._data_keys
+        value, data_value = self._value, self._data_value
+        fixes: dict[int, int] = {}  # id of a Fix -> its value index
+        rows = []
+        for d in diagnostics:
+            s = d.span
+            start, end = s.start, s.end
+            message = strings.get(d.message)
+            if message is None:
+                message = value(d.message)
+            pointer = strings.get(d.pointer)
+            if pointer is None:
+                pointer = value(d.pointer)
+            data = d.data
+            key = _data_key(data)
+            i = data_keys.get(key) if key is not None else None
+            if i is None:
+                i = data_value(data)
+                if key is not None:
+                    data_keys[key] = i
+            fix = fixes.get(id(d.fix))
+            if fix is None:
+                fix = fixes[id(d.fix)] = value(_fix_value(d.fix))
+            rows.append([d.code, message, start.line, start.column, end.line, end.column, s.start_offset,
+                         s.end_offset, d.severity._value_, pointer, d.target, i, d.fingerprint, fix])
+        return rows
 
     def _data_value(self, data) -> int:
-        """The index of a diagnostic's data object, found by its repr: a check's diagnostics
-        repeat a few hundred data objects thousands of times, and repr (in C) tells apart what
-        the JSON text would (1, 1.0, true, "1"), so only a repr not seen yet is encoded."""
+        """The index of a diagnostic's data object, found by its repr where it has no key
+        (:func:`_data_key`): repr (in C) tells apart what the JSON text would (1, 1.0, true,
+        "1"), so only a repr not seen yet is encoded."""
         reprs = self._reprs
         key = repr(data)
         i = reprs.get(key)
@@ -456,7 +525,7 @@ class ResultCache:
     def _compacted(self) -> tuple[dict, list]:
         """The entries and values with only the values some row still names (a file whose rows
         name no value, e.g. of a damaged cache file, is left out). Values only appended by put()
-        to a cache that read no records are already so (see _row)."""
+        to a cache that read no records are already so (see _rows)."""
         if not self._stale and self.verified:
             return self.entries, self.values
         used: dict[int, int] = {}

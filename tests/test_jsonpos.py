@@ -332,3 +332,41 @@ def test_lines_counted_from_the_last_offset_are_the_line_index_lines(corpus_file
     for offset in [len(doc.text), 0] * 3:  # across the whole text and back, three times
         doc.position(offset)
     assert doc._line_starts is not None and doc.position(len(doc.text) - 1).line == 502
+
+
+def test_the_spans_found_in_one_pass_are_finding_span_s_in_any_order(corpus_files):
+    """JsonDocument.finding_spans answers each (pointer, at_key) as finding_span does, whether
+    asked in document order (a check's findings), backwards or all over, for entries, their
+    members, missing ones and the whole document, in flat tables and others."""
+    import random
+
+    rng = random.Random(17)
+    checked = 0
+    for path in corpus_files[::7]:
+        data = path.read_bytes()
+        wanted = []
+        value = JsonDocument.parse(data).value
+        if isinstance(value, dict):
+            for key, entry in value.items():
+                wanted.append(((key,), False))
+                wanted.append(((key,), True))
+                for name in (list(entry) if isinstance(entry, dict) else [])[:3] + ["missing"]:
+                    wanted.append(((key, name), rng.random() < 0.5))
+        wanted.append(((), False))
+        shuffled = list(wanted)
+        rng.shuffle(shuffled)
+        for order in (wanted, wanted[::-1], shuffled):
+            fast, slow = JsonDocument.parse(data), JsonDocument.parse(data)
+            assert fast.finding_spans(order) == [slow.finding_span(p, k) for p, k in order], path
+            checked += len(order)
+    assert checked > 10000
+
+
+def test_the_spans_found_in_one_pass_count_lines_and_bytes_of_non_ascii_text():
+    text = '{\n  "1": {"a": "é", "num_stages": 2},\n  "2": {"b": "ü",\n   "num_stages": 3}\n}\n'
+    doc, ref = JsonDocument.parse(text.encode()), JsonDocument.parse(text.encode())
+    wanted = [(("1", "num_stages"), False), (("1", "num_stages"), True), (("2",), False), (("2", "num_stages"), False)]
+    spans = doc.finding_spans(wanted)
+    assert spans == [ref.finding_span(p, k) for p, k in wanted]
+    assert [_text_at(doc, s) for s in spans] == ["2", '"num_stages"', '{"b": "ü",\n   "num_stages": 3}', "3"]
+    assert (spans[2].start.line, spans[2].end.line, spans[3].start.line, spans[3].start.column) == (3, 4, 4, 18)

@@ -216,3 +216,26 @@ def test_a_warm_json_run_does_not_import_the_fixers_graph_library(tmp_path):
     assert [json.loads(r.stdout)[0]["fix"] is not None for r in runs] == [True, True]
     assert runs[0].stdout == runs[1].stdout
     assert [r.stderr.strip().rsplit("networkx=", 1)[-1] for r in runs] == ["False", "False"]
+
+
+def test_data_objects_equal_in_python_but_not_in_json_get_values_of_their_own(tmp_path, monkeypatch):
+    """A data object is indexed by a key (resultcache._data_key) that two objects share only
+    where their JSON texts are equal: 1, 1.0 and true, 0.0 and -0.0, a string and a list of it
+    are told apart, and data the key does not cover (a nested object, a list of numbers) by its
+    repr; each diagnostic reads back its own data."""
+    monkeypatch.setenv("TILEFIT_CACHE_DIR", str(tmp_path))
+    datas = [{"v": 1}, {"v": 1.0}, {"v": True}, {"v": 0.0}, {"v": -0.0}, {"v": "1"}, {"v": ["1"]},
+             {"v": [1]}, {"v": [1.0]}, {"v": {"w": 1}}, {"v": {"w": True}}, {"v": None}, {"w": 1},
+             {"v": 1, "w": 2}, {"w": 2, "v": 1}, {}, {"v": ["a", "b"]}, {"v": ("a", "b")}]
+    span = Span(Position(1, 1), Position(1, 2), 0, 1)
+    diags = [Diagnostic(code="X", message="m", path="a.json", span=span, severity=Severity.ERROR, pointer="/1",
+                        data=dict(d), fingerprint="f") for d in datas]
+    cache = ResultCache("k")
+    cache.put("a.json", "d", diags + [Diagnostic(**{**vars(d), "data": dict(d.data)}) for d in diags])
+    cache.save()
+    stored = json.loads((tmp_path / "results" / "k.json").read_text())
+    texts = [json.dumps(v) for v in stored["values"] if type(v) is dict]
+    assert sorted(texts) == sorted({json.dumps(d) for d in datas})  # each JSON text once
+    back = ResultCache("k").get("a.json", "d")
+    want = [json.loads(json.dumps(d)) for d in datas]
+    assert [json.dumps(d.data) for d in back] == [json.dumps(d) for d in want + want]
