@@ -71,6 +71,7 @@ class Estimator:
         self._engine_source_keys: dict[tuple, tuple | None] = {}  # (kernel, engine, triton) -> a key of the above
         self._engine_failures: dict[tuple, str] = {}
         self._engine_final: dict[tuple, Estimate] = {}  # see _estimate_engine()
+        self._engine_open: set[tuple] = set()  # (smem_id, arch) of the engine estimates in _memo
         # deferred compiles (auto): (kind, spec, arch) recorded instead of compiled; see precompile()
         self.defer = False
         self.deferred: dict[tuple, None] = {}
@@ -117,13 +118,16 @@ class Estimator:
             hit = self._engine_final.get(fkey)
             if hit is not None:
                 return hit
-            key = (spec, arch, limit if self.mode == "auto" else None)
-            hit = self._memo.get(key)
-            if hit is not None:
-                return hit
+            key = None
+            if fkey in self._engine_open:  # answered before, not finally: per limit and group
+                key = (spec, arch, limit if self.mode == "auto" else None)
+                hit = self._memo.get(key)
+                if hit is not None:
+                    return hit
             result = self._estimate_engine(spec, arch, limit, fkey)
             if self._engine_final.get(fkey) is not result:
-                self._memo[key] = result
+                self._memo[key or (spec, arch, limit if self.mode == "auto" else None)] = result
+                self._engine_open.add(fkey)
             return result
         key = (spec, arch, limit if self.mode == "auto" else None)
         hit = self._memo.get(key)
@@ -381,6 +385,7 @@ class Estimator:
         for ek, pairs in eng.values():
             ek.many(pairs, jobs=jobs, progress=lambda d, t: tick())
         self._memo.clear()
+        self._engine_open.clear()
         return total
 
     def _compile(self, spec: KernelSpec, arch: str) -> Estimate:

@@ -98,3 +98,15 @@ def test_variants_fit_is_the_screen(corpus_variants):
         assert got == _screen(other, variants, arch, limit), ([v.spec.key() for v in variants], arch, limit)
         verdicts.append(got)
     assert any(verdicts) and not all(verdicts)
+
+
+def test_a_spec_s_point_name_is_its_point_s(corpus_variants):
+    from tilefit.smem import calibrate
+
+    specs = {v.spec.reference for variants, _arch in corpus_variants for v in variants}
+    named = 0
+    for spec in specs:
+        pt, got = calibrate.spec_point(spec, "sm_89"), calibrate.spec_point_name(spec)
+        assert got == (None if pt is None else (pt.path.name, pt.tile)), spec.key()
+        named += got is not None
+    assert named > 100

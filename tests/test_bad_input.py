@@ -198,13 +198,13 @@ def test_absurd_num_stages_is_rejected_before_any_compile(tmp_path, monkeypatch)
     from tilefit.estimate import Estimator
 
     asked = []
-    real = Estimator._estimate
+    real = Estimator.estimate
 
-    def spy(self, spec, arch, limit):
+    def spy(self, spec, arch, limit=None):
         asked.append(spec.num_stages)
         return real(self, spec, arch, limit)
 
-    monkeypatch.setattr(Estimator, "_estimate", spy)
+    monkeypatch.setattr(Estimator, "estimate", spy)
     entry = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 256, "GROUP_SIZE_M": 1, "num_warps": 2,
              "num_stages": 16, "waves_per_eu": 0}
     path = write(tmp_path, MI300X, {"1": entry, "2": dict(entry, num_stages=2)})

@@ -934,13 +934,41 @@ def fit_sums(points: Sequence[Point], limits: Mapping[str, Sequence[int]], max_t
 def spec_point(spec: KernelSpec, arch: str) -> Point | None:
     """The :class:`Point` of a spec a table launches (None for specs the point format cannot
     express: its family's :meth:`~tilefit.kernels.KernelFamily.spec_point`)."""
+    found = _spec_path(spec)
+    if found is None:
+        return None
+    return Point(_path_of(found[0]), found[1], spec.num_warps, spec.num_stages, arch)
+
+
+def spec_point_name(spec: KernelSpec) -> tuple[str, tuple[int, ...]] | None:
+    """``(path name, tile)`` of :func:`spec_point` (which does not depend on the arch), without
+    building the point: the engine model's key of a spec's calibration point."""
+    found = _spec_path(spec)
+    if found is None:
+        return None
+    fields_, tile = found
+    name = _PATH_NAMES.get(fields_)
+    if name is None:
+        name = _PATH_NAMES[fields_] = _path_of(fields_).name
+    return name, tile
+
+
+def _spec_path(spec: KernelSpec) -> tuple[tuple, tuple[int, ...]] | None:
+    """``(the fields of its Path, tile)`` of a spec's point, or None (see :func:`spec_point`)."""
     found = registry.get(spec.kernel).spec_point(spec)
     if found is None:
         return None
     path, tile = found
     bs = tuple(path["block_shape"]) if path.get("block_shape") else None
-    return Point(Path(path["kernel"], path["dtype"], path.get("quant", "none"), bs, path.get("kv_dtype"),
-                      bool(path.get("swap_ab")), path.get("tma")), tuple(tile), spec.num_warps, spec.num_stages, arch)
+    return ((path["kernel"], path["dtype"], path.get("quant", "none"), bs, path.get("kv_dtype"),
+             bool(path.get("swap_ab")), path.get("tma")), tuple(tile))
+
+
+def _path_of(fields_: tuple) -> Path:
+    return Path(*fields_)
+
+
+_PATH_NAMES: dict[tuple, str] = {}  # the fields of a Path -> its name (see spec_point_name)
 
 
 def table_points(roots: Sequence[str], archs: Sequence[str], per_arch: int, seed: int = 3) -> list[Point]:

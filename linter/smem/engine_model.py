@@ -802,14 +802,14 @@ class EngineModel:
 
     def _point(self, ref: KernelSpec) -> tuple | None:
         """``(path name, tile, num_warps, num_stages)`` of the calibration point a reference spec
-        is (:func:`tilefit.smem.calibrate.spec_point`, which does not depend on the arch), or
+        is (:func:`tilefit.smem.calibrate.spec_point_name`: it does not depend on the arch), or
         None; memoised per spec (an answer and a failure look-up ask for each)."""
         try:
             return self._points[ref]
         except KeyError:
             pass
-        pt = _calibrate().spec_point(ref, "")
-        out = self._points[ref] = None if pt is None else (pt.path.name, pt.tile, pt.num_warps, pt.num_stages)
+        pt = _calibrate().spec_point_name(ref)
+        out = self._points[ref] = None if pt is None else (pt[0], pt[1], ref.num_warps, ref.num_stages)
         return out
 
 
