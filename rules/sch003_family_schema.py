@@ -32,31 +32,15 @@ def _validator(family: str):
 
 
 @lru_cache(maxsize=None)
-def _compiled(family: str, as_source: bool):
-    """The schema's compiled validity test (:mod:`tilefit.device_db.fastschema`: closures, or
-    Python source), None when it uses a keyword that test does not compile (then ``jsonschema``
-    alone decides)."""
+def _fast_check(family: str):
+    """The schema's compiled validity test (:mod:`tilefit.device_db.fastschema`), None when it uses a
+    keyword that test does not compile (then ``jsonschema`` alone decides)."""
     from tilefit.device_db.fastschema import Unsupported, compile_schema
 
     try:
-        return compile_schema(json.loads(_schema_bytes(family)), as_source=as_source)
+        return compile_schema(json.loads(_schema_bytes(family)))
     except Unsupported:
         return None
-
-
-# A family's schema is compiled as Python source once its tables checked in this process add up to
-# this many times the schema's size: the source costs ten times the closures to make and checks
-# twice as fast, so it pays for the Helion tables (1.1 MB against a 9 KB schema), not for the
-# others (the LoRA plan tables are three times their schema).
-SOURCE_AFTER = 20
-
-_CHECKED: dict[str, int] = {}  # family -> bytes of its tables checked so far
-
-
-def _fast_check(family: str, size: int = 0):
-    """The validity test to put a table of ``size`` bytes of ``family`` to."""
-    checked = _CHECKED[family] = _CHECKED.get(family, 0) + size
-    return _compiled(family, checked > SOURCE_AFTER * len(_schema_bytes(family)))
 
 
 class SCH003(Rule):
@@ -95,7 +79,7 @@ class SCH003(Rule):
         key = _VALID.digest(schema, ctx.table.data)
         if _VALID.is_valid(key):
             return
-        fast = _fast_check(ctx.meta.family, len(ctx.table.data))
+        fast = _fast_check(ctx.meta.family)
         if fast is not None and fast(ctx.table.value):  # valid: no jsonschema walk (a third of a cold check)
             _VALID.remember(key)
             return

@@ -24,8 +24,7 @@ def test_outside_a_work_tree_no_file_is_put_to_gitignore(tmp_path, monkeypatch):
     _tree(tmp_path)
     asked = []
     real = GitIgnore.ignored
-    monkeypatch.setattr(GitIgnore, "ignored",
-                        lambda self, path, is_dir=False: asked.append(path) or real(self, path, is_dir))
+    monkeypatch.setattr(GitIgnore, "ignored", lambda self, path, is_dir=False: asked.append(path) or real(self, path, is_dir))
     found = discover([str(tmp_path)])
     assert len(found.files) == 4
     assert asked == [str(tmp_path)]  # the folder named on the command line, nothing under it

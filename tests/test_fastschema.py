@@ -13,8 +13,7 @@ from jsonschema import Draft202012Validator
 
 from tilefit.families import OTHER_FAMILIES, classify
 from tilefit.device_db.fastschema import Unsupported, compile_schema, json_equal
-from tilefit.rules import sch003_family_schema
-from tilefit.rules.sch003_family_schema import _compiled, _fast_check, _schema_bytes
+from tilefit.rules.sch003_family_schema import _fast_check, _schema_bytes
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
 
@@ -62,7 +61,7 @@ def mutate(doc, rng: random.Random):
 
 @pytest.mark.skipif(not TABLES, reason="no corpus")
 def test_every_family_schema_compiles():
-    assert all(_compiled(f, s) is not None for f in {f for f, _ in TABLES} for s in (False, True))
+    assert all(_fast_check(f) is not None for f in {f for f, _ in TABLES})
 
 
 @pytest.mark.skipif(not TABLES, reason="no corpus")
@@ -71,49 +70,43 @@ def test_verdicts_match_jsonschema_on_the_corpus_and_mutations():
     seen = {True: 0, False: 0}
     for family, path in TABLES:
         doc = json.loads(path.read_bytes())
-        closures, source = _compiled(family, False), _compiled(family, True)
+        fast = _fast_check(family)
         slow = Draft202012Validator(json.loads(_schema_bytes(family)))
         n = 12 if path.stat().st_size < 20000 else 2  # jsonschema takes a second per large Helion table
         for case in [doc] + [mutate(doc, rng) for _ in range(n)]:
             want = slow.is_valid(case)
-            assert closures(case) == want and source(case) == want, (path.name, json.dumps(case)[:300])
+            assert fast(case) == want, (path.name, json.dumps(case)[:300])
             seen[want] += 1
     assert seen[True] > 50 and seen[False] > 50  # both verdicts were exercised
 
 
-@pytest.mark.parametrize("src", [False, True])
-def test_json_equality_is_json_schemas(src):
+def test_json_equality_is_json_schemas():
     assert json_equal(1, 1.0) and not json_equal(True, 1) and not json_equal(0, False)
     assert json_equal({"a": [1, 2.0]}, {"a": [1.0, 2]}) and not json_equal([1], [True])
-    check = compile_schema({"enum": [1, "x", None, [1, 2]], "type": ["integer", "string", "null", "array"]},
-                           as_source=src)
+    check = compile_schema({"enum": [1, "x", None, [1, 2]], "type": ["integer", "string", "null", "array"]})
     assert check(1.0) and not check(True) and check(None) and check([1.0, 2]) and not check([2, 1])
-    integer = compile_schema({"type": "integer"}, as_source=src)
-    assert integer(3.0) and not integer(3.5)
+    assert compile_schema({"type": "integer"})(3.0) and not compile_schema({"type": "integer"})(3.5)
 
 
-@pytest.mark.parametrize("src", [False, True])
-def test_unknown_keywords_are_not_guessed(src):
+def test_unknown_keywords_are_not_guessed():
     with pytest.raises(Unsupported):
-        compile_schema({"type": "object", "dependentRequired": {"a": ["b"]}}, as_source=src)
+        compile_schema({"type": "object", "dependentRequired": {"a": ["b"]}})
     with pytest.raises(Unsupported):
-        compile_schema({"$ref": "https://example.com/other.json"}, as_source=src)
+        compile_schema({"$ref": "https://example.com/other.json"})
 
 
-@pytest.mark.parametrize("src", [False, True])
-def test_recursive_refs_compile(src):
+def test_recursive_refs_compile():
     tree = {"$defs": {"node": {"type": "object", "properties": {"kids": {"type": "array",
                                                                           "items": {"$ref": "#/$defs/node"}}},
                                "additionalProperties": False}}, "$ref": "#/$defs/node"}
-    check = compile_schema(tree, as_source=src)
+    check = compile_schema(tree)
     assert check({"kids": [{"kids": []}]}) and not check({"kids": [{"kid": []}]})
 
 
 DEVICE_DB = Path(__file__).resolve().parents[1] / "device_db"
 
 
-@pytest.mark.parametrize("src", [False, True])
-def test_device_database_verdicts_match_jsonschema(src):
+def test_device_database_verdicts_match_jsonschema():
     """The device database validates its bundled files with the fast test first: on every bundled
     device record and the groups file, and on seeded mutations of them, it gives jsonschema's verdict
     (the device schema uses prefixItems/maxItems/maxLength, the groups schema oneOf)."""
@@ -129,7 +122,7 @@ def test_device_database_verdicts_match_jsonschema(src):
                 cases.append((schema, rec))
     assert len(cases) > 50
     for schema, rec in cases:
-        fast, slow = compile_schema(schema, as_source=src), Draft202012Validator(schema)
+        fast, slow = compile_schema(schema), Draft202012Validator(schema)
         n = 8 if len(cases) < 400 else 3
         for case in [rec] + [mutate(rec, rng) for _ in range(n)]:
             want = slow.is_valid(case)
@@ -138,65 +131,10 @@ def test_device_database_verdicts_match_jsonschema(src):
     assert seen[True] > 50 and seen[False] > 50
 
 
-@pytest.mark.parametrize("src", [False, True])
-def test_prefix_items_max_items_max_length_one_of(src):
+def test_prefix_items_max_items_max_length_one_of():
     cc = compile_schema({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
-                         "items": {"type": "null"}, "maxItems": 3}, as_source=src)
+                         "items": {"type": "null"}, "maxItems": 3})
     assert cc([1, "a"]) and cc([1, "a", None]) and not cc([1, 2]) and not cc([1, "a", 3]) and not cc([1, "a", None, None])
-    short = compile_schema({"maxLength": 2}, as_source=src)
-    assert short("ab") and not short("abc")
-    one = compile_schema({"oneOf": [{"type": "integer"}, {"type": "number"}]}, as_source=src)
+    assert compile_schema({"maxLength": 2})("ab") and not compile_schema({"maxLength": 2})("abc")
+    one = compile_schema({"oneOf": [{"type": "integer"}, {"type": "number"}]})
     assert one(1.5) and not one(1) and not one("x")
-
-
-@pytest.mark.skipif(not TABLES, reason="no corpus")
-def test_compiled_source_and_closures_agree_on_the_corpus_and_mutations():
-    """Both forms of the test (closures, and Python source) give the same verdicts, on many more
-    mutations than jsonschema has time for."""
-    rng = random.Random(5)
-    seen = {True: 0, False: 0}
-    forms = {}
-    for family, path in TABLES:
-        if family not in forms:
-            schema = json.loads(_schema_bytes(family))
-            forms[family] = (compile_schema(schema, as_source=True), compile_schema(schema))
-        source, closures = forms[family]
-        assert source.__code__.co_filename == "<tilefit.fastschema>" != closures.__code__.co_filename
-        doc = json.loads(path.read_bytes())
-        for case in [doc] + [mutate(doc, rng) for _ in range(30)]:
-            want = closures(case)
-            assert source(case) == want, (path.name, json.dumps(case)[:300])
-            seen[want] += 1
-    assert seen[True] > 100 and seen[False] > 100
-
-
-def test_a_schema_nested_past_the_parsers_limits_compiles():
-    """Python's parser allows 20 nested loops: deeper subschemas become functions of their own."""
-    schema: dict = {"type": "integer"}
-    doc: object = 1
-    for _ in range(40):
-        schema = {"type": "array", "items": {"type": "object", "additionalProperties": schema}}
-        doc = [{"k": doc}]
-    check = compile_schema(schema, as_source=True)
-    assert check.__code__.co_filename == "<tilefit.fastschema>"
-    assert check(doc) and not check(json.loads(json.dumps(doc).replace("1", '"1"')))
-
-
-def test_a_long_definition_named_twice_is_one_function():
-    long = {"type": "object", "properties": {f"p{i}": {"type": "integer", "minimum": i} for i in range(20)}}
-    schema = {"$defs": {"long": long}, "type": "array", "prefixItems": [{"$ref": "#/$defs/long"}],
-              "items": {"$ref": "#/$defs/long"}}
-    check = compile_schema(schema, as_source=True)
-    assert len(check.__code__.co_consts) < 10  # calls the definition's function, does not inline it twice
-    assert check([{"p3": 3}, {"p19": 19}]) and not check([{"p3": 3}, {"p19": 18}]) and not check([{"p3": 2}])
-
-
-def test_sch003_compiles_source_once_a_family_checked_many_times_its_schema(monkeypatch):
-    monkeypatch.setattr(sch003_family_schema, "_CHECKED", {})
-    size = len(_schema_bytes("helion"))
-    assert _fast_check("helion", 10 * size) is _compiled("helion", False)
-    assert _fast_check("helion", 10 * size) is _compiled("helion", False)  # 20 times: not yet more
-    assert _fast_check("helion", 1) is _compiled("helion", True)
-    assert _fast_check("mamba_ssu", 10 * len(_schema_bytes("mamba_ssu"))) is _compiled("mamba_ssu", False)
-    assert _compiled("helion", True).__code__.co_filename == "<tilefit.fastschema>"
-    assert _compiled("helion", False).__code__.co_filename != "<tilefit.fastschema>"
