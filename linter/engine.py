@@ -185,7 +185,7 @@ class Engine:
                     if identity is None:
                         identity = dumps_sorted_default_str(entry)
                         identities[eid] = identity
-            # new_diagnostic's fields, in Diagnostic's order (the span filled in below)
+            # Diagnostic's fields, in its order (the span filled in below)
             found.append({"code": code, "message": message or finding.message, "path": path, "span": None,
                           "severity": finding.severity or rule.severity, "pointer": ptr, "target": target,
                           "fix": None, "data": data if data is not None else dict(finding.data),
@@ -200,14 +200,11 @@ class Engine:
         if meta.is_triton_table and table.doc is not None and isinstance(table.value, dict):
             self._check_entries(table, fctx, emit)
         out: list[Diagnostic] = []
-        keys = []  # Diagnostic.sort_key of each, less the path (the table's, for all)
         for fields, span in zip(found, self._spans(table, wanted)):
             fields["span"] = span
             out.append(build_frozen(Diagnostic, fields))
-            start = span.start
-            keys.append((start.line, start.column, fields["code"], fields["target"] or ""))
-        # sorted as by Diagnostic.sort_key (a stable sort of their indices by the same keys)
-        return [out[i] for i in sorted(range(len(out)), key=keys.__getitem__)]
+        out.sort(key=lambda d: d.sort_key)
+        return out
 
     def entry_signature(self, table: ConfigTable, key: str, entry: dict) -> frozenset:
         """``(code, pointer, target)`` of each diagnostic :meth:`check_table` gives a table that

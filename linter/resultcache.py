@@ -386,7 +386,7 @@ class ResultCache:
                 data = dict(stored)  # the diagnostic's own copy, its lists copied too (as the engine's)
                 for name in names:
                     data[name] = list(data[name])
-                # new_diagnostic(...): its fields in Diagnostic's order
+                # a Diagnostic from its fields, in its order
                 out.append(build_frozen(Diagnostic, {
                     "code": r[0], "message": values[r[1]], "path": path, "span": span, "severity": _SEVERITY[r[8]],
                     "pointer": values[r[9]], "target": r[10], "fix": fix, "data": data, "fingerprint": r[12]}))

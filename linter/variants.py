@@ -72,7 +72,7 @@ class TableLaunch:
     engine: what of a build is the table's, made once. Where the kernel family says how its
     entries' kernels vary (:meth:`~tilefit.kernels.family.KernelFamily.launch_key`), the variants
     of each of its keys are built once by the family and filled in with every other entry's
-    numbers (:func:`~tilefit.kernels.spec.from_template`)."""
+    numbers (:func:`~tilefit.kernels.spec.from_templates`)."""
 
     def __init__(self, meta: TableMeta, family, arch: str, engine: str | None):
         self.family = family
