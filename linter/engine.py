@@ -21,6 +21,7 @@ from .paths import project_path
 from .selection import Selection
 from .serving.launch import arch_key as launch_arch_key, swap_can_apply
 from .serving.naming import device_for_file_name
+from .families import kernel_key as table_kernel_key
 from .dtypes import missing_fp8_type
 from tilefit.device_db.names import arch_order
 from .tables import ConfigTable, batch_size_of
@@ -355,8 +356,7 @@ class Engine:
         # raises is asked again by the rules): a deferring or analytic estimator never compiles
         screen = (getattr(est, "defer", False) or getattr(est, "mode", None) == "analytic") \
             and not getattr(est, "engine_kernels", None)
-        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-                      meta.triton_folder)
+        kernel_key = table_kernel_key(meta)
         kernel = self._kernel_ids.setdefault(kernel_key, len(self._kernel_ids))
         return meta, plan, group, share, swappable, screen, targets_id, classes, order, kernel
 
@@ -606,8 +606,7 @@ class Engine:
         """Run the entry and target rules on ``entries`` (``(key, entry)`` pairs; default: the
         table's live entries), handing each finding to ``emit``."""
         meta = table.meta
-        kernel_key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-                      meta.triton_folder)
+        kernel_key = table_kernel_key(meta)
         entry_rules = [r for r in self._rules[Scope.ENTRY] if r.families is None or meta.family in r.families]
         target_rules = [r for r in self._rules[Scope.TARGET] if r.families is None or meta.family in r.families]
         walk = merged_of = None

@@ -90,6 +90,14 @@ class TableMeta:
         return None
 
 
+def kernel_key(meta: "TableMeta") -> tuple:
+    """What of a table's name decides its entries' kernels: family, dtype, block shape, per-channel
+    quantisation, engine, ``_down`` and Triton folder (what the engine's, the variants' and the fix
+    planner's memos key a table's kernel by)."""
+    return (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
+            meta.triton_folder)
+
+
 def has_down_tables(family: str | None) -> bool:
     """Whether the config family's names take the ``_down`` suffix (SGLang's down-GEMM tables)."""
     return bool(family) and bool(_grammar(family).get("down_suffix"))

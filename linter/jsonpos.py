@@ -526,17 +526,12 @@ class JsonDocument:
         """:meth:`finding_span` of each ``(pointer, at_key)`` of ``wanted``, in its order, found in
         one pass: a check asks for a table's findings in about document order (a flat table's
         entries in order, the findings of one entry together), so an entry is looked up once for
-        its findings, its members in it, and each position is counted on from the one before
-        (the newlines between them, in C), without a call per finding. Anything else (another
-        depth, a missing member, a document that is not a flat table, a position before the last
-        one) is answered as :meth:`finding_span` answers it."""
+        its findings and its members in it (each position counted on from the one before, as
+        :meth:`_line_at` does). Anything else (another depth, a missing member, a document that is
+        not a flat table) is answered as :meth:`finding_span` answers it."""
         flat = self._flat if self._flat is not None else self._flat_index()
         if not flat:
             return [self.finding_span(pointer, at_key) for pointer, at_key in wanted]
-        text = self.text
-        count_newlines, rfind, find = text.count, text.rfind, text.find
-        ascii_text = self._ascii
-        new = object.__new__
         out = []
         top_key = top = None
         for pointer, at_key in wanted:
@@ -552,41 +547,7 @@ class JsonDocument:
                 out.append(self.finding_span(pointer, at_key))
                 continue
             start, end = (hit[0], hit[1]) if at_key else (hit[2], hit[3])
-            last, line, first = self._cursor
-            if start < last or self._line_starts is not None:
-                line, first = self._line_at(start)
-            else:  # _line_at's forward count, inline
-                newlines = count_newlines("\n", last, start)
-                if newlines:
-                    line += newlines
-                    first = rfind("\n", last, start) + 1
-                self._counted += start - last
-                self._cursor = (start, line, first)
-                if self._counted > 2 * len(text):
-                    self._lines()
-            begin = new(Position)
-            fields = begin.__dict__
-            fields["line"] = line
-            fields["column"] = start - first + 1
-            # a key, and an entry's member (a scalar: a flat table's entries are objects of
-            # scalars), are on one line; an entry's value may not be
-            if n == 1 and not at_key and find("\n", start, end) >= 0:
-                line, first = self._line_at(end)
-            stop = new(Position)
-            fields = stop.__dict__
-            fields["line"] = line
-            fields["column"] = end - first + 1
-            span = new(Span)
-            fields = span.__dict__
-            fields["start"] = begin
-            fields["end"] = stop
-            if ascii_text:
-                fields["start_offset"] = start
-                fields["end_offset"] = end
-            else:
-                fields["start_offset"] = self.byte_offset(start)
-                fields["end_offset"] = self.byte_offset(end)
-            out.append(span)
+            out.append(self.span_of_chars(start, end))
         return out
 
     def span(self, pointer: tuple) -> Span:

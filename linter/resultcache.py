@@ -408,20 +408,15 @@ class ResultCache:
         indexed among this cache's once (``index``: ``other``'s value index -> this cache's,
         kept by the caller across the files of one ``other``)."""
         values = other.values
-        get = index.get
         rows = []
         for r in other.entries[path][1]:
-            # the value columns (_VALUE_COLUMNS) renumbered in their order, written out: once per row
-            message, pointer, data, fix = get(r[1]), get(r[9]), get(r[11]), get(r[13])
-            if message is None:
-                message = index[r[1]] = self._value(values[r[1]])
-            if pointer is None:
-                pointer = index[r[9]] = self._value(values[r[9]])
-            if data is None:
-                data = index[r[11]] = self._value(values[r[11]])
-            if fix is None:
-                fix = index[r[13]] = self._value(values[r[13]])
-            rows.append([r[0], message, r[2], r[3], r[4], r[5], r[6], r[7], r[8], pointer, r[10], data, r[12], fix])
+            r = list(r)
+            for col in _VALUE_COLUMNS:
+                i = index.get(r[col])
+                if i is None:
+                    i = index[r[col]] = self._value(values[r[col]])
+                r[col] = i
+            rows.append(r)
         self._store(path, digest, rows, plans, summary)
 
     def _store(self, path: str, digest: str, rows: list, plans, summary) -> None:

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 
 from . import kernels
 from .dtypes import path_of_file_dtype
-from .families import TableMeta
+from .families import TableMeta, kernel_key
 from .kernels.spec import Variant, from_templates, variant_template
 from .parameters import domain_test
 
@@ -145,8 +145,7 @@ def _table_launch(meta: TableMeta, arch: str, engine: str | None) -> TableLaunch
     ctx = (id(meta), arch, engine)
     hit = _BY_META.get(ctx)
     if hit is None or hit[0] is not meta or hit[1].family is not family:
-        key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-               meta.triton_folder, arch, engine)
+        key = (*kernel_key(meta), arch, engine)
         launch = _LAUNCHES.get(key)
         if launch is None or launch.family is not family:
             launch = _LAUNCHES[key] = TableLaunch(meta, family, arch, engine)
@@ -163,8 +162,7 @@ def table_kernel(meta: TableMeta) -> tuple[tuple, str | None, object]:
     family = kernels.table(meta.family)
     hit = _KERNELS.get(id(meta))
     if hit is None or hit[0] is not meta or hit[1] is not family:
-        key = (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-               meta.triton_folder)
+        key = kernel_key(meta)
         hit = _KERNELS[id(meta)] = (meta, family, (key, family.group_name if family is not None else None,
                                                    domain_test(meta.family)))
     return hit[2]

@@ -39,7 +39,7 @@ from typing import Iterable, Mapping, Sequence
 
 from tilefit.engine import Engine
 from tilefit.estimate import EstimatorUnavailable
-from tilefit.families import has_down_tables
+from tilefit.families import has_down_tables, kernel_key
 from tilefit.jsonpos import parse_pointer, pointer_to_str
 from tilefit.model import Applicability, Diagnostic, Fix, build_frozen
 from tilefit.parameters import in_domain
@@ -108,12 +108,6 @@ def cfg_key(entry: Mapping) -> tuple:
     option stays None, so Triton's per-vendor default applies."""
     return (entry["BLOCK_SIZE_M"], entry["BLOCK_SIZE_N"], entry["BLOCK_SIZE_K"], entry.get("GROUP_SIZE_M"),
             entry.get("num_warps"), entry.get("num_stages"))
-
-
-def kernel_key(meta) -> tuple:
-    """What of a table's name decides its kernels (the planner's memo keys' kernel part)."""
-    return (meta.family, meta.dtype, meta.block_shape, meta.per_channel_quant, meta.engine, meta.down,
-            meta.triton_folder)
 
 
 def smem_key(family: str, entry: Mapping) -> tuple:
